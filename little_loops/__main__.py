@@ -1,0 +1,5 @@
+"""`python -m little_loops` is `ll`."""
+
+from .cli import main
+
+main()

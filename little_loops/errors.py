@@ -1,0 +1,84 @@
+"""User-facing errors, diagnostics and the exit codes of `ll`, all in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# Exit codes of `ll run` (SPEC section 8) and of the other commands.
+EXIT_SUCCESS = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2  # usage error or invalid loop file
+EXIT_RUN_ERROR = 3  # unrouted verdict, undefined variable, action could not start
+EXIT_MAX_ITERATIONS = 4
+EXIT_BUDGET = 5
+EXIT_TIMEOUT = 124
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem in a loop file, at a 1-based line and column."""
+
+    file: str
+    line: int
+    col: int
+    severity: Severity
+    code: str
+    message: str
+
+    def format(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}: {self.severity}: {self.message}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "col": self.col,
+            "severity": self.severity,
+            "code": self.code,
+            "message": self.message,
+        }
+
+
+class LoopError(Exception):
+    """A user error: printed as one line, mapped to an exit code, never a traceback."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class LoadError(LoopError):
+    """The loop file could not be loaded; carries every diagnostic found in one pass."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        self.diagnostics = sorted(diagnostics, key=lambda d: (d.file, d.line, d.col))
+        errors = [d for d in self.diagnostics if d.severity == "error"]
+        first = (errors or self.diagnostics)[0].format() if self.diagnostics else "invalid loop"
+        super().__init__(first, exit_code=EXIT_USAGE)
+
+
+class RunError(LoopError):
+    """The run cannot go on: unrouted verdict, undefined variable, corrupt run state."""
+
+    exit_code = EXIT_RUN_ERROR
+
+
+class UndefinedVariable(RunError):
+    """A `${namespace.path}` placeholder names nothing at run time."""
+
+    def __init__(self, name: str, *, where: str = "") -> None:
+        self.name = name
+        suffix = f" in {where}" if where else ""
+        super().__init__(
+            f"undefined variable '${{{name}}}'{suffix}; define it under 'context:' "
+            "or pass --set KEY=VALUE"
+        )

@@ -1,0 +1,183 @@
+"""The frozen, typed form of a loop file: what the loader builds and the runner reads. No I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+ActionType = Literal["shell", "slash"]
+Outcome = Literal["success", "failure"]
+Scalar = str | int | float | bool
+
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+DEFAULT_JUDGE_PROMPT = "Evaluate whether this action succeeded based on its output."
+DEFAULT_JUDGE_MODEL = "claude-sonnet-5-5"
+DEFAULT_VERDICTS = ("success", "failure", "blocked", "partial")
+
+# The verdicts the router treats specially (SPEC section 6).
+ERROR_VERDICTS = frozenset({"error", "timeout"})
+UNCERTAIN_SUFFIX = "_uncertain"
+
+
+@dataclass(frozen=True)
+class Pos:
+    """Where a node starts in the loop file: 1-based line and column."""
+
+    line: int = 1
+    col: int = 1
+
+
+@dataclass(frozen=True)
+class LlmDefaults:
+    """The loop's `llm:` block: defaults for every `llm_structured` evaluator."""
+
+    model: str | None = None
+    max_tokens: int = 256
+    timeout: float = 30.0
+    min_confidence: float = 0.5
+    max_output_chars: int = 4000
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    """One evaluator's configuration (SPEC section 4). Fields unused by a type keep defaults.
+
+    `None` on an `llm_structured` setting means "not set on the state": the judge then takes
+    the loop's `llm:` value, then the command line / environment, then the built-in default.
+    """
+
+    type: str
+    pos: Pos = Pos()
+    # output_contains
+    pattern: str | None = None
+    literal: bool = False
+    negate: bool = False
+    # shared by several types
+    source: str | None = None
+    operator: str | None = None
+    target: Scalar | None = None
+    # output_json
+    path: str | None = None
+    # convergence
+    tolerance: float = 0.0
+    direction: Literal["minimize", "maximize"] = "minimize"
+    previous: str | None = None
+    # all / any
+    of: tuple[Evaluate, ...] = ()
+    # llm_structured
+    prompt: str | None = None
+    schema: Mapping[str, Any] | None = None
+    min_confidence: float | None = None
+    uncertain_suffix: bool = False
+    model: str | None = None
+    max_tokens: int | None = None
+    timeout: float | None = None
+    max_output_chars: int | None = None
+    fail_open: bool = False
+    prior_reason: bool = False
+    samples: int = 1
+
+
+@dataclass(frozen=True)
+class Retry:
+    """`retry:` on a state: re-run the action in place for some verdicts before routing."""
+
+    max_attempts: int = 3
+    interval: float = 1.0
+    backoff_rate: float = 2.0
+    max_delay: float = 60.0
+    jitter: bool = True
+    on: tuple[str, ...] = ("error", "timeout")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One route: where a verdict goes and which key of the file said so (`via`)."""
+
+    target: str  # a state name or "$current"
+    via: str  # "route", "on_success", "on_failure", "on_error", "on_timeout", "next", ...
+    pos: Pos = Pos()
+
+
+@dataclass(frozen=True)
+class State:
+    """One state of the machine, with its routes already merged from every shorthand.
+
+    `routes` maps a verdict, `_` (default) or `_error` to a Route; shorthands such as
+    `on_success` appear under their verdict (`success`). `next` is kept apart because it
+    catches every verdict except where `error`/`timeout` have their own route.
+    """
+
+    name: str
+    pos: Pos = Pos()
+    action: str | None = None
+    action_type: ActionType | None = None  # resolved: None only when there is no action
+    evaluate: Evaluate | None = None  # resolved default: exit_code / llm_structured / None
+    routes: Mapping[str, Route] = field(default_factory=lambda: EMPTY)
+    next: Route | None = None
+    terminal: bool = False
+    outcome: Outcome = "success"
+    capture: str | None = None
+    timeout: float | None = None
+    retry: Retry | None = None
+    on_maintain: str | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A whole loop file, validated."""
+
+    name: str
+    initial: str
+    states: Mapping[str, State]
+    path: Path = Path("loop.yaml")
+    description: str | None = None
+    context: Mapping[str, Scalar] = field(default_factory=lambda: EMPTY)
+    max_iterations: int = 50
+    on_max_iterations: str | None = None
+    timeout: float | None = None
+    action_timeout: float = 3600.0
+    backoff: float = 0.0
+    maintain: bool = False
+    on_error: str | None = None
+    llm: LlmDefaults = LlmDefaults()
+    max_cost_usd: float | None = None
+    secrets: tuple[str, ...] = ()
+    shell: str = "/bin/sh"
+    working_dir: Path | None = None  # None: the loop file's directory
+    source_sha256: str = ""  # of the file's bytes, so a resumed run can tell the file changed
+
+    @property
+    def cwd(self) -> Path:
+        """Where actions run: `working_dir` (relative to the file) or the file's directory."""
+        base = self.path.parent
+        if self.working_dir is None:
+            return base
+        return self.working_dir if self.working_dir.is_absolute() else base / self.working_dir
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What an evaluator returns: a lowercase word and a JSON-serialisable details map."""
+
+    verdict: str
+    details: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "details": dict(self.details)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
+        return cls(str(data["verdict"]), dict(data.get("details") or {}))
+
+
+def base_verdict(verdict: str) -> str | None:
+    """`success_uncertain` -> `success`; None for a verdict without the suffix."""
+    if verdict.endswith(UNCERTAIN_SUFFIX) and len(verdict) > len(UNCERTAIN_SUFFIX):
+        return verdict[: -len(UNCERTAIN_SUFFIX)]
+    return None

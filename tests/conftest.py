@@ -1,0 +1,32 @@
+"""Shared fixtures: every test runs away from the real home, real API keys and the network."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "OPENAI_", "LL_", "CLAUDE_")) or name in (
+            "GITHUB_ACTIONS",
+            "GITHUB_STEP_SUMMARY",
+        ):
+            monkeypatch.delenv(name, raising=False)
+    # Any stray request to a real provider fails fast instead of reaching the network.
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
+@pytest.fixture
+def ll_cmd() -> list[str]:
+    """The argv prefix that runs the real `ll` in a subprocess."""
+    return [sys.executable, "-m", "little_loops"]
