@@ -1,0 +1,107 @@
+"""Event records (SPEC section 10) and the sinks that receive them: a JSONL file, callbacks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+Event = dict[str, Any]
+Listener = Callable[[Event], None]
+
+# The public event names; CI dashboards read them, so they only ever grow.
+EVENT_NAMES = (
+    "loop_start",
+    "state_enter",
+    "action_start",
+    "action_complete",
+    "evaluate",
+    "retry",
+    "route",
+    "loop_complete",
+    "judge_fail_open",
+)
+
+
+def utc_now() -> str:
+    """ISO 8601 UTC with milliseconds, e.g. 2026-11-22T04:14:30.123Z."""
+    now = datetime.now(timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+class JsonlSink:
+    """Appends one JSON object a line; flushed per event so a crash loses at most a partial line."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] = path.open("a", encoding="utf-8")
+
+    def __call__(self, event: Event) -> None:
+        self._file.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class Emitter:
+    """Builds events with the common fields and hands each to every listener, in order.
+
+    `redact` is applied to each event before any listener sees it, so no sink can leak a
+    secret value.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        listeners: list[Listener],
+        *,
+        redact: Callable[[Event], Event] | None = None,
+        clock: Callable[[], str] = utc_now,
+    ) -> None:
+        self.run_id = run_id
+        self.listeners = listeners
+        self._redact = redact
+        self._clock = clock
+
+    def emit(
+        self,
+        name: str,
+        fields: Mapping[str, Any] | None = None,
+        *,
+        step: int | None = None,
+        state: str | None = None,
+    ) -> Event:
+        event: Event = {"event": name, "ts": self._clock(), "run_id": self.run_id}
+        if step is not None:
+            event["step"] = step
+        if state is not None:
+            event["state"] = state
+        if fields:
+            event.update(fields)
+        if self._redact is not None:
+            event = self._redact(event)
+        for listener in self.listeners:
+            listener(event)
+        return event
+
+
+def read_events(path: Path) -> list[Event]:
+    """Every complete event of a JSONL file; a torn last line (from a crash) is skipped."""
+    events: list[Event] = []
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return events
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(item, dict):
+            events.append(item)
+    return events

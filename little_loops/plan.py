@@ -1,0 +1,52 @@
+"""`ll run --dry-run`: what would run first, and every route of the graph, without running."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from .errors import LoopError
+from .interpolate import render, resolve_context
+from .model import Loop, State
+
+
+def dry_run(loop: Loop, overrides: Mapping[str, str]) -> str:
+    """The interpolated plan of the first state and the routes of every state, as text."""
+    context = resolve_context(loop.context, overrides)
+    first = loop.states[loop.initial]
+    lines = [
+        f"loop: {loop.name} ({loop.path})",
+        f"max_iterations: {loop.max_iterations}"
+        + (f", timeout: {loop.timeout:g}s" if loop.timeout is not None else ""),
+        f"working directory: {loop.cwd}",
+        f"first state: {first.name}",
+    ]
+    if first.action is not None:
+        scope = {
+            "context": context,
+            "state": {"name": first.name, "iteration": 1, "attempt": 1},
+            "loop": {"name": loop.name, "run_id": "(dry-run)", "started_at": "", "elapsed_ms": 0, "elapsed": "0s"},
+            "env": dict(os.environ),
+            "captured": {},
+            "prev": {},
+        }
+        try:
+            command = render(first.action, scope, shell=first.action_type == "shell")
+        except LoopError as exc:
+            command = f"{first.action}    # cannot interpolate before the run: {exc.message}"
+        lines.append(f"  {first.action_type} action: {command}")
+    if first.evaluate is not None:
+        lines.append(f"  evaluate: {first.evaluate.type}")
+    lines.append("routes:")
+    for state in loop.states.values():
+        lines.extend(_routes(state))
+    return "\n".join(lines) + "\n"
+
+
+def _routes(state: State) -> list[str]:
+    if state.terminal:
+        return [f"  {state.name}: terminal ({state.outcome})"]
+    out = [f"  {state.name} --{verdict}--> {route.target}" for verdict, route in state.routes.items()]
+    if state.next is not None:
+        out.append(f"  {state.name} --*--> {state.next.target}")
+    return out

@@ -1,0 +1,565 @@
+"""The run: enter -> interpolate -> act -> evaluate -> route -> emit -> persist, step after step.
+
+The runner never prints and never exits; it reports through events and returns a RunResult.
+Everything a resumed run needs lives in `Progress`, written to state.json after every step.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import actions, router
+from .errors import (
+    EXIT_BUDGET,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_MAX_ITERATIONS,
+    EXIT_RUN_ERROR,
+    EXIT_SUCCESS,
+    EXIT_TERMINATED,
+    EXIT_TIMEOUT,
+    LoopError,
+)
+from .evaluators import EvalInput, evaluate
+from .events import Emitter, Event, JsonlSink, Listener, utc_now
+from .interpolate import render, resolve_context
+from .model import Loop, State, Verdict
+from .store import RunDir, new_run_id
+
+OUTCOME_EXIT = {
+    "success": EXIT_SUCCESS,
+    "failure": EXIT_FAILURE,
+    "error": EXIT_RUN_ERROR,
+    "max_iterations": EXIT_MAX_ITERATIONS,
+    "budget": EXIT_BUDGET,
+    "timeout": EXIT_TIMEOUT,
+}
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by the SIGTERM handler, so running actions are killed."""
+
+
+@contextmanager
+def signals_as_exceptions() -> Iterator[None]:
+    """While a run is in progress, SIGTERM raises Terminated (SIGINT already raises)."""
+    import signal
+
+    def on_term(signum: int, frame: object) -> None:
+        raise Terminated
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the command line adds to a loop file."""
+
+    base_dir: Path = field(default_factory=Path.cwd)  # where .loops/ lives
+    overrides: Mapping[str, str] = field(default_factory=dict)  # --set KEY=VALUE
+    max_iterations: int | None = None
+    claude: tuple[str, ...] = ("claude",)
+    claude_flags: tuple[str, ...] = ("--dangerously-skip-permissions",)
+    model: str | None = None  # --model / LL_MODEL
+    cache: bool = True
+    record: Path | None = None
+    replay: Path | None = None
+    env: Mapping[str, str] | None = None  # None: this process's environment
+    fsync: bool = False
+    on_output: Callable[[str, bytes], None] | None = None  # --verbose streaming
+
+
+@dataclass
+class Progress:
+    """The mutable state of a run; serialised whole into state.json after every step."""
+
+    run_id: str
+    loop_file: str
+    loop_sha256: str
+    started_at: str
+    context: dict[str, str]
+    max_iterations: int
+    current: str  # the state the next step runs
+    status: str = "running"  # running, finished, interrupted
+    step: int = 0  # steps finished
+    elapsed_ms: int = 0
+    cost_usd: float = 0.0
+    captured: dict[str, dict[str, Any]] = field(default_factory=dict)
+    prev: dict[str, Any] = field(default_factory=dict)
+    convergence: dict[str, float] = field(default_factory=dict)
+    prior_reasons: dict[str, str] = field(default_factory=dict)
+    path: list[str] = field(default_factory=list)
+    on_max_used: bool = False
+    last_route: dict[str, Any] | None = None
+    outcome: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Progress:
+        names = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: str
+    outcome: str
+    exit_code: int
+    final_state: str
+    steps: int
+    duration_ms: int
+    path: tuple[str, ...]
+    run_dir: Path
+    error: str | None = None
+
+
+class _Finish(Exception):
+    """Internal: the run ends here with this outcome."""
+
+    def __init__(self, outcome: str, final_state: str, error: str | None = None) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
+        self.final_state = final_state
+        self.error = error
+
+
+@dataclass(frozen=True)
+class _StepResult:
+    verdict: Verdict
+    action: actions.ActionResult | None
+
+
+class Runner:
+    """Runs one loop to its end, or to a limit, writing every step to the run directory."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        options: RunOptions | None = None,
+        *,
+        listeners: list[Listener] | None = None,
+        progress: Progress | None = None,
+        run_dir: RunDir | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.loop = loop
+        self.options = options or RunOptions()
+        self.env: Mapping[str, str] = (
+            self.options.env if self.options.env is not None else dict(os.environ)
+        )
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self.resumed = progress is not None
+        if progress is None:
+            run_id = new_run_id(loop.name)
+            progress = Progress(
+                run_id=run_id,
+                loop_file=str(loop.path),
+                loop_sha256=loop.source_sha256,
+                started_at=utc_now(),
+                context=resolve_context(loop.context, self.options.overrides),
+                max_iterations=self.options.max_iterations or loop.max_iterations,
+                current=loop.initial,
+            )
+        self.progress = progress
+        self.run_dir = run_dir or RunDir.create(self.options.base_dir, progress.run_id)
+        self._sink = JsonlSink(self.run_dir.events_path)
+        self.emitter = Emitter(progress.run_id, [self._sink, *(listeners or [])])
+        self._judge: Any = None
+        self._t0 = time.monotonic() - progress.elapsed_ms / 1000.0
+
+    # -- the run -------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        """Run until a terminal state, a limit, an error or a signal; always persists the end."""
+        p = self.progress
+        self._emit(
+            "loop_start",
+            loop=self.loop.name,
+            file=str(self.loop.path),
+            max_iterations=p.max_iterations,
+            resumed=self.resumed,
+        )
+        self._persist()
+        try:
+            while True:
+                self._next_step()
+        except _Finish as end:
+            return self._finish(end.outcome, end.final_state, end.error)
+        except LoopError as exc:
+            return self._finish("error", p.current, exc.message)
+        except KeyboardInterrupt:
+            return self._finish("interrupted", p.current, "interrupted (SIGINT)", EXIT_INTERRUPTED)
+        except Terminated:
+            return self._finish("interrupted", p.current, "terminated (SIGTERM)", EXIT_TERMINATED)
+        finally:
+            self._close()
+
+    def _next_step(self) -> None:
+        p = self.progress
+        self._check_deadline(p.current)
+        state_name = p.current
+        if p.step >= p.max_iterations:
+            if self.loop.on_max_iterations is None or p.on_max_used:
+                raise _Finish("max_iterations", state_name)
+            p.on_max_used = True
+            state_name = p.current = self.loop.on_max_iterations
+        state = self.loop.states[state_name]
+        step = p.step + 1
+        result = self._run_state(step, state)
+        p.step = step
+        p.path.append(state.name)
+        self._remember(state, result)
+        if state.terminal or (p.on_max_used and state.name == self.loop.on_max_iterations):
+            self._after_terminal(state)
+            return
+        decision = router.route(self.loop, state, result.verdict.verdict)
+        if decision is None:
+            p.last_route = None
+            self._persist()
+            raise _Finish(
+                "error",
+                state.name,
+                f"state '{state.name}' gave verdict '{result.verdict.verdict}' "
+                "and has no route for it",
+            )
+        self._emit(
+            "route",
+            step=step,
+            state=state.name,
+            **{"from": state.name, "to": decision.target},
+            verdict=result.verdict.verdict,
+            via=decision.via,
+        )
+        p.last_route = {
+            "from": state.name,
+            "to": decision.target,
+            "verdict": result.verdict.verdict,
+            "via": decision.via,
+        }
+        p.current = decision.target
+        self._persist()
+        self._check_budget(state.name)
+        if self.loop.backoff > 0:
+            self._sleep(min(self.loop.backoff, self._remaining() or self.loop.backoff))
+
+    def _after_terminal(self, state: State) -> None:
+        p = self.progress
+        if p.on_max_used:
+            self._persist()
+            raise _Finish("max_iterations", state.name)
+        if self.loop.maintain and state.terminal:
+            p.current = state.on_maintain or self.loop.initial
+            p.last_route = {"from": state.name, "to": p.current, "verdict": "maintain", "via": "maintain"}
+            self._emit(
+                "route",
+                step=p.step,
+                state=state.name,
+                **{"from": state.name, "to": p.current},
+                verdict="maintain",
+                via="maintain",
+            )
+            self._persist()
+            self._check_budget(state.name)
+            return
+        self._persist()
+        raise _Finish(state.outcome, state.name)
+
+    # -- one state -----------------------------------------------------------------------
+
+    def _run_state(self, step: int, state: State) -> _StepResult:
+        self._emit("state_enter", step=step, state=state.name)
+        retry = state.retry
+        attempt = 1
+        while True:
+            result = self._attempt(step, state, attempt)
+            verdict = result.verdict.verdict
+            if retry is None or verdict not in retry.on or attempt >= retry.max_attempts:
+                return result
+            delay = min(retry.max_delay, retry.interval * retry.backoff_rate ** (attempt - 1))
+            if retry.jitter:
+                delay = self._rng.uniform(0, delay)
+            remaining = self._remaining()
+            if remaining is not None:
+                delay = min(delay, remaining)
+            self._emit(
+                "retry",
+                step=step,
+                state=state.name,
+                attempt=attempt + 1,
+                delay_s=round(delay, 3),
+                verdict=verdict,
+            )
+            self._sleep(delay)
+            self._check_deadline(state.name)
+            attempt += 1
+
+    def _attempt(self, step: int, state: State, attempt: int) -> _StepResult:
+        action = None
+        if state.action is not None:
+            command = self._render(state.action, step, state, attempt, shell=state.action_type == "shell")
+            action = self._act(step, state, attempt, command)
+            if action.timed_out:
+                self._check_deadline(state.name)
+                verdict = Verdict("timeout", {"timeout_s": self._action_timeout(state)})
+                return self._evaluated(step, state, verdict, action, "timeout")
+            if action.error is not None:
+                verdict = Verdict("error", {"error": action.error, **dict(action.details)})
+                return self._evaluated(step, state, verdict, action, "action")
+        if state.terminal:
+            return _StepResult(Verdict("success"), action)
+        spec = state.evaluate
+        if spec is None:
+            return self._evaluated(step, state, Verdict("success"), action, "none")
+        inp = EvalInput(
+            text=action.output if action else "",
+            stderr=action.stderr if action else "",
+            exit_code=action.exit_code if action else None,
+            state=state.name,
+            resolve=lambda text: self._render(text, step, state, attempt, shell=False),
+            previous_value=self.progress.convergence.get(state.name),
+            prior_reason=self.progress.prior_reasons.get(state.name),
+            judge=self._judge_session() if _uses_judge(spec) else None,
+        )
+        verdict = evaluate(spec, inp)
+        return self._evaluated(step, state, verdict, action, spec.type)
+
+    def _evaluated(
+        self,
+        step: int,
+        state: State,
+        verdict: Verdict,
+        action: actions.ActionResult | None,
+        kind: str,
+    ) -> _StepResult:
+        cost = float(verdict.details.get("cost_usd") or 0.0)
+        if action is not None:
+            cost += action.cost_usd
+        self.progress.cost_usd += cost
+        self._emit(
+            "evaluate",
+            step=step,
+            state=state.name,
+            type=kind,
+            verdict=verdict.verdict,
+            details=dict(verdict.details),
+        )
+        return _StepResult(verdict, action)
+
+    def _act(self, step: int, state: State, attempt: int, command: str) -> actions.ActionResult:
+        assert state.action_type is not None
+        self._emit(
+            "action_start",
+            step=step,
+            state=state.name,
+            action=command,
+            action_type=state.action_type,
+        )
+        timeout = self._action_timeout(state)
+        remaining = self._remaining()
+        if remaining is not None:
+            timeout = min(timeout, remaining)
+        log = self.run_dir.step_log(step, state.name, attempt)
+        env = self.env
+        if state.action_type == "slash":
+            result = actions.run_slash(
+                command,
+                claude=self.options.claude,
+                flags=self.options.claude_flags,
+                cwd=self.loop.cwd,
+                env=env,
+                timeout=timeout,
+                log_path=log,
+                on_output=self.options.on_output,
+            )
+        else:
+            result = actions.run_shell(
+                command,
+                shell=self.loop.shell,
+                cwd=self.loop.cwd,
+                env=env,
+                timeout=timeout,
+                log_path=log,
+                on_output=self.options.on_output,
+            )
+        self._emit(
+            "action_complete",
+            step=step,
+            state=state.name,
+            exit_code=result.exit_code,
+            duration_ms=result.duration_ms,
+            timed_out=result.timed_out,
+            output_bytes=result.output_bytes,
+        )
+        return result
+
+    def _remember(self, state: State, result: _StepResult) -> None:
+        p = self.progress
+        action = result.action
+        details = result.verdict.details
+        record: dict[str, Any] = {
+            "output": action.output if action else "",
+            "stderr": action.stderr if action else "",
+            "exit_code": action.exit_code if action else None,
+            "duration_ms": action.duration_ms if action else 0,
+            "state": state.name,
+            "verdict": result.verdict.verdict,
+        }
+        p.prev = record
+        if state.capture:
+            p.captured[state.capture] = {
+                **record,
+                "confidence": details.get("confidence"),
+                "reason": details.get("reason"),
+            }
+        value = details.get("value")
+        if state.evaluate is not None and state.evaluate.type == "convergence":
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                p.convergence[state.name] = float(value)
+        reason = details.get("reason")
+        if isinstance(reason, str) and reason:
+            p.prior_reasons[state.name] = reason
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _render(self, template: str, step: int, state: State, attempt: int, *, shell: bool) -> str:
+        p = self.progress
+        elapsed_ms = self._elapsed_ms()
+        scope: dict[str, Mapping[str, Any]] = {
+            "context": p.context,
+            "captured": p.captured,
+            "prev": p.prev,
+            "state": {"name": state.name, "iteration": step, "attempt": attempt},
+            "loop": {
+                "name": self.loop.name,
+                "run_id": p.run_id,
+                "started_at": p.started_at,
+                "elapsed_ms": elapsed_ms,
+                "elapsed": _human_duration(elapsed_ms),
+            },
+            "env": self.env,
+        }
+        return render(template, scope, shell=shell, where=f"state '{state.name}'")
+
+    def _action_timeout(self, state: State) -> float:
+        return state.timeout if state.timeout is not None else self.loop.action_timeout
+
+    def _elapsed_ms(self) -> int:
+        return int((time.monotonic() - self._t0) * 1000)
+
+    def _remaining(self) -> float | None:
+        if self.loop.timeout is None:
+            return None
+        return max(0.0, self.loop.timeout - (time.monotonic() - self._t0))
+
+    def _check_deadline(self, state_name: str) -> None:
+        remaining = self._remaining()
+        if remaining is not None and remaining <= 0:
+            raise _Finish("timeout", state_name, f"loop timeout of {self.loop.timeout:g}s reached")
+
+    def _check_budget(self, state_name: str) -> None:
+        budget = self.loop.max_cost_usd
+        if budget is not None and self.progress.cost_usd > budget:
+            raise _Finish(
+                "budget",
+                state_name,
+                f"cost ${self.progress.cost_usd:.4f} passed max_cost_usd ${budget:g}",
+            )
+
+    def _judge_session(self) -> Any:
+        if self._judge is None:
+            from .evaluators.llm import JudgeSession, JudgeSettings
+
+            o = self.options
+            self._judge = JudgeSession(
+                JudgeSettings(
+                    model_override=o.model,
+                    llm=self.loop.llm,
+                    cache_dir=(o.base_dir / ".loops" / "cache") if o.cache else None,
+                    record=o.record,
+                    replay=o.replay,
+                    claude=o.claude,
+                ),
+                emit=self._judge_event,
+                env=self.env,
+            )
+        return self._judge
+
+    def _judge_event(self, name: str, fields: Mapping[str, Any]) -> None:
+        self._emit(name, step=self.progress.step + 1, state=self.progress.current, **fields)
+
+    def _emit(self, name: str, *, step: int | None = None, state: str | None = None, **fields: Any) -> Event:
+        return self.emitter.emit(name, fields, step=step, state=state)
+
+    def _persist(self) -> None:
+        self.progress.elapsed_ms = self._elapsed_ms()
+        self.run_dir.write_state(self.progress.to_dict(), fsync=self.options.fsync)
+
+    def _finish(
+        self, outcome: str, final_state: str, error: str | None, exit_code: int | None = None
+    ) -> RunResult:
+        p = self.progress
+        code = exit_code if exit_code is not None else OUTCOME_EXIT[outcome]
+        p.status = "interrupted" if outcome == "interrupted" else "finished"
+        p.outcome, p.exit_code, p.error = outcome, code, error
+        duration_ms = self._elapsed_ms()
+        self._persist()
+        self._emit(
+            "loop_complete",
+            final_state=final_state,
+            outcome=outcome,
+            exit_code=code,
+            steps=p.step,
+            duration_ms=duration_ms,
+            error=error,
+            cost_usd=round(p.cost_usd, 6),
+        )
+        return RunResult(
+            run_id=p.run_id,
+            outcome=outcome,
+            exit_code=code,
+            final_state=final_state,
+            steps=p.step,
+            duration_ms=duration_ms,
+            path=tuple(p.path),
+            run_dir=self.run_dir.root,
+            error=error,
+        )
+
+    def _close(self) -> None:
+        if self._judge is not None:
+            self._judge.close()
+        self._sink.close()
+
+
+def _uses_judge(spec: Any) -> bool:
+    if spec.type == "llm_structured":
+        return True
+    return any(_uses_judge(sub) for sub in spec.of)
+
+
+def _human_duration(ms: int) -> str:
+    seconds = ms // 1000
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m {seconds}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes}m {seconds}s"
