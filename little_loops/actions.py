@@ -1,0 +1,626 @@
+"""Run actions: shell commands and `claude -p` slash commands, each in its own process group.
+
+This is the only module that starts subprocesses. Both kinds of action share one pump: stdout
+and stderr are read as raw bytes as they arrive (never line by line, so a partial line cannot
+delay a timeout), appended to the step's log, handed to `on_output`, and kept in memory only as
+a bounded tail. A timeout, the direct child's exit, or any exception raised while waiting
+(KeyboardInterrupt, the runner's termination exception) ends every member of the group:
+SIGTERM, a short grace, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from little_loops.errors import LoopError, RunError
+from little_loops.model import EMPTY
+
+OutputHook = Callable[[str, bytes], None]
+
+KILL_GRACE_S = 0.75  # between SIGTERM and SIGKILL of a process group
+EXIT_DRAIN_S = 0.2  # reading on after the direct child exited while a pipe is still held open
+POST_KILL_DRAIN_S = 0.5  # reading what is left in the pipes once the group was killed
+POLL_S = 0.05  # wake-up interval where pidfd_open is unavailable
+READ_CHUNK = 1 << 16
+MAX_EVENT_LINE = 64 << 20  # a stream-JSON line longer than this is skipped, not buffered
+DEFAULT_TAIL_BYTES = 1 << 20
+
+SLASH_FLAGS = ("--dangerously-skip-permissions",)
+_ROOT_REFUSAL = "cannot be used with root/sudo privileges"
+_ROOT_HINT = (
+    "the claude CLI refuses --dangerously-skip-permissions when running as root unless "
+    "IS_SANDBOX=1 is set: inside a disposable container or VM run `export IS_SANDBOX=1` "
+    "before `ll run`, or run ll as a non-root user"
+)
+_RESULT_DETAIL_KEYS = (
+    "is_error",
+    "subtype",
+    "total_cost_usd",
+    "usage",
+    "num_turns",
+    "duration_ms",
+    "duration_api_ms",
+    "session_id",
+)
+
+
+class ActionStartError(RunError):
+    """An action could not be started: its shell or its working directory is missing."""
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What one action did. Text fields are tails, decoded as UTF-8 with replacement.
+
+    `exit_code` is None when the action was killed by its timeout or never started, negative
+    when a signal ended it. `error` is set when a slash action failed outside the command itself
+    (CLI missing, non-zero exit, `is_error`, no result event); the runner turns it into verdict
+    `error`. `output_bytes` counts every byte seen on both streams, not only the tails.
+    """
+
+    output: str
+    stderr: str
+    exit_code: int | None
+    duration_ms: int
+    timed_out: bool
+    output_bytes: int
+    error: str | None = None
+    cost_usd: float = 0.0
+    details: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "output": self.output,
+            "stderr": self.stderr,
+            "exit_code": self.exit_code,
+            "duration_ms": self.duration_ms,
+            "timed_out": self.timed_out,
+            "output_bytes": self.output_bytes,
+            "error": self.error,
+            "cost_usd": self.cost_usd,
+            "details": dict(self.details),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ActionResult:
+        exit_code = data.get("exit_code")
+        error = data.get("error")
+        return cls(
+            output=str(data.get("output", "")),
+            stderr=str(data.get("stderr", "")),
+            exit_code=None if exit_code is None else int(exit_code),
+            duration_ms=int(data.get("duration_ms", 0)),
+            timed_out=bool(data.get("timed_out", False)),
+            output_bytes=int(data.get("output_bytes", 0)),
+            error=None if error is None else str(error),
+            cost_usd=float(data.get("cost_usd", 0.0)),
+            details=dict(data.get("details") or {}),
+        )
+
+
+def claude_command(cli_value: str | None, env: Mapping[str, str]) -> list[str]:
+    """The argv prefix for slash actions: `--claude PATH`, else `$LL_CLAUDE` split, else claude."""
+    if cli_value:
+        return [cli_value]
+    raw = env.get("LL_CLAUDE", "").strip()
+    if raw:
+        try:
+            parts = shlex.split(raw)
+        except ValueError as exc:
+            raise LoopError(
+                f"LL_CLAUDE={raw!r} is not a valid command line ({exc}); fix its quoting"
+            ) from exc
+        if parts:
+            return parts
+    return ["claude"]
+
+
+def run_shell(
+    command: str,
+    *,
+    shell: str = "/bin/sh",
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    log_path: Path | None = None,
+    tail_bytes: int = DEFAULT_TAIL_BYTES,
+    on_output: OutputHook | None = None,
+) -> ActionResult:
+    """Run `[shell, "-c", command]` in a new process group, stdin from /dev/null.
+
+    `env` is the child's whole environment (None: inherit ours). Each chunk of either stream is
+    appended to `log_path` (parents created; the file is opened for appending) and passed to
+    `on_output("stdout" | "stderr", chunk)`. Raises ActionStartError when the shell or `cwd`
+    does not exist.
+    """
+    _check_cwd(cwd)
+    try:
+        run = _execute([shell, "-c", command], cwd, env, timeout, log_path, tail_bytes, on_output)
+    except FileNotFoundError:
+        raise ActionStartError(
+            f"cannot run shell action: shell {shell!r} not found; install it or set 'shell:' "
+            "in the loop file to an existing shell such as /bin/sh"
+        ) from None
+    except PermissionError:
+        raise ActionStartError(
+            f"cannot run shell action: shell {shell!r} is not executable (permission denied); "
+            "set 'shell:' in the loop file to an executable shell such as /bin/sh"
+        ) from None
+    return ActionResult(
+        output=run.stdout.text(),
+        stderr=run.stderr.text(),
+        exit_code=run.exit_code,
+        duration_ms=run.duration_ms,
+        timed_out=run.timed_out,
+        output_bytes=run.output_bytes,
+    )
+
+
+def run_slash(
+    prompt: str,
+    *,
+    claude: Sequence[str] = ("claude",),
+    flags: Sequence[str] = SLASH_FLAGS,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    log_path: Path | None = None,
+    tail_bytes: int = DEFAULT_TAIL_BYTES,
+    on_output: OutputHook | None = None,
+) -> ActionResult:
+    """Run `claude -p PROMPT --output-format stream-json --verbose FLAGS` like a shell action.
+
+    `output` is the assistant's text (its text blocks joined by newlines, sub-agent messages
+    left out), or the result event's `result` when it wrote none. The log and `on_output` get
+    the raw stream-JSON. Never raises for a failing CLI: `error` says what went wrong.
+    """
+    if not claude:
+        raise ValueError("claude command must not be empty")
+    _check_cwd(cwd)
+    argv = [*claude, "-p", prompt, "--output-format", "stream-json", "--verbose", *flags]
+    parser = _StreamJson(tail_bytes)
+    started = time.monotonic()
+    try:
+        run = _execute(
+            argv, cwd, env, timeout, log_path, tail_bytes, on_output, on_stdout=parser.feed
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        problem = "not found" if isinstance(exc, FileNotFoundError) else "not executable"
+        return ActionResult(
+            output="",
+            stderr="",
+            exit_code=None,
+            duration_ms=_ms_since(started),
+            timed_out=False,
+            output_bytes=0,
+            error=f"claude CLI {problem}: {claude[0]!r}; install Claude Code or set "
+            "LL_CLAUDE / --claude",
+        )
+    parser.close()
+    stderr = run.stderr.text()
+    result = parser.result
+    details: dict[str, Any] = {}
+    if result is not None:
+        details = {key: result[key] for key in _RESULT_DETAIL_KEYS if key in result}
+    if parser.model is not None:
+        details["model"] = parser.model
+    cost = result.get("total_cost_usd") if result is not None else None
+    return ActionResult(
+        output=parser.output(),
+        stderr=stderr,
+        exit_code=run.exit_code,
+        duration_ms=run.duration_ms,
+        timed_out=run.timed_out,
+        output_bytes=run.output_bytes,
+        error=None if run.timed_out else _slash_error(run.exit_code, result, stderr),
+        cost_usd=float(cost) if isinstance(cost, (int, float)) else 0.0,
+        details=details,
+    )
+
+
+def _slash_error(
+    exit_code: int | None, result: Mapping[str, Any] | None, stderr: str
+) -> str | None:
+    """Why a finished slash action failed, or None. The CLI can exit 0 on failure."""
+    said = _result_message(result) if result is not None and result.get("is_error") else ""
+    if exit_code != 0:
+        said = said or _last_line(stderr)
+        reason = f"claude CLI exited with code {exit_code}" + (f": {said}" if said else "")
+    elif result is None:
+        reason = "claude CLI ended without a result event" + (
+            f"; stderr: {_last_line(stderr)}" if stderr.strip() else ""
+        )
+    elif result.get("is_error"):
+        subtype = result.get("subtype") or "error"
+        reason = f"claude CLI reported an error ({subtype})" + (f": {said}" if said else "")
+    else:
+        return None
+    if _ROOT_REFUSAL in stderr:
+        reason += f"; {_ROOT_HINT}"
+    return reason
+
+
+def _result_message(result: Mapping[str, Any]) -> str:
+    text = result.get("result")
+    if isinstance(text, str) and text.strip():
+        return _clip(text.strip())
+    errors = result.get("errors")
+    if isinstance(errors, list) and errors:
+        return _clip("; ".join(str(e) for e in errors))
+    return ""
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return _clip(lines[-1]) if lines else ""
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _check_cwd(cwd: Path) -> None:
+    if not os.path.exists(cwd):
+        raise ActionStartError(
+            f"cannot run action: working directory {str(cwd)!r} does not exist; create it or "
+            "fix 'working_dir:' in the loop file"
+        )
+    if not os.path.isdir(cwd):
+        raise ActionStartError(
+            f"cannot run action: working directory {str(cwd)!r} is not a directory; "
+            "fix 'working_dir:' in the loop file"
+        )
+
+
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+class _Tail:
+    """The last `limit` bytes of a stream; trimmed at 2x the limit so trimming is amortised."""
+
+    __slots__ = ("buf", "limit", "trimmed")
+
+    def __init__(self, limit: int) -> None:
+        self.buf = bytearray()
+        self.limit = max(limit, 0)
+        self.trimmed = False
+
+    def add(self, chunk: bytes) -> None:
+        self.buf += chunk
+        if len(self.buf) > 2 * self.limit:
+            del self.buf[: len(self.buf) - self.limit]
+            self.trimmed = True
+
+    def text(self) -> str:
+        if self.limit == 0:
+            return ""
+        data = memoryview(self.buf)[-self.limit :]
+        if self.trimmed or len(self.buf) > self.limit:
+            # A cut may land inside a multi-byte character: start at the next one.
+            skip = 0
+            while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
+                skip += 1
+            data = data[skip:]
+        return bytes(data).decode("utf-8", errors="replace")
+
+
+@dataclass
+class _Run:
+    stdout: _Tail
+    stderr: _Tail
+    exit_code: int | None
+    timed_out: bool
+    output_bytes: int
+    duration_ms: int
+
+
+class _Sink:
+    """Reads the child's pipes and fans each chunk out to the log, the tails and the hooks."""
+
+    def __init__(
+        self,
+        sel: selectors.BaseSelector,
+        streams: dict[int, tuple[str, _Tail]],
+        log: BinaryIO | None,
+        on_output: OutputHook | None,
+        on_stdout: Callable[[bytes], None] | None,
+    ) -> None:
+        self.sel = sel
+        self.streams = streams
+        self.open = set(streams)
+        self.log = log
+        self.on_output = on_output
+        self.on_stdout = on_stdout
+        self.total = 0
+        self.pidfd: int | None = None
+
+    def watch_exit(self, pid: int) -> None:
+        """Wake select as soon as `pid` exits, where the platform has pidfd_open."""
+        opener = getattr(os, "pidfd_open", None)
+        if opener is None:
+            return
+        try:
+            self.pidfd = int(opener(pid))
+        except OSError:
+            return
+        self.sel.register(self.pidfd, selectors.EVENT_READ)
+
+    def unwatch_exit(self) -> None:
+        if self.pidfd is not None:
+            self.sel.unregister(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = None
+
+    def read(self, fd: int) -> None:
+        try:
+            chunk = os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.sel.unregister(fd)
+            self.open.discard(fd)
+            return
+        name, tail = self.streams[fd]
+        self.total += len(chunk)
+        if self.log is not None:
+            self.log.write(chunk)
+        tail.add(chunk)
+        if self.on_stdout is not None and name == "stdout":
+            self.on_stdout(chunk)
+        if self.on_output is not None:
+            self.on_output(name, chunk)
+
+    def drain(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while self.open:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            for key, _ in self.sel.select(left):
+                self.read(key.fd)
+
+
+def _execute(
+    argv: list[str],
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    timeout: float | None,
+    log_path: Path | None,
+    tail_bytes: int,
+    on_output: OutputHook | None,
+    on_stdout: Callable[[bytes], None] | None = None,
+) -> _Run:
+    """Start argv in its own group and pump its output until it and its group are gone."""
+    log: BinaryIO | None = None
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - closed in the finally below
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            bufsize=0,
+        )
+    except BaseException:
+        if log is not None:
+            log.close()
+        raise
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    out, err = _Tail(tail_bytes), _Tail(tail_bytes)
+    streams = {proc.stdout.fileno(): ("stdout", out), proc.stderr.fileno(): ("stderr", err)}
+    sel = selectors.DefaultSelector()
+    sink = _Sink(sel, streams, log, on_output, on_stdout)
+    try:
+        for fd in streams:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        sink.watch_exit(proc.pid)
+        deadline = None if timeout is None else started + max(timeout, 0.0)
+        timed_out = _pump(proc, sink, deadline)
+        sink.unwatch_exit()
+        if timed_out or _group_alive(proc.pid):
+            _kill_group(proc)
+        sink.drain(POST_KILL_DRAIN_S)
+    except BaseException:
+        _stop(proc)
+        raise
+    finally:
+        sink.unwatch_exit()
+        sel.close()
+        proc.stdout.close()
+        proc.stderr.close()
+        if log is not None:
+            log.close()
+    return _Run(
+        stdout=out,
+        stderr=err,
+        exit_code=None if timed_out else proc.returncode,
+        timed_out=timed_out,
+        output_bytes=sink.total,
+        duration_ms=_ms_since(started),
+    )
+
+
+def _pump(proc: subprocess.Popen[bytes], sink: _Sink, deadline: float | None) -> bool:
+    """Read until the child exited and its pipes closed; True when the deadline came first.
+
+    Once the direct child has exited, a pipe still held open by a background member of its
+    group is read for at most EXIT_DRAIN_S more; the caller then kills the group.
+    """
+    drain_until: float | None = None
+    while True:
+        if drain_until is None and proc.poll() is not None:
+            if not sink.open:
+                return False
+            drain_until = time.monotonic() + EXIT_DRAIN_S
+            sink.unwatch_exit()
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            return True
+        if drain_until is not None and (now >= drain_until or not sink.open):
+            return False
+        waits = [t - now for t in (deadline, drain_until) if t is not None]
+        if sink.pidfd is None and drain_until is None:
+            waits.append(POLL_S)
+        for key, _ in sink.sel.select(min(waits) if waits else None):
+            if key.fd != sink.pidfd:
+                sink.read(key.fd)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the group on the way out of an exception; a second interrupt skips the grace."""
+    try:
+        _kill_group(proc)
+    except BaseException:
+        _signal_group(proc.pid, signal.SIGKILL)
+        raise
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the child's whole group, give it KILL_GRACE_S, then SIGKILL what is left."""
+    pgid = proc.pid
+    if _signal_group(pgid, signal.SIGTERM):
+        end = time.monotonic() + KILL_GRACE_S
+        while True:
+            proc.poll()
+            if not _group_alive(pgid):
+                break
+            if time.monotonic() >= end:
+                _signal_group(pgid, signal.SIGKILL)
+                break
+            time.sleep(0.01)
+    proc.wait()
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+_PROC = "/proc"
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any member of the group still runs. Zombies do not count: an init that does
+    not reap orphans would otherwise make every group look alive forever."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not os.path.isdir(_PROC):
+        return True
+    for name in os.listdir(_PROC):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"{_PROC}/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat.rpartition(b")")[2].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+class _StreamJson:
+    """Incremental parser of the CLI's stream-JSON: lines may arrive split across chunks."""
+
+    def __init__(self, text_limit: int) -> None:
+        self.pending = bytearray()
+        self.skipping = False
+        self.limit = max(text_limit, 0)
+        self.texts: list[str] = []
+        self.text_len = 0
+        self.result: dict[str, Any] | None = None
+        self.model: str | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                if not self.skipping:
+                    self.pending += chunk[start:]
+                    if len(self.pending) > MAX_EVENT_LINE:
+                        self.pending.clear()
+                        self.skipping = True
+                return
+            if self.skipping:
+                self.skipping = False
+            elif self.pending:
+                self.pending += chunk[start:nl]
+                self._line(bytes(self.pending))
+                self.pending.clear()
+            else:
+                self._line(chunk[start:nl])
+            start = nl + 1
+
+    def close(self) -> None:
+        if self.pending and not self.skipping:
+            self._line(bytes(self.pending))
+        self.pending.clear()
+
+    def output(self) -> str:
+        if self.texts:
+            text = "\n".join(self.texts)
+            return text[-self.limit :] if len(text) > self.limit else text
+        result = self.result.get("result") if self.result is not None else None
+        return result if isinstance(result, str) else ""
+
+    def _line(self, raw: bytes) -> None:
+        raw = raw.strip()
+        if not raw.startswith(b"{"):
+            return
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            return
+        if not isinstance(event, dict):
+            return
+        kind = event.get("type")
+        if kind == "assistant" and event.get("parent_tool_use_id") is None:
+            message = event.get("message")
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, dict) and block.get("type") == "text":
+                    text = block.get("text")
+                    if isinstance(text, str):
+                        self._add_text(text)
+        elif kind == "result":
+            self.result = event
+        elif kind == "system" and event.get("subtype") == "init":
+            model = event.get("model")
+            self.model = model if isinstance(model, str) else None
+
+    def _add_text(self, text: str) -> None:
+        self.texts.append(text)
+        self.text_len += len(text) + 1
+        if self.text_len > 2 * self.limit:
+            kept = "\n".join(self.texts)[-self.limit :]
+            self.texts = [kept]
+            self.text_len = len(kept)
