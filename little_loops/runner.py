@@ -413,9 +413,11 @@ class Runner:
         p = self.progress
         action = result.action
         details = result.verdict.details
+        # Trailing newlines are dropped, as shell command substitution does, so that
+        # `${captured.dir.output}/file` works after an action that printed a path.
         record: dict[str, Any] = {
-            "output": action.output if action else "",
-            "stderr": action.stderr if action else "",
+            "output": action.output.rstrip("\n") if action else "",
+            "stderr": action.stderr.rstrip("\n") if action else "",
             "exit_code": action.exit_code if action else None,
             "duration_ms": action.duration_ms if action else 0,
             "state": state.name,
