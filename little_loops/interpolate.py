@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from .errors import RunError, UndefinedVariable
+from .model import Scalar
 
 NAMESPACES = ("context", "captured", "prev", "state", "loop", "env")
 MODIFIERS = ("raw", "q")
@@ -60,7 +67,11 @@ def scan(text: str) -> list[str | Placeholder | PlaceholderError]:
         if close < 0:
             parts.append("".join(literal))
             literal = []
-            parts.append(PlaceholderError(i, "'${' is never closed with '}' (write '$${' for a literal '${')"))
+            parts.append(
+                PlaceholderError(
+                    i, "'${' is never closed with '}' (write '$${' for a literal '${')"
+                )
+            )
             literal.append(text[i:])
             break
         body = text[i + 2 : close].strip()
@@ -69,7 +80,11 @@ def scan(text: str) -> list[str | Placeholder | PlaceholderError]:
             parts.append("".join(literal))
             literal = []
         if m is None:
-            parts.append(PlaceholderError(i, f"'${{{body}}}' is not a valid placeholder; write '${{namespace.name}}'"))
+            parts.append(
+                PlaceholderError(
+                    i, f"'${{{body}}}' is not a valid placeholder; write '${{namespace.name}}'"
+                )
+            )
         else:
             namespace, dotted, modifier = m.group(1), m.group(2), m.group(3)
             path = tuple(dotted[1:].split(".")) if dotted else ()
@@ -89,7 +104,11 @@ def scan(text: str) -> list[str | Placeholder | PlaceholderError]:
                 )
             elif not path:
                 parts.append(
-                    PlaceholderError(i, f"'${{{body}}}' names a namespace but no key; write '${{{namespace}.NAME}}'")
+                    PlaceholderError(
+                        i,
+                        f"'${{{body}}}' names a namespace but no key; "
+                        f"write '${{{namespace}.NAME}}'",
+                    )
                 )
             else:
                 parts.append(Placeholder(i, close + 1, namespace, path, modifier))
@@ -102,3 +121,546 @@ def scan(text: str) -> list[str | Placeholder | PlaceholderError]:
 def placeholders(text: str) -> list[Placeholder]:
     """The well-formed placeholders of a template, in order."""
     return [p for p in scan(text) if isinstance(p, Placeholder)]
+
+
+# --------------------------------------------------------------------------- rendering
+
+# Shell quoting contexts the lexer can stand in.
+_CMD = "cmd"  # unquoted: top level, inside $( ... ) or inside backticks
+_DQ = "dq"  # inside "..."
+_SQ = "sq"  # inside '...'
+_ANSI = "ansi"  # inside $'...' (bash, ksh, zsh; dash reads it as '$' then '...')
+_PARAM = "param"  # inside ${...} written unquoted
+_PARAM_DQ = "param_dq"  # inside ${...} written within "..."
+_COMMENT = "comment"  # after an unquoted '#' that starts a word, to the end of the line
+_HEREDOC = "heredoc"  # body of a here-document with an unquoted delimiter
+_HEREDOC_Q = "heredoc_q"  # body of a here-document with a quoted delimiter: no expansion
+
+_WORD_BREAK = frozenset(" \t\n;&|()<>")
+_ESCAPED_NAMESPACES = frozenset({"captured", "prev"})
+
+
+@dataclass
+class _Heredoc:
+    delimiter: str
+    strip_tabs: bool
+    quoted: bool
+
+
+class _ShellLexer:
+    """Follows the quoting state of a POSIX shell command as its text is written.
+
+    It knows unquoted text, "...", '...', $'...', ${...}, $( ... ) and `...` (both nest a
+    fresh unquoted context), backslash escapes, comments and here-documents. Backtick bodies
+    are handed, with their backslash escapes removed, to a nested lexer, as the shell does.
+    """
+
+    def __init__(self) -> None:
+        self.frames: list[str] = [_CMD]
+        self.parens: list[int] = [0]  # open '(' per frame, so ')' closes the right $(
+        self.escape = False  # the previous character was an unquoted-by-anything backslash
+        self.dollar = False  # the previous character was an unescaped '$'
+        self.word_start = True
+        self.lt = 0  # consecutive unquoted '<' just seen
+        self.hd_word: list[str] | None = None  # reading a here-document delimiter
+        self.hd_quote = ""  # the quote open inside that delimiter word
+        self.hd_quoted = False
+        self.hd_strip = False
+        self.hd_pending: list[_Heredoc] = []
+        self.heredoc: _Heredoc | None = None  # the body being read
+        self.hd_line: list[str] = []  # the body's current raw line
+        self.hd_line_has_value = False
+        self.hd_depth = 0  # frames below the here-document's own frame
+        self.bq: _ShellLexer | None = None  # the body of an open backtick substitution
+        self.bq_escape = False
+        self.bq_in_dq = False
+
+    # ---------------------------------------------------------------- reading text
+    def feed(self, text: str) -> None:
+        for ch in text:
+            self._char(ch)
+
+    def _char(self, ch: str) -> None:
+        if self.heredoc is not None:
+            self._heredoc_line(ch)
+            if self.heredoc is None:  # that newline ended the body
+                return
+        if self.bq is not None:
+            self._backtick_char(ch)
+            return
+        if self.hd_word is not None:
+            self._delimiter_char(ch)
+            return
+        kind = self.frames[-1]
+        if kind == _SQ:
+            if ch == "'":
+                self._pop()
+            return
+        if kind == _HEREDOC_Q:
+            return
+        if kind == _COMMENT:
+            if ch == "\n":
+                self._pop()
+                self._newline()
+            return
+        if kind == _ANSI:
+            if self.escape:
+                self.escape = False
+            elif ch == "\\":
+                self.escape = True
+            elif ch == "'":
+                self._pop()
+            return
+        if self.escape:
+            self.escape = False
+            self.word_start = False
+            return
+        dollar, self.dollar = self.dollar, False
+        if ch == "\\":
+            self.escape = True
+            self.lt = 0
+            return
+        if ch == "`":
+            self.bq = _ShellLexer()
+            self.bq_in_dq = kind in (_DQ, _PARAM_DQ)
+            self.word_start = False
+            self.lt = 0
+            return
+        if dollar and ch == "(":
+            self._push(_CMD)
+            self.word_start = True
+            return
+        if dollar and ch == "{":
+            self._push(_PARAM_DQ if kind in (_DQ, _PARAM_DQ, _HEREDOC) else _PARAM)
+            return
+        if ch == "$":
+            self.dollar = True
+            self.word_start = False
+            self.lt = 0
+            return
+        if kind == _DQ:
+            if ch == '"':
+                self._pop()
+            return
+        if kind == _HEREDOC:
+            return
+        if kind == _PARAM_DQ:
+            if ch == '"':
+                self._push(_DQ)
+            elif ch == "}":
+                self._pop()
+            return
+        # _CMD or _PARAM
+        if ch == '"':
+            self._push(_DQ)
+        elif ch == "'":
+            self._push(_ANSI if dollar else _SQ)
+        elif kind == _PARAM:
+            if ch == "}":
+                self._pop()
+        else:
+            self._cmd_char(ch)
+            return
+        self.word_start = False
+        self.lt = 0
+
+    def _cmd_char(self, ch: str) -> None:
+        if ch == "#" and self.word_start:
+            self._push(_COMMENT)
+            return
+        if ch == "<":
+            self.lt += 1
+            if self.lt == 2:
+                self.hd_word, self.hd_quote, self.hd_quoted, self.hd_strip = [], "", False, False
+            elif self.lt == 3:  # '<<<' is a here-string, not a here-document
+                self.hd_word = None
+            self.word_start = True
+            return
+        self.lt = 0
+        if ch == "(":
+            self.parens[-1] += 1
+        elif ch == ")":
+            if self.parens[-1] > 0:
+                self.parens[-1] -= 1
+            elif len(self.frames) > 1:
+                self._pop()
+        elif ch == "\n":
+            self._newline()
+        self.word_start = ch in _WORD_BREAK
+
+    def _push(self, kind: str) -> None:
+        self.frames.append(kind)
+        self.parens.append(0)
+        if self.heredoc is not None:
+            self.hd_depth += 1
+
+    def _pop(self) -> None:
+        if len(self.frames) > 1:
+            self.frames.pop()
+            self.parens.pop()
+            if self.heredoc is not None and self.hd_depth > 0:
+                self.hd_depth -= 1
+
+    # ---------------------------------------------------------------- backticks
+    def _backtick_char(self, ch: str) -> None:
+        inner = self.bq
+        assert inner is not None
+        if self.bq_escape:
+            self.bq_escape = False
+            if ch in "$`\\" or (self.bq_in_dq and ch == '"'):
+                inner._char(ch)
+            else:
+                inner._char("\\")
+                inner._char(ch)
+        elif ch == "\\":
+            self.bq_escape = True
+        elif ch == "`":
+            self.bq = None
+        else:
+            inner._char(ch)
+
+    # ---------------------------------------------------------------- here-documents
+    def _delimiter_char(self, ch: str) -> None:
+        word = self.hd_word
+        assert word is not None
+        if self.hd_quote:
+            if ch == self.hd_quote:
+                self.hd_quote = ""
+            else:
+                word.append(ch)
+            return
+        if self.escape:
+            self.escape = False
+            word.append(ch)
+            return
+        if not word and not self.hd_quoted:
+            if ch == "<":  # '<<<': a here-string
+                self.hd_word = None
+                self.lt = 0
+                return
+            if ch == "-" and not self.hd_strip:
+                self.hd_strip = True
+                return
+            if ch in " \t":
+                return
+        if ch == "\\":
+            self.escape = True
+            self.hd_quoted = True
+        elif ch in "'\"":
+            self.hd_quote = ch
+            self.hd_quoted = True
+        elif ch in _WORD_BREAK:
+            self.hd_pending.append(_Heredoc("".join(word), self.hd_strip, self.hd_quoted))
+            self.hd_word = None
+            self.lt = 0
+            self._char(ch)
+        else:
+            word.append(ch)
+
+    def _newline(self) -> None:
+        """An unquoted newline at command level: pending here-document bodies start."""
+        if self.hd_pending and self.heredoc is None:
+            self._start_heredoc()
+
+    def _start_heredoc(self) -> None:
+        doc = self.hd_pending.pop(0)
+        self.heredoc = doc
+        self.hd_line = []
+        self.hd_line_has_value = False
+        self.hd_depth = 0
+        self.frames.append(_HEREDOC_Q if doc.quoted else _HEREDOC)
+        self.parens.append(0)
+
+    def _line_ends_body(self, line: str) -> bool:
+        doc = self.heredoc
+        assert doc is not None
+        if doc.strip_tabs:
+            line = line.lstrip("\t")
+        return line == doc.delimiter
+
+    def _heredoc_line(self, ch: str) -> None:
+        if ch != "\n":
+            self.hd_line.append(ch)
+            return
+        line = "".join(self.hd_line)
+        self.hd_line = []
+        has_value, self.hd_line_has_value = self.hd_line_has_value, False
+        if not self._line_ends_body(line):
+            return
+        if has_value:
+            raise _UnsafeValue("a value would end the here-document early")
+        for _ in range(self.hd_depth + 1):
+            self.frames.pop()
+            self.parens.pop()
+        self.heredoc = None
+        self.hd_depth = 0
+        self.escape = self.dollar = False
+        self.word_start = True
+        self.bq = None
+        if self.hd_pending:
+            self._start_heredoc()
+
+    # ---------------------------------------------------------------- writing values
+    def chain(self) -> list[_ShellLexer]:
+        """This lexer and the nested backtick lexers down to the one reading now."""
+        chain = [self]
+        while chain[-1].bq is not None:
+            inner = chain[-1].bq
+            assert inner is not None
+            chain.append(inner)
+        return chain
+
+    def quote(self, value: str) -> str:
+        """`value` escaped so that the shell reads it back byte for byte, where we stand."""
+        chain = self.chain()
+        lexer = chain[-1]
+        kind = lexer.frames[-1]
+        dollar = lexer.dollar
+        if lexer.hd_word is not None:
+            raise _UnsafeValue("it stands in a here-document's delimiter word")
+        if any(outer.bq_escape for outer in chain[:-1]) or (
+            lexer.escape and kind not in (_SQ, _HEREDOC_Q, _COMMENT)
+        ):
+            raise _UnsafeValue("it follows a backslash")
+        if dollar and kind in (_PARAM, _PARAM_DQ, _HEREDOC):
+            raise _UnsafeValue("it follows a bare '$'")
+        if kind == _PARAM_DQ and "'" in value:
+            # bash pairs single quotes inside "${...}" while dash reads them literally
+            raise _UnsafeValue('its value has a single quote and it stands inside "${...}"')
+        if kind in (_CMD, _PARAM):
+            # '""' after a bare '$' keeps '$' from joining the quote ($'...' or $(...)).
+            text = ('""' if dollar else "") + single_quote(value)
+        elif kind in (_DQ, _PARAM_DQ):
+            text = ('""' if dollar else "") + _dq_escape(value)
+        elif kind == _HEREDOC:
+            text = _dq_escape(value, quote_char=False)
+        elif kind == _SQ:
+            text = value.replace("'", "'\\''")
+        elif kind == _ANSI:
+            # close $'...', write a plain '...' word, reopen: byte-exact whether or not the
+            # shell knows $'...', since the value never sees ANSI-C escapes either way
+            text = "'" + single_quote(value) + "$'"
+        elif kind == _COMMENT:
+            text = value.replace("\n", " ")  # a newline would end the comment
+        else:  # _HEREDOC_Q: nothing expands there, so nothing needs escaping
+            text = value
+        texts = [text]
+        for outer in reversed(chain[:-1]):
+            texts.append(_backtick_escape(texts[-1], in_dq=outer.bq_in_dq))
+        for level, written in zip(chain, reversed(texts), strict=True):
+            level.note_value(written)
+        lexer.dollar = False
+        lexer.word_start = False
+        lexer.lt = 0
+        return texts[-1]
+
+    def line_pending(self) -> bool:
+        """A here-document line holds a value and has not ended yet."""
+        return any(level.heredoc is not None and level.hd_line_has_value for level in self.chain())
+
+    def note_value(self, text: str) -> None:
+        """Escaped text was written here; only a here-document body needs to know."""
+        if self.heredoc is None:
+            return
+        lines = text.split("\n")
+        for piece in lines[:-1]:
+            self.hd_line.append(piece)
+            line = "".join(self.hd_line)
+            self.hd_line = []
+            if self._line_ends_body(line):
+                raise _UnsafeValue("a line of it would end the here-document early")
+        self.hd_line.append(lines[-1])
+        self.hd_line_has_value = True
+
+
+class _UnsafeValue(Exception):
+    """A value stands where no escaping can keep it inert."""
+
+
+_SAFE_BARE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+
+
+def single_quote(value: str) -> str:
+    """`value` as one single-quoted shell word: `'...'`, each `'` written `'\\''`."""
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+def _dq_escape(value: str, *, quote_char: bool = True) -> str:
+    out = value.replace("\\", "\\\\").replace("$", "\\$").replace("`", "\\`")
+    return out.replace('"', '\\"') if quote_char else out
+
+
+def _backtick_escape(text: str, *, in_dq: bool) -> str:
+    out = text.replace("\\", "\\\\").replace("$", "\\$").replace("`", "\\`")
+    return out.replace('"', '\\"') if in_dq else out
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    parts: tuple[str | Placeholder, ...]
+    error: PlaceholderError | None
+    last_quoted: int  # index in parts of the last placeholder the shell lexer must place; -1
+
+
+@lru_cache(maxsize=1024)
+def _compile(template: str) -> _Compiled:
+    parts: list[str | Placeholder] = []
+    error: PlaceholderError | None = None
+    last_quoted = -1
+    for part in scan(template):
+        if isinstance(part, PlaceholderError):
+            error = error or part
+            continue
+        if isinstance(part, Placeholder) and _needs_quoting(part):
+            last_quoted = len(parts)
+        parts.append(part)
+    return _Compiled(tuple(parts), error, last_quoted)
+
+
+def _needs_quoting(p: Placeholder) -> bool:
+    if p.modifier == "q":
+        return True
+    return p.modifier is None and p.namespace in _ESCAPED_NAMESPACES
+
+
+def render(
+    template: str, scope: Mapping[str, Mapping[str, Any]], *, shell: bool, where: str = ""
+) -> str:
+    """Resolve every `${ns.path}` of `template` against `scope` (SPEC section 7).
+
+    With `shell=True` the result is a shell command: values from `captured` and `prev`, and
+    any value marked `|q`, are escaped for the quoting context they stand in, so the shell
+    reads them back byte for byte and never runs them; `|raw` values and the author's
+    namespaces (`context`, `state`, `loop`, `env`) are written as they are. With
+    `shell=False` every value is written as it is, except that `|q` single-quotes it.
+
+    Raises UndefinedVariable for a name `scope` lacks, RunError for a malformed placeholder
+    or a value standing where no escaping can keep it inert.
+    """
+    compiled = _compile(template)
+    suffix = f" in {where}" if where else ""
+    if compiled.error is not None:
+        raise RunError(
+            f"{compiled.error.message}{suffix} (at character {compiled.error.start + 1})"
+        )
+    lexer = _ShellLexer() if shell and compiled.last_quoted >= 0 else None
+    out: list[str] = []
+    for index, part in enumerate(compiled.parts):
+        if lexer is not None and index > compiled.last_quoted and not lexer.line_pending():
+            lexer = None  # nothing after this needs the quoting state
+        if isinstance(part, str):
+            out.append(part)
+            if lexer is not None:
+                try:
+                    lexer.feed(part)
+                except _UnsafeValue as exc:
+                    raise RunError(f"cannot safely build the command{suffix}: {exc}") from None
+            continue
+        value = _to_text(lookup(scope, part, where=where), part, suffix)
+        if lexer is not None and _needs_quoting(part):
+            try:
+                value = lexer.quote(value)
+            except _UnsafeValue as exc:
+                raise RunError(
+                    f"cannot safely place '${{{part.name}}}'{suffix}: {exc}; "
+                    'move it to a plain spot such as "..."'
+                ) from None
+        elif not shell and part.modifier == "q":
+            value = single_quote(value)
+        elif lexer is not None:
+            try:
+                lexer.feed(value)  # written as is: it may open or close quotes itself
+            except _UnsafeValue as exc:
+                raise RunError(f"cannot safely build the command{suffix}: {exc}") from None
+        out.append(value)
+    return "".join(out)
+
+
+def lookup(scope: Mapping[str, Any], placeholder: Placeholder, *, where: str = "") -> Any:
+    """The raw value a placeholder names; UndefinedVariable when any step is missing."""
+    node: Any = scope.get(placeholder.namespace)
+    for key in placeholder.path:
+        if not isinstance(node, Mapping) or key not in node:
+            raise UndefinedVariable(placeholder.name, where=where)
+        node = node[key]
+    if node is None and placeholder.namespace not in scope:
+        raise UndefinedVariable(placeholder.name, where=where)
+    return node
+
+
+def _to_text(value: Any, placeholder: Placeholder, suffix: str) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, Mapping):
+        keys = ", ".join(sorted(str(k) for k in value)) or "none"
+        raise RunError(
+            f"'${{{placeholder.name}}}'{suffix} is a group of values, not one; "
+            f"name one of its keys: {keys}"
+        )
+    return str(value)
+
+
+def resolve_context(
+    context: Mapping[str, Scalar],
+    overrides: Mapping[str, str],
+    *,
+    env: Mapping[str, str] | None = None,
+    loop: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """The loop's context as text: `--set` overrides applied, then `${context.X}` resolved.
+
+    Overrides replace values or add keys, and are themselves templates like any context
+    value. A value may name other context keys, `${env.NAME}` (default: `os.environ`) and,
+    when `loop` is given, `${loop.name}` etc.; `captured`, `prev` and `state` do not exist
+    before the run and are reported as errors. A cycle between keys is a RunError naming it.
+    """
+    raw: dict[str, str] = {}
+    for key, value in context.items():
+        raw[key] = _scalar_text(value)
+    raw.update(overrides)
+    env_scope: Mapping[str, str] = os.environ if env is None else env
+    resolved: dict[str, str] = {}
+    resolving: list[str] = []
+
+    def resolve(key: str) -> str:
+        if key in resolved:
+            return resolved[key]
+        if key in resolving:
+            cycle = " -> ".join([*resolving[resolving.index(key) :], key])
+            raise RunError(f"context values refer to each other in a cycle: {cycle}")
+        resolving.append(key)
+        template = raw[key]
+        for part in _compile(template).parts:
+            if not isinstance(part, Placeholder):
+                continue
+            if part.namespace == "context" and len(part.path) == 1 and part.path[0] in raw:
+                resolve(part.path[0])
+            elif part.namespace in ("captured", "prev", "state") or (
+                part.namespace == "loop" and loop is None
+            ):
+                raise RunError(
+                    f"context value '{key}' uses '${{{part.name}}}', which does not exist "
+                    "before the run starts; use it in an action instead"
+                )
+        scope: dict[str, Mapping[str, Any]] = {"context": resolved, "env": env_scope}
+        if loop is not None:
+            scope["loop"] = loop
+        resolved[key] = render(template, scope, shell=False, where=f"context value '{key}'")
+        resolving.pop()
+        return resolved[key]
+
+    for key in raw:
+        resolve(key)
+    return {key: resolved[key] for key in raw}
+
+
+def _scalar_text(value: Scalar) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
