@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from .errors import LoopError
 from .interpolate import render, resolve_context
@@ -22,7 +23,7 @@ def dry_run(loop: Loop, overrides: Mapping[str, str]) -> str:
         f"first state: {first.name}",
     ]
     if first.action is not None:
-        scope = {
+        scope: dict[str, Mapping[str, Any]] = {
             "context": context,
             "state": {"name": first.name, "iteration": 1, "attempt": 1},
             "loop": {"name": loop.name, "run_id": "(dry-run)", "started_at": "", "elapsed_ms": 0, "elapsed": "0s"},

@@ -31,7 +31,8 @@ from .evaluators import EvalInput, evaluate
 from .events import Emitter, Event, JsonlSink, Listener, utc_now
 from .interpolate import render, resolve_context
 from .model import Loop, State, Verdict
-from .store import RunDir, new_run_id
+from .secrets import RedactingStream, Redactor
+from .store import LoopLock, RunDir, new_run_id
 
 OUTCOME_EXIT = {
     "success": EXIT_SUCCESS,
@@ -77,6 +78,7 @@ class RunOptions:
     replay: Path | None = None
     env: Mapping[str, str] | None = None  # None: this process's environment
     fsync: bool = False
+    allow_concurrent: bool = False
     on_output: Callable[[str, bytes], None] | None = None  # --verbose streaming
 
 
@@ -101,6 +103,10 @@ class Progress:
     prior_reasons: dict[str, str] = field(default_factory=dict)
     path: list[str] = field(default_factory=list)
     on_max_used: bool = False
+    attempt: int = 0  # retry attempt of the step in progress (0 between steps)
+    pid: int = 0  # the ll process that owns the run
+    action_pgid: int | None = None  # process group of the action running now
+    options: dict[str, Any] = field(default_factory=dict)  # command-line options, for resume
     last_route: dict[str, Any] | None = None
     outcome: str | None = None
     exit_code: int | None = None
@@ -155,6 +161,7 @@ class Runner:
         listeners: list[Listener] | None = None,
         progress: Progress | None = None,
         run_dir: RunDir | None = None,
+        run_id: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
     ) -> None:
@@ -166,21 +173,43 @@ class Runner:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self.resumed = progress is not None
+        context = resolve_context(loop.context, self.options.overrides)
         if progress is None:
-            run_id = new_run_id(loop.name)
+            o = self.options
             progress = Progress(
-                run_id=run_id,
+                run_id=run_id or new_run_id(loop.name),
                 loop_file=str(loop.path),
                 loop_sha256=loop.source_sha256,
                 started_at=utc_now(),
-                context=resolve_context(loop.context, self.options.overrides),
-                max_iterations=self.options.max_iterations or loop.max_iterations,
+                context=context,
+                max_iterations=o.max_iterations or loop.max_iterations,
                 current=loop.initial,
+                options={
+                    "overrides": {
+                        k: v for k, v in o.overrides.items() if k not in set(loop.secrets)
+                    },
+                    "model": o.model,
+                    "cache": o.cache,
+                    "record": str(o.record) if o.record else None,
+                    "replay": str(o.replay) if o.replay else None,
+                    "claude": list(o.claude),
+                    "claude_flags": list(o.claude_flags),
+                },
             )
+        else:
+            # Secret context values are never written down; a resumed run takes them afresh.
+            progress.context.update({k: context[k] for k in loop.secrets if k in context})
+        progress.pid = os.getpid()
         self.progress = progress
+        self.redactor = Redactor.for_run(self.env, progress.context, loop.secrets)
         self.run_dir = run_dir or RunDir.create(self.options.base_dir, progress.run_id)
         self._sink = JsonlSink(self.run_dir.events_path)
-        self.emitter = Emitter(progress.run_id, [self._sink, *(listeners or [])])
+        self.emitter = Emitter(
+            progress.run_id,
+            [self._sink, *(listeners or [])],
+            redact=self.redactor.obj if self.redactor else None,
+        )
+        self._lock: LoopLock | None = None
         self._judge: Any = None
         self._t0 = time.monotonic() - progress.elapsed_ms / 1000.0
 
@@ -189,6 +218,11 @@ class Runner:
     def run(self) -> RunResult:
         """Run until a terminal state, a limit, an error or a signal; always persists the end."""
         p = self.progress
+        try:
+            self._acquire_lock()
+        except LoopError:
+            self._close()
+            raise
         self._emit(
             "loop_start",
             loop=self.loop.name,
@@ -196,6 +230,13 @@ class Runner:
             max_iterations=p.max_iterations,
             resumed=self.resumed,
         )
+        if self._lock is not None and self._lock.reclaimed_from:
+            owner = self._lock.reclaimed_from
+            self._emit(
+                "lock_reclaimed",
+                previous_run_id=owner.get("run_id"),
+                previous_pid=owner.get("pid"),
+            )
         self._persist()
         try:
             while True:
@@ -211,6 +252,13 @@ class Runner:
         finally:
             self._close()
 
+    def _acquire_lock(self) -> None:
+        if self.options.allow_concurrent:
+            return
+        lock = LoopLock(self.options.base_dir, self.loop.path)
+        lock.acquire(self.progress.run_id, self.loop.path)
+        self._lock = lock
+
     def _next_step(self) -> None:
         p = self.progress
         self._check_deadline(p.current)
@@ -224,6 +272,7 @@ class Runner:
         step = p.step + 1
         result = self._run_state(step, state)
         p.step = step
+        p.attempt = 0
         p.path.append(state.name)
         self._remember(state, result)
         if state.terminal or (p.on_max_used and state.name == self.loop.on_max_iterations):
@@ -286,7 +335,8 @@ class Runner:
     def _run_state(self, step: int, state: State) -> _StepResult:
         self._emit("state_enter", step=step, state=state.name)
         retry = state.retry
-        attempt = 1
+        # A resumed run continues the retry count of the step it was cut off in.
+        attempt = max(self.progress.attempt, 1)
         while True:
             result = self._attempt(step, state, attempt)
             verdict = result.verdict.verdict
@@ -306,9 +356,11 @@ class Runner:
                 delay_s=round(delay, 3),
                 verdict=verdict,
             )
+            attempt += 1
+            self.progress.attempt = attempt
+            self._persist()
             self._sleep(delay)
             self._check_deadline(state.name)
-            attempt += 1
 
     def _attempt(self, step: int, state: State, attempt: int) -> _StepResult:
         action = None
@@ -327,15 +379,22 @@ class Runner:
         spec = state.evaluate
         if spec is None:
             return self._evaluated(step, state, Verdict("success"), action, "none")
+        judged = _uses_judge(spec)
+        # The judge (a remote model, a cache file) never sees a secret value.
+        mask = self.redactor.text if judged and self.redactor else _same
+
+        def resolve(text: str) -> str:
+            return mask(self._render(text, step, state, attempt, shell=False))
+
         inp = EvalInput(
-            text=action.output if action else "",
-            stderr=action.stderr if action else "",
+            text=mask(action.output) if action else "",
+            stderr=mask(action.stderr) if action else "",
             exit_code=action.exit_code if action else None,
             state=state.name,
-            resolve=lambda text: self._render(text, step, state, attempt, shell=False),
+            resolve=resolve,
             previous_value=self.progress.convergence.get(state.name),
             prior_reason=self.progress.prior_reasons.get(state.name),
-            judge=self._judge_session() if _uses_judge(spec) else None,
+            judge=self._judge_session() if judged else None,
         )
         verdict = evaluate(spec, inp)
         return self._evaluated(step, state, verdict, action, spec.type)
@@ -375,29 +434,51 @@ class Runner:
         remaining = self._remaining()
         if remaining is not None:
             timeout = min(timeout, remaining)
-        log = self.run_dir.step_log(step, state.name, attempt)
-        env = self.env
-        if state.action_type == "slash":
-            result = actions.run_slash(
-                command,
-                claude=self.options.claude,
-                flags=self.options.claude_flags,
-                cwd=self.loop.cwd,
-                env=env,
-                timeout=timeout,
-                log_path=log,
-                on_output=self.options.on_output,
-            )
-        else:
-            result = actions.run_shell(
-                command,
-                shell=self.loop.shell,
-                cwd=self.loop.cwd,
-                env=env,
-                timeout=timeout,
-                log_path=log,
-                on_output=self.options.on_output,
-            )
+        log: Path | None = self.run_dir.step_log(step, state.name, attempt)
+        on_output = self.options.on_output
+        streams: list[RedactingStream] = []
+        log_file = None
+        if self.redactor:
+            # Output is masked on its way to the log and the terminal, never written raw.
+            assert log is not None
+            log_file = log.open("ab")
+            streams.append(RedactingStream(log_file.write, self.redactor))
+            if on_output is not None:
+                verbose = on_output
+                streams.append(RedactingStream(lambda b: verbose("stdout", b), self.redactor))
+            log = None
+
+            def on_output(_name: str, chunk: bytes) -> None:
+                for stream in streams:
+                    stream.write(chunk)
+
+        try:
+            if state.action_type == "slash":
+                result = actions.run_slash(
+                    command,
+                    claude=self.options.claude,
+                    flags=self.options.claude_flags,
+                    cwd=self.loop.cwd,
+                    env=self.env,
+                    timeout=timeout,
+                    log_path=log,
+                    on_output=on_output,
+                )
+            else:
+                result = actions.run_shell(
+                    command,
+                    shell=self.loop.shell,
+                    cwd=self.loop.cwd,
+                    env=self.env,
+                    timeout=timeout,
+                    log_path=log,
+                    on_output=on_output,
+                )
+        finally:
+            for stream in streams:
+                stream.flush()
+            if log_file is not None:
+                log_file.close()
         self._emit(
             "action_complete",
             step=step,
@@ -511,7 +592,13 @@ class Runner:
 
     def _persist(self) -> None:
         self.progress.elapsed_ms = self._elapsed_ms()
-        self.run_dir.write_state(self.progress.to_dict(), fsync=self.options.fsync)
+        data = self.progress.to_dict()
+        if self.redactor:
+            data = self.redactor.obj(data)
+            data["context"] = {
+                k: v for k, v in data["context"].items() if k not in set(self.loop.secrets)
+            }
+        self.run_dir.write_state(data, fsync=self.options.fsync)
 
     def _finish(
         self, outcome: str, final_state: str, error: str | None, exit_code: int | None = None
@@ -547,7 +634,15 @@ class Runner:
     def _close(self) -> None:
         if self._judge is not None:
             self._judge.close()
+            self._judge = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
         self._sink.close()
+
+
+def _same(text: str) -> str:
+    return text
 
 
 def _uses_judge(spec: Any) -> bool:

@@ -100,3 +100,108 @@ class RunDir:
                 f"{STATE_VERSION}; use the ll version that started the run"
             )
         return data
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (a zombie counts as gone)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+class LoopLock:
+    """One active run per loop file per directory, held with flock for the run's lifetime.
+
+    The kernel drops an flock when its owner dies, however it dies, so a lock left by a
+    killed run is reclaimed by the next start without a race between two starters. The
+    file also names the owner (run id, pid) so a refused start can say who holds it.
+    """
+
+    def __init__(self, base: Path, loop_file: Path) -> None:
+        import hashlib
+
+        key = hashlib.sha256(str(loop_file.resolve()).encode()).hexdigest()[:16]
+        self.path = base / ".loops" / "locks" / f"{key}.lock"
+        self._fd: int | None = None
+        self.reclaimed_from: dict[str, Any] | None = None
+
+    def acquire(self, run_id: str, loop_file: Path) -> None:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = _read_owner(fd)
+            os.close(fd)
+            raise RunError(
+                f"{loop_file}: already running as run {owner.get('run_id', '?')} "
+                f"(pid {owner.get('pid', '?')}); wait for it, stop it with "
+                f"'ll stop {owner.get('run_id', 'RUN')}', or pass --allow-concurrent"
+            ) from None
+        previous = _read_owner(fd)
+        if previous.get("pid") and previous.get("released") is not True:
+            self.reclaimed_from = previous
+        os.ftruncate(fd, 0)
+        os.pwrite(
+            fd,
+            json.dumps({"run_id": run_id, "pid": os.getpid(), "file": str(loop_file)}).encode(),
+            0,
+        )
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        import fcntl
+
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, json.dumps({"released": True}).encode(), 0)
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None
+
+
+def _read_owner(fd: int) -> dict[str, Any]:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def list_runs(base: Path) -> list[RunDir]:
+    """Every run directory under `base`, oldest first (run ids sort by start time)."""
+    root = base / RUNS
+    if not root.is_dir():
+        return []
+    return [RunDir(p) for p in sorted(root.iterdir()) if (p / "state.json").is_file()]
+
+
+def find_run(base: Path, run_id: str | None) -> RunDir:
+    """A run by id (or a unique prefix of one); the latest run when `run_id` is None."""
+    runs = list_runs(base)
+    if not runs:
+        raise RunError(f"no runs under {base / RUNS}; start one with 'll run FILE'")
+    if run_id is None:
+        return runs[-1]
+    exact = [r for r in runs if r.run_id == run_id]
+    if exact:
+        return exact[0]
+    matches = [r for r in runs if r.run_id.startswith(run_id)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise RunError(f"'{run_id}' matches {len(matches)} runs; give more of the run id")
+    raise RunError(f"no run '{run_id}' under {base / RUNS}; see 'll list' for run ids")
