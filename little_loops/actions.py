@@ -28,6 +28,7 @@ from little_loops.model import EMPTY
 OutputHook = Callable[[str, bytes], None]
 
 KILL_GRACE_S = 0.75  # between SIGTERM and SIGKILL of a process group
+KILL_WAIT_S = 2.0  # for SIGKILLed members to be gone (bounded: a process stuck in D state)
 EXIT_DRAIN_S = 0.2  # reading on after the direct child exited while a pipe is still held open
 POST_KILL_DRAIN_S = 0.5  # reading what is left in the pipes once the group was killed
 POLL_S = 0.05  # wake-up interval where pidfd_open is unavailable
@@ -498,17 +499,22 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the child's whole group, give it KILL_GRACE_S, then SIGKILL what is left."""
     pgid = proc.pid
-    if _signal_group(pgid, signal.SIGTERM):
-        end = time.monotonic() + KILL_GRACE_S
-        while True:
-            proc.poll()
-            if not _group_alive(pgid):
-                break
-            if time.monotonic() >= end:
-                _signal_group(pgid, signal.SIGKILL)
-                break
-            time.sleep(0.01)
+    if _signal_group(pgid, signal.SIGTERM) and not _wait_group(proc, KILL_GRACE_S):
+        _signal_group(pgid, signal.SIGKILL)
+        _wait_group(proc, KILL_WAIT_S)  # SIGKILL is not instant: let them actually go
     proc.wait()
+
+
+def _wait_group(proc: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Wait up to `seconds` for every member of the child's group to be gone."""
+    end = time.monotonic() + seconds
+    while True:
+        proc.poll()
+        if not _group_alive(proc.pid):
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.01)
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
