@@ -69,20 +69,68 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _judge_options(f: Any) -> Any:
+    for option in reversed(
+        [
+            click.option(
+                "--claude",
+                metavar="PATH",
+                help="The Claude Code CLI (default: $LL_CLAUDE or claude).",
+            ),
+            click.option(
+                "--model", help="Judge model for llm_structured states (default: $LL_MODEL)."
+            ),
+            click.option(
+                "--no-cache",
+                is_flag=True,
+                help="Ask the judge again instead of using cached verdicts.",
+            ),
+            click.option(
+                "--record",
+                type=click.Path(dir_okay=False),
+                help="Write every judge exchange to FILE.",
+            ),
+            click.option(
+                "--replay", type=click.Path(dir_okay=False), help="Answer the judge from FILE."
+            ),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def _output_options(f: Any) -> Any:
+    for option in reversed(
+        [
+            click.option(
+                "--json", "json_mode", is_flag=True, help="Stream events as JSON lines on stdout."
+            ),
+            click.option("-q", "--quiet", is_flag=True, help="Print only the final line."),
+            click.option(
+                "-v", "--verbose", is_flag=True, help="Stream each action's output as it runs."
+            ),
+            click.option(
+                "--junit-xml",
+                type=click.Path(dir_okay=False),
+                help="Write a JUnit XML report to FILE.",
+            ),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a context value.")
 @click.option("--max-iterations", type=click.IntRange(min=1), help="Override max_iterations.")
 @click.option("--dry-run", is_flag=True, help="Print the plan of the first state and the routes.")
-@click.option("--json", "json_mode", is_flag=True, help="Stream events as JSON lines on stdout.")
-@click.option("-q", "--quiet", is_flag=True, help="Print only the final line.")
-@click.option("-v", "--verbose", is_flag=True, help="Stream each action's output as it runs.")
-@click.option("--claude", metavar="PATH", help="The Claude Code CLI to run (default: $LL_CLAUDE or claude).")
-@click.option("--model", help="Judge model for llm_structured states (default: $LL_MODEL).")
-@click.option("--no-cache", is_flag=True, help="Ask the judge again instead of using cached verdicts.")
-@click.option("--record", type=click.Path(dir_okay=False), help="Write every judge exchange to FILE.")
-@click.option("--replay", type=click.Path(dir_okay=False), help="Answer the judge from FILE.")
+@_output_options
+@_judge_options
 @click.option("--fsync", is_flag=True, help="fsync state.json after every step.")
+@click.option("--allow-concurrent", is_flag=True, help="Allow a second run of the same loop here.")
+@click.option("--background", is_flag=True, help="Run detached; follow with 'll logs -f RUN'.")
+@click.option("--run-id", hidden=True)
 def run(
     file: str,
     sets: tuple[str, ...],
@@ -91,12 +139,16 @@ def run(
     json_mode: bool,
     quiet: bool,
     verbose: bool,
+    junit_xml: str | None,
     claude: str | None,
     model: str | None,
     no_cache: bool,
     record: str | None,
     replay: str | None,
     fsync: bool,
+    allow_concurrent: bool,
+    background: bool,
+    run_id: str | None,
 ) -> None:
     """Run a loop until a terminal state or a limit.
 
@@ -120,10 +172,10 @@ def run(
 
         click.echo(plan(loop, overrides), nl=False)
         return
-
+    if background:
+        _start_background(loop.name)
     from . import actions
-    from .render import make_renderer, output_streamer
-    from .runner import RunOptions, Runner, signals_as_exceptions
+    from .runner import RunOptions
 
     options = RunOptions(
         overrides=overrides,
@@ -134,14 +186,215 @@ def run(
         record=Path(record) if record else None,
         replay=Path(replay) if replay else None,
         fsync=fsync,
-        on_output=output_streamer(json_mode) if verbose else None,
+        allow_concurrent=allow_concurrent,
     )
-    renderer = make_renderer(json_mode=json_mode, quiet=quiet, verbose=verbose)
+    _execute(loop, options, None, None, run_id, json_mode, quiet, verbose, junit_xml)
+
+
+@main.command()
+@click.argument("run_id", required=False)
+@click.option("--force", is_flag=True, help="Resume even though the loop file changed.")
+@click.option(
+    "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Give secret context values again."
+)
+@_output_options
+def resume(
+    run_id: str | None,
+    force: bool,
+    sets: tuple[str, ...],
+    json_mode: bool,
+    quiet: bool,
+    verbose: bool,
+    junit_xml: str | None,
+) -> None:
+    """Continue an interrupted run from its last finished step.
+
+    Finished steps are neither re-run nor re-judged; a step cut off mid-action runs again
+    from its start. Without RUN_ID, the latest resumable run of this directory.
+
+    \b
+    Example:
+      ll resume 20261122-041430-fix-lint-3fa2
+    """
+    from pathlib import Path
+
+    from .runner import prepare_resume
+
+    loop, options, progress, run_dir = prepare_resume(
+        Path.cwd(), run_id, force=force, overrides=_parse_sets(sets)
+    )
+    _execute(loop, options, progress, run_dir, None, json_mode, quiet, verbose, junit_xml)
+
+
+def _execute(
+    loop: Any,
+    options: Any,
+    progress: Any,
+    run_dir: Any,
+    run_id: str | None,
+    json_mode: bool,
+    quiet: bool,
+    verbose: bool,
+    junit_xml: str | None,
+) -> None:
+    """Run (or resume) with the chosen display and reports, then exit with the run's code."""
+    import dataclasses
+
+    from .render import make_renderer, output_streamer
+    from .runner import Runner, signals_as_exceptions
+
+    if verbose:
+        options = dataclasses.replace(options, on_output=output_streamer(json_mode))
+    listeners = [make_renderer(json_mode=json_mode, quiet=quiet, verbose=verbose)]
+    listeners += _reporters(loop, junit_xml)
     with signals_as_exceptions():
-        result = Runner(loop, options, listeners=[renderer]).run()
+        runner = Runner(
+            loop, options, listeners=listeners, progress=progress, run_dir=run_dir, run_id=run_id
+        )
+        result = runner.run()
     if result.outcome == "interrupted" and not json_mode:
-        click.echo(f"ll: the run was stopped; its files are in {result.run_dir}", err=True)
+        click.echo(
+            f"ll: run {result.run_id} stopped at step {result.steps + 1}; "
+            f"resume with: ll resume {result.run_id}",
+            err=True,
+        )
     sys.exit(result.exit_code)
+
+
+def _reporters(loop: Any, junit_xml: str | None) -> list[Any]:
+    """JUnit and GitHub Actions listeners, when asked for."""
+    import os
+
+    out: list[Any] = []
+    if junit_xml:
+        from pathlib import Path
+
+        from .reports import JUnitReport
+
+        out.append(JUnitReport(Path(junit_xml), str(loop.path)))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from .reports import github_report_from_env
+
+        report = github_report_from_env(loop, sys.stdout)
+        if report is not None:
+            out.append(report)
+    return out
+
+
+def _start_background(loop_name: str) -> None:
+    """Re-run this command detached, output to the run directory; print the run id and exit."""
+    import subprocess
+    import time
+    from pathlib import Path
+
+    from .store import RUNS, new_run_id
+
+    run_id = new_run_id(loop_name)
+    root = Path.cwd() / RUNS / run_id
+    (root / "steps").mkdir(parents=True)
+    args = [a for a in sys.argv[1:] if a != "--background"]
+    with open(root / "output.log", "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "little_loops", *args, "--run-id", run_id],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not (root / "state.json").exists():
+        if proc.poll() is not None:
+            click.echo((root / "output.log").read_text(errors="replace"), err=True, nl=False)
+            sys.exit(proc.returncode)
+        time.sleep(0.02)
+    click.echo(f"ll: started run {run_id} in the background (pid {proc.pid})")
+    click.echo(f"    follow it with: ll logs -f {run_id}")
+    sys.exit(0)
+
+
+@main.command(name="list")
+def list_() -> None:
+    """List the runs in this directory: id, loop, status, step, start, duration.
+
+    \b
+    Example:
+      ll list
+    """
+    from pathlib import Path
+
+    from .runs import list_text
+
+    click.echo(list_text(Path.cwd()), nl=False)
+
+
+@main.command()
+@click.argument("run_id", required=False)
+def status(run_id: str | None) -> None:
+    """Show where a run is: state, step, last verdicts, elapsed time, cost.
+
+    \b
+    Example:
+      ll status            # the latest run here
+    """
+    from pathlib import Path
+
+    from .runs import status_text
+
+    click.echo(status_text(Path.cwd(), run_id), nl=False)
+
+
+@main.command()
+@click.argument("loop", required=False)
+def history(loop: str | None) -> None:
+    """Past runs, newest first, with their outcomes (of one loop when LOOP is given).
+
+    \b
+    Example:
+      ll history fix-lint
+    """
+    from pathlib import Path
+
+    from .runs import history_text
+
+    click.echo(history_text(Path.cwd(), loop), nl=False)
+
+
+@main.command()
+@click.argument("run_id")
+def stop(run_id: str) -> None:
+    """Stop a running loop, from any terminal; it can be resumed later.
+
+    \b
+    Example:
+      ll stop 20261122-041430-fix-lint-3fa2
+    """
+    from pathlib import Path
+
+    from .runs import stop as stop_run
+
+    click.echo(stop_run(Path.cwd(), run_id), nl=False)
+
+
+@main.command()
+@click.argument("run_id", required=False)
+@click.option("-f", "--follow", is_flag=True, help="Keep showing new events until the run ends.")
+@click.option("--json", "json_mode", is_flag=True, help="Print the raw events.")
+def logs(run_id: str | None, follow: bool, json_mode: bool) -> None:
+    """Show a run's events as readable lines (the latest run when RUN_ID is omitted).
+
+    \b
+    Example:
+      ll logs -f 20261122-041430-fix-lint-3fa2
+    """
+    from pathlib import Path
+
+    from .render import JsonRenderer, PlainRenderer
+    from .runs import follow as follow_run
+    from .store import find_run
+
+    run_dir = find_run(Path.cwd(), run_id)
+    listener = JsonRenderer() if json_mode else PlainRenderer()
+    follow_run(run_dir, listener, follow=follow)
 
 
 @main.command()

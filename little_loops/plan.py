@@ -26,7 +26,13 @@ def dry_run(loop: Loop, overrides: Mapping[str, str]) -> str:
         scope: dict[str, Mapping[str, Any]] = {
             "context": context,
             "state": {"name": first.name, "iteration": 1, "attempt": 1},
-            "loop": {"name": loop.name, "run_id": "(dry-run)", "started_at": "", "elapsed_ms": 0, "elapsed": "0s"},
+            "loop": {
+                "name": loop.name,
+                "run_id": "(dry-run)",
+                "started_at": "",
+                "elapsed_ms": 0,
+                "elapsed": "0s",
+            },
             "env": dict(os.environ),
             "captured": {},
             "prev": {},
@@ -47,7 +53,9 @@ def dry_run(loop: Loop, overrides: Mapping[str, str]) -> str:
 def _routes(state: State) -> list[str]:
     if state.terminal:
         return [f"  {state.name}: terminal ({state.outcome})"]
-    out = [f"  {state.name} --{verdict}--> {route.target}" for verdict, route in state.routes.items()]
+    out = [
+        f"  {state.name} --{verdict}--> {route.target}" for verdict, route in state.routes.items()
+    ]
     if state.next is not None:
         out.append(f"  {state.name} --*--> {state.next.target}")
     return out

@@ -37,7 +37,9 @@ def summary_line(event: Event) -> str:
     outcome = event.get("outcome")
     steps = event.get("steps")
     where = event.get("final_state")
-    line = f"ll: {outcome} at '{where}' after {steps} step{'s' if steps != 1 else ''} in {_seconds(event.get('duration_ms'))}"
+    plural = "s" if steps != 1 else ""
+    took = _seconds(event.get("duration_ms"))
+    line = f"ll: {outcome} at '{where}' after {steps} step{plural} in {took}"
     cost = event.get("cost_usd")
     if isinstance(cost, int | float) and cost > 0:
         line += f", cost ${cost:.4f}"
@@ -70,9 +72,8 @@ class PlainRenderer:
     def on_loop_start(self, event: Event) -> None:
         self.max_iterations = int(event.get("max_iterations") or 0)
         verb = "resuming" if event.get("resumed") else "running"
-        self.write(
-            f"ll: {verb} {event.get('loop')} (run {event['run_id']}, at most {self.max_iterations} steps)"
-        )
+        cap = self.max_iterations
+        self.write(f"ll: {verb} {event.get('loop')} (run {event['run_id']}, at most {cap} steps)")
 
     def on_state_enter(self, event: Event) -> None:
         self.path.append(str(event.get("state")))
@@ -97,7 +98,9 @@ class PlainRenderer:
         took = ""
         if verdict.get("state") == event.get("state"):
             took = _verdict_note(verdict)
-        self.write(f"    {event.get('verdict')}{took} -> {event.get('to')} (via {event.get('via')})")
+        self.write(
+            f"    {event.get('verdict')}{took} -> {event.get('to')} (via {event.get('via')})"
+        )
 
     def on_judge_fail_open(self, event: Event) -> None:
         self.write(f"    judge failed, fail_open turned it into success: {event.get('error', '')}")

@@ -46,7 +46,7 @@ def _match(loop: Loop, state: State, verdict: str) -> Decision | None:
         if "_" in routes:
             return Decision(routes["_"].target, "_")
         return None
-    # 4. error/timeout: _error, then on_timeout (for timeout; matched in 1.), on_error, loop on_error
+    # 4. error/timeout: _error, on_timeout (matched in 1.), on_error, then the loop's on_error
     if "_error" in routes:
         return Decision(routes["_error"].target, "_error")
     if "error" in routes:

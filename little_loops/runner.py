@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,7 +179,7 @@ class Runner:
             o = self.options
             progress = Progress(
                 run_id=run_id or new_run_id(loop.name),
-                loop_file=str(loop.path),
+                loop_file=str(loop.path.resolve()),
                 loop_sha256=loop.source_sha256,
                 started_at=utc_now(),
                 context=context,
@@ -202,7 +203,11 @@ class Runner:
         progress.pid = os.getpid()
         self.progress = progress
         self.redactor = Redactor.for_run(self.env, progress.context, loop.secrets)
-        self.run_dir = run_dir or RunDir.create(self.options.base_dir, progress.run_id)
+        if run_dir is None:
+            run_dir = RunDir.create(self.options.base_dir, progress.run_id)
+            # The file as it was at the start, so `ll resume` can tell what changed since.
+            shutil.copyfile(loop.path, run_dir.root / "loop.yaml")
+        self.run_dir = run_dir
         self._sink = JsonlSink(self.run_dir.events_path)
         self.emitter = Emitter(
             progress.run_id,
@@ -315,7 +320,12 @@ class Runner:
             raise _Finish("max_iterations", state.name)
         if self.loop.maintain and state.terminal:
             p.current = state.on_maintain or self.loop.initial
-            p.last_route = {"from": state.name, "to": p.current, "verdict": "maintain", "via": "maintain"}
+            p.last_route = {
+                "from": state.name,
+                "to": p.current,
+                "verdict": "maintain",
+                "via": "maintain",
+            }
             self._emit(
                 "route",
                 step=p.step,
@@ -365,7 +375,9 @@ class Runner:
     def _attempt(self, step: int, state: State, attempt: int) -> _StepResult:
         action = None
         if state.action is not None:
-            command = self._render(state.action, step, state, attempt, shell=state.action_type == "shell")
+            command = self._render(
+                state.action, step, state, attempt, shell=state.action_type == "shell"
+            )
             action = self._act(step, state, attempt, command)
             if action.timed_out:
                 self._check_deadline(state.name)
@@ -512,9 +524,9 @@ class Runner:
                 "reason": details.get("reason"),
             }
         value = details.get("value")
-        if state.evaluate is not None and state.evaluate.type == "convergence":
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                p.convergence[state.name] = float(value)
+        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        if is_number and state.evaluate is not None and state.evaluate.type == "convergence":
+            p.convergence[state.name] = float(value)
         reason = details.get("reason")
         if isinstance(reason, str) and reason:
             p.prior_reasons[state.name] = reason
@@ -587,7 +599,9 @@ class Runner:
     def _judge_event(self, name: str, fields: Mapping[str, Any]) -> None:
         self._emit(name, step=self.progress.step + 1, state=self.progress.current, **fields)
 
-    def _emit(self, name: str, *, step: int | None = None, state: str | None = None, **fields: Any) -> Event:
+    def _emit(
+        self, name: str, *, step: int | None = None, state: str | None = None, **fields: Any
+    ) -> Event:
         return self.emitter.emit(name, fields, step=step, state=state)
 
     def _persist(self) -> None:
@@ -660,3 +674,106 @@ def _human_duration(ms: int) -> str:
         return f"{minutes}m {seconds}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h {minutes}m {seconds}s"
+
+
+def prepare_resume(
+    base: Path,
+    run_id: str | None,
+    *,
+    force: bool = False,
+    overrides: Mapping[str, str] | None = None,
+) -> tuple[Loop, RunOptions, Progress, RunDir]:
+    """Everything `Runner` needs to continue a run from its last finished step.
+
+    Refuses a finished run, a run whose owner is still alive, and (unless `force`) a run whose
+    loop file changed since it started, with a summary of the change.
+    """
+    from .loader import load
+    from .store import find_run, pid_alive
+
+    run_dir = _resumable(base, run_id) if run_id is None else find_run(base, run_id)
+    progress = Progress.from_dict(run_dir.read_state())
+    if progress.status == "finished":
+        raise LoopError(
+            f"run {progress.run_id} already finished ({progress.outcome}); "
+            f"start a new one with 'll run {progress.loop_file}'",
+            exit_code=EXIT_RUN_ERROR,
+        )
+    if progress.status == "running" and progress.pid != os.getpid() and pid_alive(progress.pid):
+        raise LoopError(
+            f"run {progress.run_id} is still running (pid {progress.pid}); "
+            f"stop it first with 'll stop {progress.run_id}'",
+            exit_code=EXIT_RUN_ERROR,
+        )
+    path = Path(progress.loop_file)
+    loop = load(path)
+    if loop.source_sha256 != progress.loop_sha256 and not force:
+        raise LoopError(
+            f"{path} changed since run {progress.run_id} started "
+            f"({_change_summary(run_dir, path)}); "
+            "resume anyway with --force, or start a new run",
+            exit_code=EXIT_RUN_ERROR,
+        )
+    _kill_orphaned_action(progress)
+    saved = progress.options
+    options = RunOptions(
+        base_dir=base,
+        overrides={**saved.get("overrides", {}), **(overrides or {})},
+        max_iterations=progress.max_iterations,
+        claude=tuple(saved.get("claude") or ("claude",)),
+        claude_flags=tuple(saved.get("claude_flags") or ("--dangerously-skip-permissions",)),
+        model=saved.get("model"),
+        cache=bool(saved.get("cache", True)),
+        record=Path(saved["record"]) if saved.get("record") else None,
+        replay=Path(saved["replay"]) if saved.get("replay") else None,
+    )
+    progress.status = "running"
+    return loop, options, progress, run_dir
+
+
+def _resumable(base: Path, run_id: str | None) -> RunDir:
+    from .store import list_runs
+
+    for run_dir in reversed(list_runs(base)):
+        try:
+            status = run_dir.read_state().get("status")
+        except LoopError:
+            continue
+        if status != "finished":
+            return run_dir
+    raise LoopError(
+        f"no resumable run under {base / '.loops' / 'runs'}; see 'll list'",
+        exit_code=EXIT_RUN_ERROR,
+    )
+
+
+def _change_summary(run_dir: RunDir, path: Path) -> str:
+    import difflib
+
+    snapshot = run_dir.root / "loop.yaml"
+    if not snapshot.is_file():
+        return "no copy of the original file to compare"
+    before = snapshot.read_text(encoding="utf-8", errors="replace").splitlines()
+    after = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    added = removed = 0
+    first: int | None = None
+    for group in difflib.SequenceMatcher(None, before, after).get_opcodes():
+        tag, i1, i2, j1, j2 = group
+        if tag == "equal":
+            continue
+        removed += i2 - i1
+        added += j2 - j1
+        if first is None:
+            first = j1 + 1
+    return f"{added} line(s) added, {removed} removed, first change at line {first}"
+
+
+def _kill_orphaned_action(progress: Progress) -> None:
+    """After `kill -9` of ll, its action's process group lives on; end it before re-running."""
+    import signal
+
+    pgid = progress.action_pgid
+    if pgid:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        progress.action_pgid = None

@@ -47,7 +47,9 @@ class RunDir:
     @classmethod
     def create(cls, base: Path, run_id: str) -> RunDir:
         root = base / RUNS / run_id
-        (root / "steps").mkdir(parents=True, exist_ok=False)
+        if (root / "state.json").exists():
+            raise RunError(f"run '{run_id}' already exists under {base / RUNS}")
+        (root / "steps").mkdir(parents=True, exist_ok=True)
         return cls(root)
 
     @classmethod

@@ -24,7 +24,9 @@ def loop_file(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def ll(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def ll(
+    *args: str | Path, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*LL, *map(str, args)],
         cwd=cwd,
@@ -172,7 +174,7 @@ def test_signals_stop_the_run_and_its_children(tmp_path: Path, sig: int, code: i
         time.sleep(0.05)
     child = int(pidfile.read_text())
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=15)
+    _out, err = proc.communicate(timeout=15)
     assert proc.returncode == code, err
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)
@@ -225,7 +227,10 @@ def test_dry_run_runs_nothing(tmp_path: Path) -> None:
         on_error: z
         context: {{who: world}}
         states:
-          a: {{action: "touch {marker} && echo hello ${{context.who}}", on_success: z, on_failure: a}}
+          a:
+            action: "touch {marker} && echo hello ${{context.who}}"
+            on_success: z
+            on_failure: a
           z: {{terminal: true}}
         """,
     )

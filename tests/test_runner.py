@@ -11,7 +11,7 @@ import pytest
 
 from little_loops.events import read_events
 from little_loops.loader import load
-from little_loops.runner import RunOptions, Runner, RunResult
+from little_loops.runner import Runner, RunOptions, RunResult
 
 
 def write_loop(tmp_path: Path, text: str, name: str = "loop.yaml") -> Path:
@@ -330,7 +330,9 @@ def test_prev_namespace_and_state_iteration(tmp_path: Path) -> None:
         states:
           a: {{action: "printf 'it''s $$HOME'", next: b}}
           b:
-            action: printf '%s|%s|%s|%s' ${{prev.output}} "${{prev.state}}" ${{state.iteration}} ${{prev.exit_code}} > {out}
+            action: >-
+              printf '%s|%s|%s|%s' ${{prev.output}} "${{prev.state}}"
+              ${{state.iteration}} ${{prev.exit_code}} > {out}
             next: z
           z: {{terminal: true}}
         """,

@@ -1,0 +1,258 @@
+"""Run management: what `ll list`, `status`, `history`, `logs` and `stop` show and do."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .errors import EXIT_RUN_ERROR, LoopError
+from .events import Event, read_events
+from .store import RunDir, find_run, list_runs, pid_alive
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run as the listings show it."""
+
+    run_id: str
+    loop: str
+    file: str
+    status: str  # running, finished, interrupted, crashed
+    outcome: str | None
+    step: int
+    max_iterations: int
+    current: str
+    started_at: str
+    elapsed_ms: int
+    cost_usd: float
+    pid: int
+
+
+def info(run_dir: RunDir) -> RunInfo:
+    state = run_dir.read_state()
+    status = str(state.get("status", "?"))
+    pid = int(state.get("pid") or 0)
+    if status == "running" and not pid_alive(pid):
+        status = "crashed"  # the owner died without a word: resumable
+    loop_file = str(state.get("loop_file", ""))
+    return RunInfo(
+        run_id=run_dir.run_id,
+        loop=_loop_name(run_dir, loop_file),
+        file=loop_file,
+        status=status,
+        outcome=state.get("outcome"),
+        step=int(state.get("step", 0)),
+        max_iterations=int(state.get("max_iterations", 0)),
+        current=str(state.get("current", "")),
+        started_at=str(state.get("started_at", "")),
+        elapsed_ms=int(state.get("elapsed_ms", 0)),
+        cost_usd=float(state.get("cost_usd", 0.0)),
+        pid=pid,
+    )
+
+
+def _loop_name(run_dir: RunDir, loop_file: str) -> str:
+    for event in _head_events(run_dir):
+        if event.get("event") == "loop_start":
+            return str(event.get("loop", ""))
+    return Path(loop_file).stem
+
+
+def _head_events(run_dir: RunDir) -> Iterator[Event]:
+    """The first few events, without reading a long log whole."""
+    import json
+
+    try:
+        with run_dir.events_path.open(encoding="utf-8", errors="replace") as fh:
+            for _ in range(3):
+                line = fh.readline()
+                if not line:
+                    return
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    return
+    except FileNotFoundError:
+        return
+
+
+def _duration(ms: int) -> str:
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, sec = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def _started(text: str) -> str:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).strftime("%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return text
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def _infos(base: Path) -> list[RunInfo]:
+    out = []
+    for run_dir in list_runs(base):
+        try:
+            out.append(info(run_dir))
+        except LoopError:
+            continue  # a corrupt run shows up in `ll status RUN` with its error
+    return out
+
+
+def list_text(base: Path) -> str:
+    """`ll list`: every run in this directory."""
+    infos = _infos(base)
+    if not infos:
+        return "no runs here yet; start one with 'll run FILE'\n"
+    rows = [["RUN", "LOOP", "STATUS", "STEP", "STARTED (UTC)", "DURATION"]]
+    for i in infos:
+        status = i.status if i.outcome is None or i.status != "finished" else i.outcome
+        rows.append(
+            [
+                i.run_id,
+                i.loop,
+                status,
+                f"{i.step}/{i.max_iterations}",
+                _started(i.started_at),
+                _duration(i.elapsed_ms),
+            ]
+        )
+    return _table(rows) + "\n"
+
+
+def history_text(base: Path, loop: str | None) -> str:
+    """`ll history [LOOP]`: finished and stopped runs, newest first, with their outcomes."""
+    infos = [i for i in _infos(base) if loop is None or loop in (i.loop, i.file, Path(i.file).name)]
+    if not infos:
+        target = f" of '{loop}'" if loop else ""
+        return f"no runs{target} here yet\n"
+    rows = [["STARTED (UTC)", "RUN", "LOOP", "OUTCOME", "STEPS", "DURATION", "COST"]]
+    for i in reversed(infos):
+        rows.append(
+            [
+                _started(i.started_at),
+                i.run_id,
+                i.loop,
+                i.outcome or i.status,
+                str(i.step),
+                _duration(i.elapsed_ms),
+                f"${i.cost_usd:.4f}" if i.cost_usd else "-",
+            ]
+        )
+    return _table(rows) + "\n"
+
+
+def status_text(base: Path, run_id: str | None) -> str:
+    """`ll status [RUN]`: where a run is, its last verdicts, time and cost so far."""
+    run_dir = find_run(base, run_id)
+    i = info(run_dir)
+    events = read_events(run_dir.events_path)
+    verdicts = [e for e in events if e.get("event") == "evaluate"][-5:]
+    elapsed = i.elapsed_ms
+    if i.status == "running":
+        started = _started_epoch(i.started_at)
+        if started is not None:
+            elapsed = max(elapsed, int((time.time() - started) * 1000))
+    lines = [
+        f"run:     {i.run_id}",
+        f"loop:    {i.loop} ({i.file})",
+        f"status:  {i.status}" + (f" ({i.outcome})" if i.outcome else ""),
+        f"state:   {i.current}",
+        f"step:    {i.step}/{i.max_iterations}",
+        f"elapsed: {_duration(elapsed)}",
+        f"cost:    ${i.cost_usd:.4f}",
+    ]
+    if i.status == "running":
+        lines.append(f"pid:     {i.pid}")
+    if verdicts:
+        lines.append("last verdicts:")
+        for e in verdicts:
+            reason = (e.get("details") or {}).get("reason") or (e.get("details") or {}).get("error")
+            note = f" - {reason}" if isinstance(reason, str) and reason else ""
+            lines.append(f"  step {e.get('step')} {e.get('state')}: {e.get('verdict')}{note}")
+    if i.status in ("interrupted", "crashed"):
+        lines.append(f"resume with: ll resume {i.run_id}")
+    return "\n".join(lines) + "\n"
+
+
+def _started_epoch(text: str) -> float | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def stop(base: Path, run_id: str, *, wait: float = 10.0) -> str:
+    """`ll stop RUN`: SIGTERM to the run's owner; it stops its action and persists the stop."""
+    run_dir = find_run(base, run_id)
+    i = info(run_dir)
+    if i.status != "running":
+        raise LoopError(f"run {i.run_id} is not running ({i.status})", exit_code=EXIT_RUN_ERROR)
+    try:
+        os.kill(i.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return f"run {i.run_id} had already ended\n"
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and pid_alive(i.pid):
+        time.sleep(0.05)
+    if pid_alive(i.pid):
+        return f"sent SIGTERM to run {i.run_id} (pid {i.pid}); it is still stopping\n"
+    return f"stopped run {i.run_id}; resume with: ll resume {i.run_id}\n"
+
+
+def follow(
+    run_dir: RunDir,
+    listener: Callable[[Event], None],
+    *,
+    follow: bool,
+    poll: float = 0.2,
+) -> None:
+    """Feed a run's events to `listener`; with `follow`, keep reading until the run ends."""
+    import json
+
+    position = 0
+    last_round = not follow
+    while True:
+        try:
+            with run_dir.events_path.open("rb") as fh:
+                fh.seek(position)
+                data = fh.read()
+        except FileNotFoundError:
+            data = b""
+        end = data.rfind(b"\n") + 1
+        for line in data[:end].splitlines():
+            try:
+                event: dict[str, Any] = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            listener(event)
+        position += end
+        if last_round:
+            return
+        try:
+            state = run_dir.read_state()
+        except LoopError:
+            state = {}
+        if state.get("status") != "running" or not pid_alive(int(state.get("pid") or 0)):
+            last_round = True  # the run ended or its owner is gone: show what is left
+            continue
+        time.sleep(poll)
