@@ -398,6 +398,38 @@ def logs(run_id: str | None, follow: bool, json_mode: bool) -> None:
 
 
 @main.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option(
+    "--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True
+)
+@click.option("--run", "run_id", metavar="RUN_ID", help="Overlay a run from ./.loops/runs/.")
+def graph(file: str, fmt: str, run_id: str | None) -> None:
+    """Draw a loop's states and routes as a Mermaid flowchart or a Graphviz DOT graph.
+
+    With --run, states show how often the run visited them and the routes it took are
+    highlighted. Mermaid output renders on GitHub inside a ```mermaid block.
+
+    \b
+    Example:
+      ll graph loops/fix-until-green.yaml > graph.mmd
+      ll graph loops/fix-until-green.yaml --format dot | dot -Tsvg > graph.svg
+      ll graph loops/fix-until-green.yaml --run 20261122-041430-fix-until-green-3fa2
+    """
+    from pathlib import Path
+
+    from .graph import draw
+    from .loader import load
+
+    loop = load(Path(file))
+    run_dir = None
+    if run_id is not None:
+        from .store import find_run
+
+        run_dir = find_run(Path.cwd(), run_id).root
+    click.echo(draw(loop, fmt, run_dir=run_dir), nl=False)
+
+
+@main.command()
 def schema() -> None:
     """Print the JSON Schema of loop files (for editors and yaml-language-server).
 

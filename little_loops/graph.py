@@ -1,0 +1,386 @@
+"""Draw a loop as a Mermaid flowchart or a Graphviz DOT graph, optionally with a run's path.
+
+Both formats are drawn from one intermediate picture (`_picture`), so they always agree:
+
+- every state is a box labelled with its name (and its description, shortened); node ids are
+  `s0`, `s1`, ... in file order, because state names may hold `-` and `.`;
+- a small `start` node points at the initial state;
+- terminal states are rounded and coloured: green for `outcome: success`, red for `failure`;
+- routes are edges labelled with their verdicts; verdicts that share a source, a target and a
+  kind share one edge (`success / partial`); `next` edges read `next`, the default route `_`;
+- `_uncertain` routes are dashed orange, `error` / `timeout` / `_error` routes dashed red;
+- the loop-level `on_error` is drawn once, from a note node ("unrouted error / timeout") with
+  a dashed red edge to its target, rather than from every state that relies on it;
+- `on_max_iterations` is drawn the same way, from a note node naming the limit;
+- with `maintain: true`, each terminal has a dashed `maintain` edge back to where it restarts.
+
+With a run overlay (`visits`, `taken`; see `run_overlay`) visited states show their visit count,
+states never visited are dimmed, and taken edges are thick and blue. A taken edge that the
+static picture does not draw (a state falling back on the loop's `on_error`) is added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from .errors import RunError
+from .model import ERROR_VERDICTS, Loop, State
+
+# The source name `run_overlay` uses for the jump to `on_max_iterations` (no route event marks it).
+MAX_ITERATIONS = "$max_iterations"
+
+EdgeKind = Literal["normal", "uncertain", "error", "note"]
+NodeKind = Literal["state", "success", "failure", "start", "note"]
+
+_START_ID = "ll_start"
+_ON_ERROR_ID = "ll_on_error"
+_MAX_ID = "ll_max_iterations"
+_DESCRIPTION_CHARS = 48
+
+
+@dataclass
+class _Node:
+    id: str
+    title: str
+    kind: NodeKind
+    detail: str | None = None
+    visits: int | None = None  # None: no overlay
+
+
+@dataclass
+class _Edge:
+    src: str
+    dst: str
+    kind: EdgeKind
+    labels: list[str] = field(default_factory=list)
+    taken: bool = False
+
+    @property
+    def label(self) -> str:
+        return " / ".join(self.labels)
+
+
+@dataclass
+class _Picture:
+    name: str
+    nodes: list[_Node]
+    edges: list[_Edge]
+
+
+def _route_kind(verdict: str) -> EdgeKind:
+    if verdict == "_error" or verdict in ERROR_VERDICTS:
+        return "error"
+    if verdict.endswith("_uncertain"):
+        return "uncertain"
+    return "normal"
+
+
+def _picture(
+    loop: Loop,
+    visits: Mapping[str, int] | None,
+    taken: set[tuple[str, str]] | None,
+) -> _Picture:
+    ids = {name: f"s{i}" for i, name in enumerate(loop.states)}
+    taken = taken or set()
+    nodes: list[_Node] = [_Node(_START_ID, "start", "start")]
+    for name, state in loop.states.items():
+        node_kind: NodeKind = "state"
+        if state.terminal:
+            node_kind = "failure" if state.outcome == "failure" else "success"
+        detail = state.description
+        if detail is not None:
+            detail = " ".join(detail.split())
+            if len(detail) > _DESCRIPTION_CHARS:
+                detail = detail[: _DESCRIPTION_CHARS - 1] + "…"
+        count = None if visits is None else int(visits.get(name, 0))
+        nodes.append(_Node(ids[name], name, node_kind, detail or None, count))
+
+    edges: list[_Edge] = []
+    by_key: dict[tuple[str, str, EdgeKind], _Edge] = {}
+
+    def add(src: str, dst: str, kind: EdgeKind, label: str, *, was_taken: bool) -> None:
+        key = (src, dst, kind)
+        edge = by_key.get(key)
+        if edge is None:
+            edge = by_key[key] = _Edge(src, dst, kind)
+            edges.append(edge)
+        if label and label not in edge.labels:
+            edge.labels.append(label)
+        edge.taken = edge.taken or was_taken
+
+    def target(state: State, name: str) -> str:
+        return state.name if name == "$current" else name
+
+    if loop.initial in ids:
+        add(_START_ID, ids[loop.initial], "normal", "", was_taken=bool(visits))
+    drawn: set[tuple[str, str]] = set()
+    for state in loop.states.values():
+        if state.terminal:
+            if loop.maintain:
+                dst = state.on_maintain or loop.initial
+                if dst in ids:
+                    hit = (state.name, dst) in taken
+                    add(ids[state.name], ids[dst], "note", "maintain", was_taken=hit)
+                    drawn.add((state.name, dst))
+            continue
+        pairs = [(verdict, route.target) for verdict, route in state.routes.items()]
+        if state.next is not None:
+            pairs.append(("next", state.next.target))
+        for verdict, raw in pairs:
+            dst = target(state, raw)
+            if dst not in ids:
+                continue
+            hit = (state.name, dst) in taken
+            add(ids[state.name], ids[dst], _route_kind(verdict), verdict, was_taken=hit)
+            drawn.add((state.name, dst))
+
+    if loop.on_error is not None and loop.on_error in ids:
+        nodes.append(_Node(_ON_ERROR_ID, "on_error", "note", "unrouted error / timeout"))
+        add(_ON_ERROR_ID, ids[loop.on_error], "error", "error / timeout", was_taken=False)
+    if loop.on_max_iterations is not None and loop.on_max_iterations in ids:
+        limit = f"after {loop.max_iterations} steps"
+        nodes.append(_Node(_MAX_ID, "max_iterations", "note", limit))
+        hit = (MAX_ITERATIONS, loop.on_max_iterations) in taken
+        add(_MAX_ID, ids[loop.on_max_iterations], "note", "limit", was_taken=hit)
+
+    # A taken step the static picture has no edge for: draw it, so the path stays connected.
+    for src, dst in sorted(taken):
+        if (src, dst) in drawn or src not in ids or dst not in ids:
+            continue
+        label = "on_error" if dst == loop.on_error else ""
+        edge_kind: EdgeKind = "error" if dst == loop.on_error else "normal"
+        add(ids[src], ids[dst], edge_kind, label, was_taken=True)
+    return _Picture(loop.name, nodes, edges)
+
+
+# -- Mermaid --------------------------------------------------------------------------------
+
+_MERMAID_ENTITIES = {
+    "#": "#35;",
+    '"': "#quot;",
+    "<": "#lt;",
+    ">": "#gt;",
+    "&": "#amp;",
+    "`": "#96;",
+    "|": "#124;",
+}
+
+_MERMAID_CLASSES = {
+    "start": "fill:#333,stroke:#333,color:#fff",
+    "success": "fill:#d8f3dc,stroke:#2d6a4f,stroke-width:2px,color:#1b4332",
+    "failure": "fill:#ffe3e3,stroke:#c92a2a,stroke-width:2px,color:#7d1a1a",
+    "note": "fill:#fff9db,stroke:#adb5bd,stroke-dasharray:4 3,color:#495057",
+    "visited": "stroke:#1c7ed6,stroke-width:3px",
+    "unvisited": "opacity:0.45",
+}
+
+_MERMAID_LINKS: dict[EdgeKind, str] = {
+    "normal": "",
+    "uncertain": "stroke:#e67700,stroke-dasharray:6 4",
+    "error": "stroke:#c92a2a,stroke-dasharray:6 4",
+    "note": "stroke:#868e96,stroke-dasharray:3 3",
+}
+
+
+def _mermaid_link_style(edge: _Edge) -> str:
+    """One linkStyle per edge: a later linkStyle for the same link replaces, not merges."""
+    if not edge.taken:
+        return _MERMAID_LINKS[edge.kind]
+    dashes = ",stroke-dasharray:6 4" if edge.kind != "normal" else ""
+    return f"stroke:#1c7ed6,stroke-width:3px{dashes}"
+
+
+def _mermaid_text(text: str) -> str:
+    """Text safe inside a quoted Mermaid label: entity codes for the characters Mermaid parses."""
+    text = " ".join(text.split())
+    return "".join(_MERMAID_ENTITIES.get(ch, ch) for ch in text)
+
+
+def _visits_line(count: int) -> str:
+    return f"{count} visit{'s' if count != 1 else ''}"
+
+
+def mermaid(
+    loop: Loop,
+    *,
+    visits: Mapping[str, int] | None = None,
+    taken: set[tuple[str, str]] | None = None,
+) -> str:
+    """A `flowchart TD` that GitHub renders as is; `visits`/`taken` overlay a run's path."""
+    pic = _picture(loop, visits, taken)
+    lines = ["flowchart TD"]
+    for node in pic.nodes:
+        parts = [_mermaid_text(node.title)]
+        if node.detail:
+            parts.append(_mermaid_text(node.detail))
+        if node.visits:
+            parts.append(_visits_line(node.visits))
+        label = "<br/>".join(parts)
+        if node.kind == "start":
+            lines.append(f'    {node.id}(("{label}"))')
+        elif node.kind in ("success", "failure"):
+            lines.append(f'    {node.id}(["{label}"])')
+        elif node.kind == "note":
+            lines.append(f'    {node.id}>"{label}"]')
+        else:
+            lines.append(f'    {node.id}["{label}"]')
+    styled: dict[str, list[int]] = {}
+    for index, edge in enumerate(pic.edges):
+        if edge.taken:
+            arrow = "==>"
+        elif edge.kind == "normal":
+            arrow = "-->"
+        else:
+            arrow = "-.->"
+        label = f'|"{_mermaid_text(edge.label)}"|' if edge.label else ""
+        lines.append(f"    {edge.src} {arrow}{label} {edge.dst}")
+        style = _mermaid_link_style(edge)
+        if style:
+            styled.setdefault(style, []).append(index)
+    for name, style in _MERMAID_CLASSES.items():
+        lines.append(f"    classDef {name} {style}")
+    members: dict[str, list[str]] = {}
+    for node in pic.nodes:
+        if node.kind != "state":
+            members.setdefault(node.kind, []).append(node.id)
+        if node.visits is not None and node.kind not in ("start", "note"):
+            members.setdefault("visited" if node.visits else "unvisited", []).append(node.id)
+    for name in _MERMAID_CLASSES:
+        if members.get(name):
+            lines.append(f"    class {','.join(members[name])} {name}")
+    for style, indexes in styled.items():
+        lines.append(f"    linkStyle {','.join(map(str, indexes))} {style}")
+    return "\n".join(lines) + "\n"
+
+
+# -- DOT ------------------------------------------------------------------------------------
+
+
+def _dot_quote(text: str) -> str:
+    """A DOT double-quoted string; newlines become DOT's centred line break."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\\n")
+    return f'"{text}"'
+
+
+_DOT_NODES: dict[NodeKind, str] = {
+    "state": 'shape=box, style="rounded"',
+    "success": 'shape=box, style="rounded,filled,bold", fillcolor="#d8f3dc", color="#2d6a4f"',
+    "failure": (
+        'shape=box, style="rounded,filled,bold", fillcolor="#ffe3e3", color="#c92a2a", '
+        "peripheries=2"
+    ),
+    "start": 'shape=circle, style=filled, fillcolor="#333333", fontcolor=white, fontsize=9',
+    "note": 'shape=note, style="filled,dashed", fillcolor="#fff9db", color="#868e96"',
+}
+
+_DOT_EDGES: dict[EdgeKind, str] = {
+    "normal": "",
+    "uncertain": 'style=dashed, color="#e67700", fontcolor="#e67700"',
+    "error": 'style=dashed, color="#c92a2a", fontcolor="#c92a2a"',
+    "note": 'style=dashed, color="#868e96", fontcolor="#868e96"',
+}
+
+
+def dot(
+    loop: Loop,
+    *,
+    visits: Mapping[str, int] | None = None,
+    taken: set[tuple[str, str]] | None = None,
+) -> str:
+    """A Graphviz `digraph` (render with `dot -Tsvg`); `visits`/`taken` overlay a run's path."""
+    pic = _picture(loop, visits, taken)
+    lines = [
+        f"digraph {_dot_quote(pic.name)} {{",
+        "    rankdir=TB;",
+        '    node [fontname="Helvetica", fontsize=11];',
+        '    edge [fontname="Helvetica", fontsize=10];',
+    ]
+    for node in pic.nodes:
+        parts = [node.title]
+        if node.detail:
+            parts.append(node.detail)
+        if node.visits:
+            parts.append(_visits_line(node.visits))
+        attrs = [f"label={_dot_quote(chr(10).join(parts))}", _DOT_NODES[node.kind]]
+        if node.visits is not None and node.kind not in ("start", "note"):
+            attrs.append("penwidth=3" if node.visits else 'fontcolor="#adb5bd"')
+        lines.append(f"    {node.id} [{', '.join(attrs)}];")
+    for edge in pic.edges:
+        attrs = []
+        if edge.label:
+            attrs.append(f"label={_dot_quote(edge.label)}")
+        if edge.taken:
+            attrs.append('penwidth=3, color="#1c7ed6", fontcolor="#1c7ed6"')
+            if edge.kind != "normal":
+                attrs.append("style=dashed")
+        elif _DOT_EDGES[edge.kind]:
+            attrs.append(_DOT_EDGES[edge.kind])
+        suffix = f" [{', '.join(attrs)}]" if attrs else ""
+        lines.append(f"    {edge.src} -> {edge.dst}{suffix};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# -- run overlay ----------------------------------------------------------------------------
+
+
+def run_overlay(run_dir: Path) -> tuple[dict[str, int], set[tuple[str, str]]]:
+    """Visit counts per state and the (from, to) pairs routed, read from a run's events.jsonl.
+
+    A step entered twice (cut off mid-action, then resumed) counts once. The jump to
+    `on_max_iterations`, which no route event records, appears as `(MAX_ITERATIONS, state)`.
+    """
+    from .events import read_events
+
+    path = run_dir / "events.jsonl"
+    if not path.is_file():
+        raise RunError(f"{path}: missing; the run has no event log to draw")
+    by_step: dict[int, str] = {}
+    taken: set[tuple[str, str]] = set()
+    expected: str | None = None
+    for event in read_events(path):
+        name = event.get("event")
+        state = event.get("state")
+        if name == "state_enter" and isinstance(state, str):
+            step = event.get("step")
+            if isinstance(step, int):
+                by_step[step] = state
+            if expected is not None and state != expected:
+                taken.add((MAX_ITERATIONS, state))
+            expected = state
+        elif name == "route":
+            src, dst = event.get("from"), event.get("to")
+            if isinstance(src, str) and isinstance(dst, str):
+                taken.add((src, dst))
+                expected = dst
+    visits: dict[str, int] = {}
+    for state in by_step.values():
+        visits[state] = visits.get(state, 0) + 1
+    return visits, taken
+
+
+def draw(loop: Loop, fmt: str = "mermaid", *, run_dir: Path | None = None) -> str:
+    """`ll graph`: the loop in `fmt` ("mermaid" or "dot"), with `run_dir`'s path when given.
+
+    A run of another loop (by name) is refused, since its states would not match the file's.
+    """
+    visits: dict[str, int] | None = None
+    taken: set[tuple[str, str]] | None = None
+    if run_dir is not None:
+        from .events import read_events
+
+        for event in read_events(run_dir / "events.jsonl"):
+            ran = event.get("loop")
+            if event.get("event") == "loop_start" and isinstance(ran, str) and ran != loop.name:
+                raise RunError(
+                    f"run '{run_dir.name}' is a run of loop '{ran}', not of '{loop.name}' "
+                    f"({loop.path}); pick a run of this loop from 'll history {loop.name}'"
+                )
+        visits, taken = run_overlay(run_dir)
+    if fmt == "dot":
+        return dot(loop, visits=visits, taken=taken)
+    return mermaid(loop, visits=visits, taken=taken)
