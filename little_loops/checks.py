@@ -1,0 +1,431 @@
+"""Semantic checks of a loop: targets, reachability, verdict coverage, fields, placeholders."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from .errors import Diagnostic, Severity
+from .evaluators import possible_verdicts
+from .evaluators.deterministic import OPERATORS, parse_json_path
+from .interpolate import Placeholder, PlaceholderError, scan
+from .model import Evaluate, Loop, Pos, Route, State
+from .router import CURRENT, route
+from .schema import Locate, NodePath, subject
+
+# The fields each namespace offers (SPEC sections 3 and 7); `env` and `context` take any name.
+FIELDS: Mapping[str, tuple[str, ...]] = {
+    "captured": (
+        "output",
+        "stderr",
+        "exit_code",
+        "duration_ms",
+        "verdict",
+        "confidence",
+        "reason",
+    ),
+    "prev": ("output", "stderr", "exit_code", "duration_ms", "state", "verdict"),
+    "state": ("name", "iteration", "attempt"),
+    "loop": ("name", "run_id", "started_at", "elapsed_ms", "elapsed"),
+}
+_VERDICT_WORD = re.compile(r"^[a-z][a-z0-9_]*$")
+_ROUTE_KEYS = ("route", "on_success", "on_failure")
+
+# Any route problem outside a single state: coverage is not checked then.
+WHOLE_LOOP = "*"
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    loop: Loop
+    file: str
+    locate: Locate
+
+    def diag(self, pos: Pos, severity: Severity, code: str, message: str) -> Diagnostic:
+        return Diagnostic(self.file, pos.line, pos.col, severity, code, message)
+
+
+def check_loop(
+    loop: Loop,
+    *,
+    file: str,
+    locate: Locate,
+    route_entries: Mapping[str, list[tuple[str, Route]]] | None = None,
+    tainted: frozenset[str] = frozenset(),
+    whole: bool = True,
+) -> list[Diagnostic]:
+    """Every semantic problem of `loop`, unsorted.
+
+    `route_entries` holds each state's routes as written, duplicates included (the model
+    keeps one route per verdict). States named in `tainted` already have schema errors, so
+    their verdict coverage is not checked; `whole` is false when the document had any
+    schema error, which skips the checks that need the whole graph to be right.
+    """
+    ctx = _Ctx(loop, file, locate)
+    entries = route_entries or {
+        name: list(state.routes.items()) for name, state in loop.states.items()
+    }
+    out: list[Diagnostic] = []
+    out += _check_initial(ctx)
+    out += _check_loop_targets(ctx)
+    captures = {s.capture for s in loop.states.values() if s.capture}
+    for state in loop.states.values():
+        at: NodePath = ("states", state.name)
+        out += _check_routes(ctx, state, entries.get(state.name, []))
+        out += _check_state_keys(ctx, state)
+        if state.evaluate is not None:
+            out += _check_evaluator(ctx, state.evaluate, (*at, "evaluate"), captures)
+        if state.action is not None:
+            out += _check_template(ctx, state.action, (*at, "action"), captures)
+        if not state.terminal and state.name not in tainted and WHOLE_LOOP not in tainted:
+            out += _check_coverage(ctx, state)
+    for key, value in loop.context.items():
+        if isinstance(value, str):
+            out += _check_template(ctx, value, ("context", key), captures)
+    if whole:
+        out += _check_graph(ctx)
+    return out
+
+
+def _suggest(word: str, options: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _check_initial(ctx: _Ctx) -> Iterator[Diagnostic]:
+    initial, states = ctx.loop.initial, ctx.loop.states
+    if initial and states and initial not in states:
+        yield ctx.diag(
+            ctx.locate(("initial",)),
+            "error",
+            "unknown-initial",
+            f"initial state '{initial}' is not a state{_suggest(initial, states)}",
+        )
+
+
+def _unknown_target(ctx: _Ctx, target: str, allow_current: bool) -> str | None:
+    """The reason `target` names no state, or None when it is fine."""
+    if target == CURRENT:
+        return None if allow_current else "'$current' is not allowed here; name a state"
+    if target in ctx.loop.states:
+        return None
+    return f"unknown state '{target}'{_suggest(target, ctx.loop.states)}"
+
+
+def _check_loop_targets(ctx: _Ctx) -> Iterator[Diagnostic]:
+    loop = ctx.loop
+    for key, target, allow_current in (
+        ("on_error", loop.on_error, True),
+        ("on_max_iterations", loop.on_max_iterations, False),
+    ):
+        problem = _unknown_target(ctx, target, allow_current) if target else None
+        if problem:
+            yield ctx.diag(
+                ctx.locate((key,)), "error", "unknown-target", f"'{key}' names {problem}"
+            )
+    for state in loop.states.values():
+        target = state.on_maintain
+        problem = _unknown_target(ctx, target, False) if target else None
+        if problem:
+            at = ("states", state.name, "on_maintain")
+            message = f"state '{state.name}' has 'on_maintain' naming {problem}"
+            yield ctx.diag(ctx.locate(at), "error", "unknown-target", message)
+
+
+def _check_routes(
+    ctx: _Ctx, state: State, entries: list[tuple[str, Route]]
+) -> Iterator[Diagnostic]:
+    name = state.name
+    seen: dict[str, Route] = {}
+    for verdict, found in entries:
+        problem = _unknown_target(ctx, found.target, True)
+        if problem:
+            yield ctx.diag(
+                found.pos,
+                "error",
+                "unknown-target",
+                f"state '{name}' routes '{verdict}' to {problem}",
+            )
+        first = seen.get(verdict)
+        if first is not None:
+            yield ctx.diag(
+                found.pos,
+                "error",
+                "duplicate-route",
+                f"state '{name}' routes '{verdict}' twice, by '{first.via}' (line "
+                f"{first.pos.line}) and by '{found.via}'; keep one",
+            )
+        else:
+            seen[verdict] = found
+    nxt = state.next
+    if nxt is None:
+        return
+    problem = _unknown_target(ctx, nxt.target, True)
+    if problem:
+        yield ctx.diag(
+            nxt.pos, "error", "unknown-target", f"state '{name}' has 'next' naming {problem}"
+        )
+    mixed = sorted({found.via for _, found in entries if found.via in _ROUTE_KEYS})
+    if mixed:
+        keys = " and ".join(f"'{k}'" for k in mixed)
+        yield ctx.diag(
+            nxt.pos,
+            "error",
+            "next-with-routes",
+            f"state '{name}' has 'next', which routes every verdict, and also {keys}; use one "
+            "or the other ('on_error' and 'on_timeout' may stay beside 'next')",
+        )
+
+
+def _check_state_keys(ctx: _Ctx, state: State) -> Iterator[Diagnostic]:
+    name = state.name
+    if state.terminal and (state.routes or state.next):
+        yield ctx.diag(
+            state.pos,
+            "warning",
+            "terminal-routes",
+            f"state '{name}' is terminal, so its routes are never used",
+        )
+    if not state.terminal and state.outcome == "failure":
+        yield ctx.diag(
+            ctx.locate(("states", name, "outcome")),
+            "warning",
+            "outcome-not-terminal",
+            f"state '{name}' sets 'outcome' but is not terminal; add 'terminal: true' or remove it",
+        )
+    if state.on_maintain and not (state.terminal and ctx.loop.maintain):
+        yield ctx.diag(
+            ctx.locate(("states", name, "on_maintain")),
+            "warning",
+            "unused-on-maintain",
+            f"state '{name}' sets 'on_maintain', which only a terminal state uses, and only "
+            "with 'maintain: true' at the top level",
+        )
+
+
+def _check_coverage(ctx: _Ctx, state: State) -> Iterator[Diagnostic]:
+    possible = possible_verdicts(state.evaluate, action_type=state.action_type)
+    for verdict in sorted(possible):
+        if route(ctx.loop, state, verdict) is not None:
+            continue
+        if verdict == "error":
+            fix = "add 'on_error: STATE' (or a loop-wide 'on_error')"
+        elif verdict == "timeout":
+            fix = "add 'on_timeout: STATE' or 'on_error: STATE'"
+        else:
+            fix = f"add '{verdict}: STATE' under 'route:', or a default '_: STATE'"
+        yield ctx.diag(
+            state.pos,
+            "error",
+            "uncovered-verdict",
+            f"state '{state.name}' can give verdict '{verdict}' but nothing routes it; {fix}",
+        )
+    for verdict, found in state.routes.items():
+        if verdict.startswith("_") or verdict in possible:
+            continue
+        yield ctx.diag(
+            found.pos,
+            "warning",
+            "unused-route",
+            f"state '{state.name}' routes '{verdict}', a verdict it never gives "
+            f"(it can give: {', '.join(sorted(possible))})",
+        )
+
+
+def _check_evaluator(
+    ctx: _Ctx, spec: Evaluate, at: NodePath, captures: set[str]
+) -> Iterator[Diagnostic]:
+    what = subject(at)
+    if spec.type == "output_contains" and spec.pattern is not None and not spec.literal:
+        try:
+            re.compile(spec.pattern)
+        except re.error as exc:
+            yield ctx.diag(
+                ctx.locate((*at, "pattern")),
+                "error",
+                "invalid-regex",
+                f"{subject((*at, 'pattern'))} is not a valid regular expression: {exc.msg} at "
+                f"position {exc.pos}; add 'literal: true' to match it as plain text",
+            )
+    if (
+        spec.type in ("output_numeric", "output_json")
+        and spec.operator is not None
+        and spec.operator not in OPERATORS
+    ):
+        yield ctx.diag(
+            ctx.locate((*at, "operator")),
+            "error",
+            "unknown-operator",
+            f"unknown operator '{spec.operator}' in {what}"
+            f"{_suggest(spec.operator, OPERATORS)}; use one of: {', '.join(OPERATORS)}",
+        )
+    if spec.type == "output_json" and spec.path is not None:
+        try:
+            parse_json_path(spec.path)
+        except ValueError as exc:
+            at_path = (*at, "path")
+            message = f"{exc} (in {subject(at_path)})"
+            yield ctx.diag(ctx.locate(at_path), "error", "bad-json-path", message)
+    if spec.type == "llm_structured" and spec.schema is not None:
+        yield from _check_judge_schema(ctx, spec, at)
+    for key in ("prompt", "source", "previous"):
+        text = getattr(spec, key)
+        if isinstance(text, str):
+            yield from _check_template(ctx, text, (*at, key), captures)
+    if isinstance(spec.target, str):
+        yield from _check_template(ctx, spec.target, (*at, "target"), captures)
+    for i, inner in enumerate(spec.of):
+        yield from _check_evaluator(ctx, inner, (*at, "of", i), captures)
+
+
+def _check_judge_schema(ctx: _Ctx, spec: Evaluate, at: NodePath) -> Iterator[Diagnostic]:
+    schema = spec.schema or {}
+    props = schema.get("properties")
+    verdict = props.get("verdict") if isinstance(props, Mapping) else None
+    enum = verdict.get("enum") if isinstance(verdict, Mapping) else None
+    pos = ctx.locate((*at, "schema"))
+    if (
+        not isinstance(verdict, Mapping)
+        or verdict.get("type") != "string"
+        or not isinstance(enum, list)
+        or not enum
+    ):
+        yield ctx.diag(
+            pos,
+            "error",
+            "bad-judge-schema",
+            f"{subject((*at, 'schema'))} needs a 'verdict' property of type string "
+            "with an 'enum' of verdicts, e.g. verdict: {type: string, enum: [done, retry]}",
+        )
+        return
+    for value in enum:
+        if not isinstance(value, str) or not _VERDICT_WORD.match(value):
+            yield ctx.diag(
+                pos,
+                "error",
+                "bad-judge-schema",
+                f"verdict {value!r} in {subject((*at, 'schema'))} is not a lowercase "
+                "word (letters, digits, '_')",
+            )
+
+
+def _check_template(ctx: _Ctx, text: str, at: NodePath, captures: set[str]) -> Iterator[Diagnostic]:
+    what = subject(at)
+    pos = ctx.locate(at)
+    for part in scan(text):
+        if isinstance(part, PlaceholderError):
+            yield ctx.diag(pos, "error", "bad-placeholder", f"{part.message} (in {what})")
+        elif isinstance(part, Placeholder):
+            problem = _placeholder_problem(ctx, part, captures)
+            if problem is not None:
+                code, message = problem
+                yield ctx.diag(pos, "error", code, f"'${{{part.name}}}' in {what}: {message}")
+
+
+def _placeholder_problem(
+    ctx: _Ctx, part: Placeholder, captures: set[str]
+) -> tuple[str, str] | None:
+    ns, path = part.namespace, part.path
+    if ns == "context":
+        if path[0] not in ctx.loop.context:
+            keys = ctx.loop.context
+            return (
+                "unknown-context",
+                f"there is no context key '{path[0]}'{_suggest(path[0], keys)}; "
+                "define it under 'context:'",
+            )
+        return None
+    if ns == "captured":
+        if path[0] not in captures:
+            return (
+                "unknown-capture",
+                f"no state has 'capture: {path[0]}'{_suggest(path[0], captures)}",
+            )
+        fields = FIELDS["captured"]
+        if len(path) != 2 or path[1] not in fields:
+            got = f"'{'.'.join(path[1:])}'" if len(path) > 1 else "nothing"
+            return (
+                "unknown-field",
+                f"name one of {', '.join(fields)} after the capture name, not {got}",
+            )
+        return None
+    offered = FIELDS.get(ns)
+    if offered is not None and (len(path) != 1 or path[0] not in offered):
+        return (
+            "unknown-field",
+            f"'{ns}' has no '{'.'.join(path)}'{_suggest(path[0], offered)}; "
+            f"it offers: {', '.join(offered)}",
+        )
+    return None
+
+
+def _edges(loop: Loop, state: State) -> set[str]:
+    """The states a run can go to from `state`."""
+    if state.terminal:
+        if loop.maintain:
+            return {state.on_maintain or loop.initial}
+        return set()
+    out = set()
+    for verdict in possible_verdicts(state.evaluate, action_type=state.action_type):
+        decision = route(loop, state, verdict)
+        if decision is not None:
+            out.add(decision.target)
+    return out & set(loop.states)
+
+
+def _check_graph(ctx: _Ctx) -> Iterator[Diagnostic]:
+    loop = ctx.loop
+    if loop.initial not in loop.states:
+        return
+    terminals = {n for n, s in loop.states.items() if s.terminal}
+    if not terminals:
+        yield ctx.diag(
+            ctx.locate(("states",)),
+            "error",
+            "no-terminal",
+            "no state is terminal, so the run can only end at a limit; mark the state where it "
+            "should end with 'terminal: true'",
+        )
+        return
+    edges = {name: _edges(loop, s) for name, s in loop.states.items()}
+    roots = {loop.initial}
+    if loop.on_max_iterations is not None and loop.on_max_iterations in loop.states:
+        roots.add(loop.on_max_iterations)
+    reachable = _closure(roots, edges)
+    if not reachable & terminals:
+        yield ctx.diag(
+            ctx.locate(("initial",)),
+            "error",
+            "unreachable-terminal",
+            f"no terminal state can be reached from initial state '{loop.initial}', so the run "
+            "can only end at a limit",
+        )
+    for name, state in loop.states.items():
+        if name not in reachable:
+            yield ctx.diag(
+                state.pos,
+                "warning",
+                "unreachable-state",
+                f"state '{name}' cannot be reached from initial state '{loop.initial}'",
+            )
+        elif not _closure({name}, edges) & terminals:
+            yield ctx.diag(
+                state.pos,
+                "warning",
+                "no-path-to-terminal",
+                f"state '{name}' has no path to a terminal state; a run that gets there can "
+                "only end at a limit",
+            )
+
+
+def _closure(roots: set[str], edges: Mapping[str, set[str]]) -> set[str]:
+    seen = set(roots)
+    todo = list(roots)
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen

@@ -1,0 +1,691 @@
+"""Loop file -> `Loop`: YAML with positions, then the JSON Schema, semantic checks, the model.
+
+The YAML is read by PyYAML's (C) parser; this module composes its events itself, without
+recursion, so that it can keep every node's line and column, reject duplicate keys (PyYAML
+keeps the last silently), read every mapping key as text (`on:` stays `on`, not `True`), and
+refuse documents nested or aliased deeply enough to crash or stall the program.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from . import checks
+from .errors import Diagnostic, LoadError
+from .model import (
+    ActionType,
+    Evaluate,
+    LlmDefaults,
+    Loop,
+    Pos,
+    Retry,
+    Route,
+    Scalar,
+    State,
+)
+from .schema import NodePath, locate_issue, schema_issues, where
+
+try:
+    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _Loader = yaml.SafeLoader
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 100
+MAX_NODES = 500_000  # after aliases are expanded
+
+NATIVE_PARADIGM = "fsm"
+PARADIGMS = ("goal", "convergence", "invariants", "imperative")
+SHORTHANDS = {
+    "on_success": "success",
+    "on_failure": "failure",
+    "on_error": "error",
+    "on_timeout": "timeout",
+}
+
+_MAP_TAGS = (None, "!", "tag:yaml.org,2002:map")
+_SEQ_TAGS = (None, "!", "tag:yaml.org,2002:seq")
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def load(path: str | Path) -> Loop:
+    """The loop in `path`; raises LoadError carrying every diagnostic when it has an error."""
+    loop, diagnostics = try_load(path)
+    if loop is None:
+        raise LoadError(diagnostics)
+    return loop
+
+
+def try_load(path: str | Path) -> tuple[Loop | None, list[Diagnostic]]:
+    """The loop (None when there is an error) and every diagnostic, sorted by line."""
+    file = str(path)
+    data = _read(Path(path), file)
+    if isinstance(data, Diagnostic):
+        return None, [data]
+    return parse(data, path=Path(path), file=file)
+
+
+def parse(
+    data: bytes, *, path: Path, file: str | None = None
+) -> tuple[Loop | None, list[Diagnostic]]:
+    """Like `try_load`, for a file's bytes already read."""
+    file = str(path) if file is None else file
+    sha = hashlib.sha256(data).hexdigest()
+    text = _decode(data, file)
+    if isinstance(text, Diagnostic):
+        return None, [text]
+    doc, smap, diagnostics, complete = _compose(text, file)
+    if not complete:
+        return None, _sorted(diagnostics)
+    loop, more = _from_document(doc, smap, path=path, file=file, sha256=sha)
+    if diagnostics:  # duplicate keys: the document is whole, but not what the author meant
+        return None, _sorted(diagnostics + more)
+    return loop, more
+
+
+def load_document(
+    doc: Any, *, path: Path, file: str | None = None
+) -> tuple[Loop | None, list[Diagnostic]]:
+    """Check and build a loop from an already-parsed document (positions all 1:1)."""
+    file = str(path) if file is None else file
+    return _from_document(doc, SourceMap(), path=path, file=file, sha256="")
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def _read(path: Path, file: str) -> bytes | Diagnostic:
+    def fail(code: str, message: str) -> Diagnostic:
+        return Diagnostic(file, 1, 1, "error", code, message)
+
+    try:
+        if path.is_dir():
+            return fail("not-a-file", "this is a directory; give the path of a loop file")
+        with path.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return fail("no-such-file", "no such file")
+    except PermissionError:
+        return fail("unreadable-file", "permission denied: the file cannot be read")
+    except OSError as exc:
+        return fail("unreadable-file", f"the file cannot be read: {exc.strerror or exc}")
+    if len(data) > MAX_FILE_BYTES:
+        mib = MAX_FILE_BYTES // (1024 * 1024)
+        return fail(
+            "file-too-large", f"the file is larger than {mib} MiB; a loop file is far smaller"
+        )
+    return data
+
+
+def _decode(data: bytes, file: str) -> str | Diagnostic:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line = before.count(b"\n") + 1
+        col = len(before[before.rfind(b"\n") + 1 :].decode("utf-8", "replace")) + 1
+        return Diagnostic(
+            file,
+            line,
+            col,
+            "error",
+            "not-utf8",
+            f"the file is not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8",
+        )
+
+
+# -- composing YAML events into plain values with positions ---------------------------------
+
+
+@dataclass
+class SourceMap:
+    """Line and column of each node (`values`) and of each mapping key (`keys`), by path."""
+
+    values: dict[NodePath, Pos] = field(default_factory=dict)
+    keys: dict[NodePath, Pos] = field(default_factory=dict)
+
+    def value(self, path: NodePath) -> Pos:
+        """Where the node at `path` starts, or its nearest recorded ancestor."""
+        while path not in self.values and path:
+            path = path[:-1]
+        return self.values.get(path, Pos())
+
+    def key(self, path: NodePath) -> Pos:
+        """Where the key naming `path` stands, or the node's own position."""
+        return self.keys.get(path) or self.value(path)
+
+
+class _Stop(Exception):
+    """Composition cannot go on; the diagnostic says why."""
+
+    def __init__(self, pos: Pos, code: str, message: str) -> None:
+        super().__init__(message)
+        self.pos, self.code, self.message = pos, code, message
+
+
+@dataclass
+class _Frame:
+    value: dict[str, Any] | list[Any]
+    path: NodePath
+    pos: Pos
+    anchor: str | None
+    size: int = 1
+    key: str | None = None  # a mapping's key waiting for its value
+    key_pos: Pos = field(default_factory=Pos)
+    is_merge: bool = False
+    merged: list[dict[str, Any]] = field(default_factory=list)
+    seen: dict[str, Pos] = field(default_factory=dict)
+
+
+def _compose(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic], bool]:
+    """The document, its positions, the diagnostics, and whether the whole file was read."""
+    composer = _Composer(text, file)
+    complete = False
+    try:
+        composer.run()
+        complete = True
+    except _Stop as stop:
+        composer.errors.append(
+            Diagnostic(file, stop.pos.line, stop.pos.col, "error", stop.code, stop.message)
+        )
+    except yaml.MarkedYAMLError as exc:
+        composer.errors.append(_yaml_error(exc, file))
+    except yaml.YAMLError as exc:
+        composer.errors.append(_reader_error(exc, text, file))
+    finally:
+        composer.loader.dispose()
+    return composer.root, composer.smap, composer.errors, complete
+
+
+class _Composer:
+    def __init__(self, text: str, file: str) -> None:
+        self.loader = _Loader(text)
+        self.file = file
+        self.smap = SourceMap()
+        self.errors: list[Diagnostic] = []
+        self.root: Any = None
+        self.stack: list[_Frame] = []
+        self.anchors: dict[str, tuple[Any, int]] = {}
+        self.nodes = 0
+        self.documents = 0
+
+    def run(self) -> None:
+        loader = self.loader
+        while True:
+            event = loader.get_event()  # type: ignore[no-untyped-call]
+            pos = _pos(event.start_mark)
+            if isinstance(event, yaml.StreamEndEvent):
+                return
+            if isinstance(event, yaml.DocumentStartEvent):
+                self.documents += 1
+                if self.documents > 1:
+                    raise _Stop(
+                        pos,
+                        "multiple-documents",
+                        "a loop file holds one YAML document; remove the second '---' and what "
+                        "follows, or put it in its own file",
+                    )
+            elif isinstance(event, yaml.ScalarEvent):
+                self.scalar(event, pos)
+            elif isinstance(event, yaml.AliasEvent):
+                self.alias(event, pos)
+            elif isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+                self.open(event, pos)
+            elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+                self.close()
+
+    def child_path(self) -> NodePath | None:
+        """The path of the node about to be added; None when it is a mapping key."""
+        if not self.stack:
+            return ()
+        top = self.stack[-1]
+        if isinstance(top.value, list):
+            return (*top.path, len(top.value))
+        if top.key is None:
+            return None
+        return (*top.path, top.key)
+
+    def scalar(self, event: yaml.ScalarEvent, pos: Pos) -> None:
+        path = self.child_path()
+        if path is None:
+            self.key(event, pos)
+            return
+        value = self.construct(event, pos)
+        self.smap.values[path] = pos
+        if event.anchor:
+            self.anchors[event.anchor] = (value, 1)
+        self.add(value, 1, pos)
+
+    def key(self, event: yaml.ScalarEvent, pos: Pos) -> None:
+        top = self.stack[-1]
+        if event.anchor:
+            self.anchors[event.anchor] = (event.value, 1)
+        tag = event.tag
+        if tag in (None, "!") and event.implicit[0]:
+            tag = self.loader.resolve(  # type: ignore[no-untyped-call]
+                yaml.ScalarNode, event.value, event.implicit
+            )
+        self.set_key(top, event.value, pos, is_merge=tag == _MERGE_TAG)
+
+    def set_key(self, top: _Frame, key: str, pos: Pos, *, is_merge: bool = False) -> None:
+        top.key, top.key_pos, top.is_merge = key, pos, is_merge
+        if is_merge:
+            return
+        first = top.seen.get(key)
+        if first is not None:
+            self.errors.append(
+                Diagnostic(
+                    self.file,
+                    pos.line,
+                    pos.col,
+                    "error",
+                    "duplicate-key",
+                    f"duplicate key '{key}' {where(top.path)} (first at line {first.line}); "
+                    "YAML would silently keep only the last one",
+                )
+            )
+        else:
+            top.seen[key] = pos
+        key_path: NodePath = (*top.path, key)
+        self.smap.keys[key_path] = pos
+
+    def construct(self, event: yaml.ScalarEvent, pos: Pos) -> Any:
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.loader.resolve(  # type: ignore[no-untyped-call]
+                yaml.ScalarNode, event.value, event.implicit
+            )
+        make = self.loader.yaml_constructors.get(tag)
+        if make is None or tag == _MERGE_TAG:
+            raise _Stop(pos, "unsupported-tag", f"the YAML tag '{event.tag}' is not supported here")
+        node = yaml.ScalarNode(tag, event.value, None, None, event.style)
+        try:
+            return make(self.loader, node)
+        except Exception as exc:  # PyYAML's constructors raise ValueError & co. on bad input
+            raise _Stop(
+                pos,
+                "bad-scalar",
+                f"'{event.value[:40]}' cannot be read as {tag.rsplit(':', 1)[-1]}",
+            ) from exc
+
+    def alias(self, event: yaml.AliasEvent, pos: Pos) -> None:
+        anchor = event.anchor or ""
+        if anchor not in self.anchors:
+            if any(f.anchor == anchor for f in self.stack):
+                raise _Stop(
+                    pos, "recursive-alias", f"alias '*{anchor}' refers to a node that contains it"
+                )
+            raise _Stop(
+                pos, "unknown-alias", f"alias '*{anchor}' names no anchor ('&{anchor}') above it"
+            )
+        value, size = self.anchors[anchor]
+        path = self.child_path()
+        if path is None:
+            if not isinstance(value, str):
+                raise _Stop(pos, "bad-key", "a mapping key must be plain text")
+            self.set_key(self.stack[-1], value, pos)
+            return
+        self.smap.values[path] = pos
+        self.add(value, size, pos)
+
+    def open(self, event: yaml.MappingStartEvent | yaml.SequenceStartEvent, pos: Pos) -> None:
+        is_map = isinstance(event, yaml.MappingStartEvent)
+        if event.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
+            raise _Stop(pos, "unsupported-tag", f"the YAML tag '{event.tag}' is not supported here")
+        path = self.child_path()
+        if path is None:
+            raise _Stop(pos, "bad-key", "a mapping key must be plain text, not a list or mapping")
+        if len(self.stack) >= MAX_DEPTH:
+            raise _Stop(
+                pos, "too-deep", f"the document is nested more than {MAX_DEPTH} levels deep"
+            )
+        self.smap.values[path] = pos
+        container: dict[str, Any] | list[Any] = {} if is_map else []
+        self.stack.append(_Frame(container, path, pos, event.anchor))
+
+    def close(self) -> None:
+        frame = self.stack.pop()
+        if isinstance(frame.value, dict):
+            for extra in frame.merged:
+                for k, v in extra.items():
+                    frame.value.setdefault(k, v)
+        if frame.anchor:
+            self.anchors[frame.anchor] = (frame.value, frame.size)
+        self.add(frame.value, frame.size, frame.pos)
+
+    def add(self, value: Any, size: int, pos: Pos) -> None:
+        self.nodes += size
+        if self.nodes > MAX_NODES:
+            raise _Stop(
+                pos,
+                "too-large",
+                f"the document has more than {MAX_NODES} values once aliases are expanded",
+            )
+        if not self.stack:
+            self.root = value
+            return
+        top = self.stack[-1]
+        top.size += size
+        if isinstance(top.value, list):
+            top.value.append(value)
+            return
+        key, top.key = top.key, None
+        assert key is not None
+        if top.is_merge:
+            parts = value if isinstance(value, list) else [value]
+            if not all(isinstance(p, dict) for p in parts):
+                raise _Stop(
+                    pos, "bad-merge", "'<<' must be followed by a mapping or a list of mappings"
+                )
+            top.merged.extend(parts)
+            return
+        top.value[key] = value
+
+
+def _pos(mark: Any) -> Pos:
+    return Pos(mark.line + 1, mark.column + 1) if mark is not None else Pos()
+
+
+def _yaml_error(exc: yaml.MarkedYAMLError, file: str) -> Diagnostic:
+    mark = exc.problem_mark or exc.context_mark
+    pos = _pos(mark)
+    problem = (exc.problem or "the YAML is malformed").strip()
+    if "\t" in problem or "tab" in problem:
+        problem += " (indent with spaces, not tabs)"
+    context = f" ({exc.context.strip()})" if exc.context and exc.context_mark is not mark else ""
+    message = f"invalid YAML: {problem}{context}"
+    return Diagnostic(file, pos.line, pos.col, "error", "yaml-syntax", message)
+
+
+def _reader_error(exc: yaml.YAMLError, text: str, file: str) -> Diagnostic:
+    offset = getattr(exc, "position", 0)
+    offset = offset if isinstance(offset, int) else 0
+    before = text[:offset]
+    line = before.count("\n") + 1
+    col = offset - (before.rfind("\n") + 1) + 1
+    char = getattr(exc, "character", None)
+    what = f" (character {char!r})" if isinstance(char, str) else ""
+    message = f"invalid YAML: the file contains a control character{what}; is it a text file?"
+    if not isinstance(char, str) and not isinstance(char, int):
+        message = "invalid YAML: the file cannot be read as text"
+    return Diagnostic(file, line, col, "error", "yaml-syntax", message)
+
+
+def _sorted(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
+    return sorted(diagnostics, key=lambda d: (d.file, d.line, d.col, d.severity, d.message))
+
+
+# -- document -> checks -> model ---------------------------------------------------------------
+
+
+def _from_document(
+    doc: Any, smap: SourceMap, *, path: Path, file: str, sha256: str
+) -> tuple[Loop | None, list[Diagnostic]]:
+    def error(at: Pos, code: str, message: str) -> list[Diagnostic]:
+        return [Diagnostic(file, at.line, at.col, "error", code, message)]
+
+    if doc is None:
+        return None, error(
+            Pos(), "empty-file", "the file is empty; a loop needs 'name', 'initial' and 'states'"
+        )
+    if not isinstance(doc, dict):
+        kind = "a list" if isinstance(doc, list) else "a single value"
+        return None, error(
+            smap.value(()),
+            "not-a-mapping",
+            f"a loop file must be a mapping of keys (name:, initial:, states:), not {kind}",
+        )
+    paradigm = doc.get("paradigm")
+    if isinstance(paradigm, str) and paradigm in PARADIGMS:
+        return None, error(
+            smap.value(("paradigm",)),
+            "unsupported-paradigm",
+            f"paradigm files are not supported yet; 'paradigm: {paradigm}' needs the compiler, "
+            "so write the loop as states (paradigm: fsm, or no 'paradigm' key)",
+        )
+    issues = schema_issues(doc)
+    diagnostics = [
+        locate_issue(i, file=file, locate_value=smap.value, locate_key=smap.key) for i in issues
+    ]
+    # Semantic checks of a state whose own keys are wrong would only repeat the schema's news.
+    tainted = frozenset(
+        str(i.path[1]) if len(i.path) >= 2 and i.path[0] == "states" else checks.WHOLE_LOOP
+        for i in issues
+    )
+    loop, route_entries = _Builder(smap).loop(doc, path=path, sha256=sha256)
+    found = checks.check_loop(
+        loop,
+        file=file,
+        locate=smap.value,
+        route_entries=route_entries,
+        tainted=tainted,
+        whole=not diagnostics,
+    )
+    # One problem per spot: a semantic finding where the schema already spoke is a repeat.
+    spoken = {(d.line, d.col) for d in diagnostics}
+    diagnostics += [d for d in found if (d.line, d.col) not in spoken]
+    diagnostics = _sorted(diagnostics)
+    if any(d.severity == "error" for d in diagnostics):
+        return None, diagnostics
+    return loop, diagnostics
+
+
+def _is_num(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class _Builder:
+    """Builds the model from a document, taking only well-typed values (others keep defaults)."""
+
+    def __init__(self, smap: SourceMap) -> None:
+        self.smap = smap
+
+    def loop(
+        self, doc: Mapping[str, Any], *, path: Path, sha256: str
+    ) -> tuple[Loop, dict[str, list[tuple[str, Route]]]]:
+        raw_states = doc.get("states")
+        states: dict[str, State] = {}
+        entries: dict[str, list[tuple[str, Route]]] = {}
+        if isinstance(raw_states, dict):
+            for name, raw in raw_states.items():
+                at: NodePath = ("states", name)
+                state, entries[name] = self.state(name, raw if isinstance(raw, dict) else {}, at)
+                states[name] = state
+        raw_context = doc.get("context")
+        context: dict[str, Scalar] = {}
+        if isinstance(raw_context, dict):
+            context = {
+                k: v for k, v in raw_context.items() if isinstance(v, str | int | float | bool)
+            }
+        secrets = doc.get("secrets")
+        working_dir = _str(doc, "working_dir")
+        loop = Loop(
+            name=_str(doc, "name") or "",
+            initial=_str(doc, "initial") or "",
+            states=MappingProxyType(states),
+            path=path,
+            description=_str(doc, "description"),
+            context=MappingProxyType(context),
+            max_iterations=int(_num(doc, "max_iterations", 50)),
+            on_max_iterations=_str(doc, "on_max_iterations"),
+            timeout=_opt_num(doc, "timeout"),
+            action_timeout=float(_num(doc, "action_timeout", 3600.0)),
+            backoff=float(_num(doc, "backoff", 0.0)),
+            maintain=_bool(doc, "maintain", False),
+            on_error=_str(doc, "on_error"),
+            llm=self.llm(doc.get("llm")),
+            max_cost_usd=_opt_num(doc, "max_cost_usd"),
+            secrets=tuple(s for s in secrets if isinstance(s, str))
+            if isinstance(secrets, list)
+            else (),
+            shell=_str(doc, "shell") or "/bin/sh",
+            working_dir=Path(working_dir) if working_dir else None,
+            source_sha256=sha256,
+        )
+        return loop, entries
+
+    def llm(self, raw: Any) -> LlmDefaults:
+        if not isinstance(raw, dict):
+            return LlmDefaults()
+        return LlmDefaults(
+            model=_str(raw, "model"),
+            max_tokens=int(_num(raw, "max_tokens", 256)),
+            timeout=float(_num(raw, "timeout", 30.0)),
+            min_confidence=float(_num(raw, "min_confidence", 0.5)),
+            max_output_chars=int(_num(raw, "max_output_chars", 4000)),
+        )
+
+    def state(
+        self, name: str, raw: Mapping[str, Any], at: NodePath
+    ) -> tuple[State, list[tuple[str, Route]]]:
+        action = _str(raw, "action") or None
+        action_type: ActionType | None = None
+        if action is not None:
+            given = raw.get("action_type")
+            action_type = given if given in ("shell", "slash") else guess_action_type(action)
+        raw_eval = raw.get("evaluate")
+        evaluate: Evaluate | None
+        if isinstance(raw_eval, dict):
+            evaluate = self.evaluate(raw_eval, (*at, "evaluate"))
+        elif action_type is not None:
+            kind = "exit_code" if action_type == "shell" else "llm_structured"
+            evaluate = Evaluate(type=kind, pos=self.smap.value(at))
+        else:
+            evaluate = None
+        entries = self.route_entries(raw, at)
+        routes: dict[str, Route] = {}
+        for verdict, found in entries:
+            routes.setdefault(verdict, found)
+        next_target = _str(raw, "next")
+        next_route = (
+            Route(next_target, "next", self.smap.value((*at, "next"))) if next_target else None
+        )
+        raw_retry = raw.get("retry")
+        state = State(
+            name=name,
+            pos=self.smap.key(at),
+            action=action,
+            action_type=action_type,
+            evaluate=evaluate,
+            routes=MappingProxyType(routes),
+            next=next_route,
+            terminal=_bool(raw, "terminal", False),
+            outcome="failure" if raw.get("outcome") == "failure" else "success",
+            capture=_str(raw, "capture"),
+            timeout=_opt_num(raw, "timeout"),
+            retry=self.retry(raw_retry) if isinstance(raw_retry, dict) else None,
+            on_maintain=_str(raw, "on_maintain"),
+            description=_str(raw, "description"),
+        )
+        return state, entries
+
+    def route_entries(self, raw: Mapping[str, Any], at: NodePath) -> list[tuple[str, Route]]:
+        """Every (verdict, route) the state's keys give, in file order, duplicates kept."""
+        found: list[tuple[Pos, str, Route]] = []
+        table = raw.get("route")
+        if isinstance(table, dict):
+            for verdict, target in table.items():
+                if isinstance(target, str) and target:
+                    pos = self.smap.value((*at, "route", verdict))
+                    found.append((pos, verdict, Route(target, "route", pos)))
+        for key, verdict in SHORTHANDS.items():
+            target = raw.get(key)
+            if isinstance(target, str) and target:
+                pos = self.smap.value((*at, key))
+                found.append((pos, verdict, Route(target, key, pos)))
+        found.sort(key=lambda item: (item[0].line, item[0].col))
+        return [(verdict, r) for _, verdict, r in found]
+
+    def retry(self, raw: Mapping[str, Any]) -> Retry:
+        on = raw.get("on")
+        return Retry(
+            max_attempts=int(_num(raw, "max_attempts", 3)),
+            interval=float(_num(raw, "interval", 1.0)),
+            backoff_rate=float(_num(raw, "backoff_rate", 2.0)),
+            max_delay=float(_num(raw, "max_delay", 60.0)),
+            jitter=_bool(raw, "jitter", True),
+            on=tuple(v for v in on if isinstance(v, str))
+            if isinstance(on, list)
+            else ("error", "timeout"),
+        )
+
+    def evaluate(self, raw: Mapping[str, Any], at: NodePath) -> Evaluate:
+        of = raw.get("of")
+        nested: tuple[Evaluate, ...] = ()
+        if isinstance(of, list):
+            nested = tuple(
+                self.evaluate(item, (*at, "of", i))
+                for i, item in enumerate(of)
+                if isinstance(item, dict)
+            )
+        target = raw.get("target")
+        schema = raw.get("schema")
+        direction = raw.get("direction")
+        return Evaluate(
+            type=_str(raw, "type") or "",
+            pos=self.smap.value(at),
+            pattern=_str(raw, "pattern"),
+            literal=_bool(raw, "literal", False),
+            negate=_bool(raw, "negate", False),
+            source=_str(raw, "source"),
+            operator=_str(raw, "operator"),
+            target=target if isinstance(target, str | int | float | bool) else None,
+            path=_str(raw, "path"),
+            tolerance=float(_num(raw, "tolerance", 0.0)),
+            direction="maximize" if direction == "maximize" else "minimize",
+            previous=_str(raw, "previous"),
+            of=nested,
+            prompt=_str(raw, "prompt"),
+            schema=MappingProxyType(schema) if isinstance(schema, dict) else None,
+            min_confidence=_opt_num(raw, "min_confidence"),
+            uncertain_suffix=_bool(raw, "uncertain_suffix", False),
+            model=_str(raw, "model"),
+            max_tokens=_opt_int(raw, "max_tokens"),
+            timeout=_opt_num(raw, "timeout"),
+            max_output_chars=_opt_int(raw, "max_output_chars"),
+            fail_open=_bool(raw, "fail_open", False),
+            prior_reason=_bool(raw, "prior_reason", False),
+            samples=int(_num(raw, "samples", 1)),
+        )
+
+
+def guess_action_type(action: str) -> ActionType:
+    """SPEC section 3: slash when the first word is `/name` or `/ns:name` with no other `/`."""
+    words = action.split(None, 1)
+    first = words[0] if words else ""
+    if len(first) > 1 and first.startswith("/") and "/" not in first[1:]:
+        return "slash"
+    return "shell"
+
+
+def _str(raw: Mapping[str, Any], key: str) -> str | None:
+    value = raw.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _bool(raw: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = raw.get(key)
+    return value if isinstance(value, bool) else default
+
+
+def _num(raw: Mapping[str, Any], key: str, default: float) -> float:
+    value = raw.get(key)
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return default
+
+
+def _opt_num(raw: Mapping[str, Any], key: str) -> float | None:
+    return _num(raw, key, 0.0) if _is_num(raw.get(key)) else None
+
+
+def _opt_int(raw: Mapping[str, Any], key: str) -> int | None:
+    return int(_num(raw, key, 0)) if _is_num(raw.get(key)) else None

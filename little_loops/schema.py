@@ -1,0 +1,373 @@
+"""The packaged loop JSON Schema, and schema errors rewritten as located plain-English messages.
+
+`ll validate` must start fast, and importing `jsonschema` costs more than the whole start-up
+budget (see docs/performance.md). So this module checks documents with a small interpreter of
+the keywords `loop.schema.json` uses (`KEYWORDS`); the tests prove, against `jsonschema`'s
+Draft 2020-12 validator, that the schema uses nothing else and that both agree on every document.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from .errors import Diagnostic
+from .model import Pos
+
+NodePath = tuple[str | int, ...]
+Locate = Callable[[NodePath], Pos]
+
+# Keywords the interpreter below understands; annotations are accepted and ignored.
+KEYWORDS = frozenset(
+    {
+        "type",
+        "enum",
+        "const",
+        "properties",
+        "additionalProperties",
+        "required",
+        "propertyNames",
+        "minProperties",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "items",
+        "minItems",
+        "uniqueItems",
+        "pattern",
+        "minLength",
+        "$ref",
+        "allOf",
+        "if",
+        "then",
+    }
+)
+ANNOTATIONS = frozenset({"$schema", "$id", "$defs", "title", "description", "default", "examples"})
+
+_TYPE_WORDS = {
+    "string": "text",
+    "integer": "a whole number",
+    "number": "a number",
+    "boolean": "true or false",
+    "object": "a mapping (key: value lines)",
+    "array": "a list",
+    "null": "empty",
+}
+
+# What a `pattern` in the schema asks for, in words.
+_PATTERN_HINTS = {
+    "^[A-Za-z0-9_.-]+$": "use only letters, digits, '-', '_' and '.'",
+    "^[A-Za-z_][A-Za-z0-9_-]*$": "start with a letter or '_', then use letters, digits, '_' or '-'",
+    "^[A-Za-z_][A-Za-z0-9_.-]*$": (
+        "start with a letter or '_', then use letters, digits, '_', '-' or '.'"
+    ),
+    "^[a-z][a-z0-9_]*$": "a verdict is a lowercase word (letters, digits, '_')",
+    "^(_|_error|[a-z][a-z0-9_]*)$": "use a lowercase verdict, '_' (any other verdict) or '_error'",
+}
+
+
+def schema_text() -> str:
+    """The packaged `loop.schema.json`, exactly as shipped."""
+    return resources.files("little_loops").joinpath("loop.schema.json").read_text("utf-8")
+
+
+@cache
+def loop_schema() -> Mapping[str, Any]:
+    """The packaged schema, parsed once per process."""
+    data: dict[str, Any] = json.loads(schema_text())
+    return data
+
+
+@dataclass(frozen=True)
+class SchemaIssue:
+    """One way a document breaks the schema. `key` is set when the problem is a mapping key."""
+
+    path: NodePath
+    code: str
+    message: str
+    key: str | None = None
+
+
+def schema_issues(doc: Any) -> list[SchemaIssue]:
+    """Every way `doc` breaks the loop schema, as plain-English issues."""
+    root = loop_schema()
+    return list(_Checker(root).check(doc, root, ()))
+
+
+def schema_diagnostics(
+    doc: Any, *, file: str, locate_value: Locate, locate_key: Locate
+) -> list[Diagnostic]:
+    """Schema issues located in the file: key problems at the key, value problems at the value."""
+    return [
+        locate_issue(issue, file=file, locate_value=locate_value, locate_key=locate_key)
+        for issue in schema_issues(doc)
+    ]
+
+
+def locate_issue(
+    issue: SchemaIssue, *, file: str, locate_value: Locate, locate_key: Locate
+) -> Diagnostic:
+    """One issue as a diagnostic: a key problem at the key, a value problem at the value."""
+    if issue.key is not None:
+        pos = locate_key((*issue.path, issue.key))
+    else:
+        pos = locate_value(issue.path)
+    return Diagnostic(file, pos.line, pos.col, "error", issue.code, issue.message)
+
+
+class _Checker:
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self.root = root
+
+    def resolve(self, ref: str) -> Mapping[str, Any]:
+        node: Any = self.root
+        for part in ref.removeprefix("#/").split("/"):
+            node = node[part]
+        result: Mapping[str, Any] = node
+        return result
+
+    def valid(self, value: Any, schema: Mapping[str, Any]) -> bool:
+        return next(iter(self.check(value, schema, ())), None) is None
+
+    def check(self, value: Any, schema: Mapping[str, Any], path: NodePath) -> Iterator[SchemaIssue]:
+        if "$ref" in schema:
+            yield from self.check(value, self.resolve(schema["$ref"]), path)
+        if "type" in schema:
+            types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+            if not any(_is_type(value, t) for t in types):
+                want = _or_words([_TYPE_WORDS[t] for t in types])
+                yield SchemaIssue(
+                    path, "wrong-type", f"{subject(path)} must be {want}, not {_describe(value)}"
+                )
+                return
+        if "const" in schema and not _equal(value, schema["const"]):
+            yield SchemaIssue(
+                path, "bad-value", f"{subject(path)} must be {_show(schema['const'])}"
+            )
+        if "enum" in schema and not any(_equal(value, e) for e in schema["enum"]):
+            yield _enum_issue(value, schema["enum"], path)
+        if isinstance(value, dict):
+            yield from self.check_object(value, schema, path)
+        elif isinstance(value, list):
+            yield from self.check_array(value, schema, path)
+        elif isinstance(value, str):
+            yield from _check_string(value, schema, path)
+        elif _is_type(value, "number"):
+            yield from _check_number(value, schema, path)
+        for sub in schema.get("allOf", ()):
+            yield from self.check(value, sub, path)
+        if "if" in schema and "then" in schema and self.valid(value, schema["if"]):
+            yield from self.check(value, schema["then"], path)
+
+    def check_object(
+        self, value: dict[str, Any], schema: Mapping[str, Any], path: NodePath
+    ) -> Iterator[SchemaIssue]:
+        props: Mapping[str, Any] = schema.get("properties", {})
+        for key in schema.get("required", ()):
+            if key not in value:
+                yield _missing_issue(key, props.get(key), path)
+        if "minProperties" in schema and len(value) < schema["minProperties"]:
+            yield SchemaIssue(path, "empty", f"{subject(path)} must not be empty")
+        names = schema.get("propertyNames")
+        extra = schema.get("additionalProperties", True)
+        for key, item in value.items():
+            if names is not None and not self.valid(key, names):
+                yield _name_issue(key, names, path)
+                continue
+            if key in props:
+                yield from self.check(item, props[key], (*path, key))
+            elif extra is False:
+                yield _unknown_key_issue(key, list(props), path)
+            elif isinstance(extra, Mapping):
+                yield from self.check(item, extra, (*path, key))
+
+    def check_array(
+        self, value: list[Any], schema: Mapping[str, Any], path: NodePath
+    ) -> Iterator[SchemaIssue]:
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            n = schema["minItems"]
+            yield SchemaIssue(
+                path, "empty", f"{subject(path)} must list at least {n} item{'s' * (n != 1)}"
+            )
+        if schema.get("uniqueItems"):
+            seen: list[Any] = []
+            for item in value:
+                if any(_equal(item, s) for s in seen):
+                    yield SchemaIssue(
+                        path, "duplicate-item", f"{subject(path)} lists {_show(item)} twice"
+                    )
+                    break
+                seen.append(item)
+        if "items" in schema:
+            for i, item in enumerate(value):
+                yield from self.check(item, schema["items"], (*path, i))
+
+
+def _check_string(value: str, schema: Mapping[str, Any], path: NodePath) -> Iterator[SchemaIssue]:
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        yield SchemaIssue(path, "empty", f"{subject(path)} must not be empty")
+    pattern = schema.get("pattern")
+    if pattern is not None and _compiled(pattern).search(value) is None:
+        hint = _PATTERN_HINTS.get(pattern, f"it must match {pattern}")
+        yield SchemaIssue(path, "bad-value", f"{subject(path)} is {_show(value)}; {hint}")
+
+
+def _check_number(value: float, schema: Mapping[str, Any], path: NodePath) -> Iterator[SchemaIssue]:
+    if "minimum" in schema and value < schema["minimum"]:
+        least = _show(schema["minimum"])
+        yield SchemaIssue(
+            path, "out-of-range", f"{subject(path)} must be at least {least}, not {_show(value)}"
+        )
+    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+        least = _show(schema["exclusiveMinimum"])
+        yield SchemaIssue(
+            path,
+            "out-of-range",
+            f"{subject(path)} must be greater than {least}, not {_show(value)}",
+        )
+    if "maximum" in schema and value > schema["maximum"]:
+        most = _show(schema["maximum"])
+        yield SchemaIssue(
+            path, "out-of-range", f"{subject(path)} must be at most {most}, not {_show(value)}"
+        )
+
+
+def _missing_issue(key: str, prop: Any, path: NodePath) -> SchemaIssue:
+    hint = ""
+    if isinstance(prop, Mapping) and "enum" in prop:
+        hint = f" (one of: {', '.join(map(str, prop['enum']))})"
+    owner = subject(path) if path else "the loop"
+    return SchemaIssue(path, "missing-key", f"{owner} is missing required key '{key}'{hint}")
+
+
+def _unknown_key_issue(key: str, valid: list[str], path: NodePath) -> SchemaIssue:
+    message = f"unknown key '{key}' {where(path)}{_did_you_mean(key, valid)}"
+    message += f"; valid keys: {', '.join(sorted(valid))}"
+    return SchemaIssue(path, "unknown-key", message, key=key)
+
+
+def _name_issue(key: str, names: Mapping[str, Any], path: NodePath) -> SchemaIssue:
+    pattern = names.get("pattern", "")
+    hint = _PATTERN_HINTS.get(pattern, f"it must match {pattern}")
+    if path == ("states",):
+        what = f"state name '{key}' is not valid"
+    elif path[-1:] == ("route",):
+        what = f"route key '{key}' {where(path[:-1])} is not a verdict"
+    else:
+        what = f"key '{key}' {where(path)} is not valid"
+    return SchemaIssue(path, "bad-name", f"{what}; {hint}", key=key)
+
+
+def _enum_issue(value: Any, options: list[Any], path: NodePath) -> SchemaIssue:
+    words = [str(o) for o in options]
+    guess = _did_you_mean(value, words) if isinstance(value, str) else ""
+    if path[-1:] == ("type",):
+        lead = f"unknown evaluator type {_show(value)} in {subject(path[:-1])}"
+        message = f"{lead}{guess}; valid types: {', '.join(words)}"
+        return SchemaIssue(path, "unknown-evaluator", message)
+    message = f"{subject(path)} must be one of: {', '.join(words)}; got {_show(value)}{guess}"
+    return SchemaIssue(path, "bad-value", message)
+
+
+def _did_you_mean(word: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _dotted(path: NodePath) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def subject(path: NodePath) -> str:
+    """How a message names the node at `path`: "'timeout' of state 'fix'"."""
+    if len(path) >= 2 and path[0] == "states":
+        if len(path) == 2:
+            return f"state '{path[1]}'"
+        return f"'{_dotted(path[2:])}' of state '{path[1]}'"
+    return f"'{_dotted(path)}'" if path else "the loop file"
+
+
+def where(path: NodePath) -> str:
+    """Where a key stands: 'at the top level', "in state 'fix'", "in 'retry' of state 'fix'"."""
+    if not path:
+        return "at the top level"
+    if len(path) == 2 and path[0] == "states":
+        return f"in state '{path[1]}'"
+    return f"in {subject(path)}"
+
+
+def _is_type(value: Any, name: str) -> bool:
+    if name == "string":
+        return isinstance(value, str)
+    if name == "boolean":
+        return isinstance(value, bool)
+    if name == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if name == "integer":
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, int) or (
+            isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        )
+    if name == "object":
+        return isinstance(value, dict)
+    if name == "array":
+        return isinstance(value, list)
+    return value is None
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """JSON equality: true is not 1, 1 equals 1.0."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    return bool(type(a) is type(b) or (_is_type(a, "number") and _is_type(b, "number"))) and a == b
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "empty"
+    if isinstance(value, bool | int | float | str):
+        kind = {bool: "true/false", str: "text"}.get(type(value), "a number")
+        return f"{kind} ({_show(value)})"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"a {type(value).__name__} value"
+
+
+def _show(value: Any) -> str:
+    """A value as the author would write it in YAML, shortened."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if isinstance(value, str):
+        text = value if len(value) <= 40 else value[:37] + "..."
+        return "'" + text.replace("\n", "\\n") + "'"
+    return str(value)
+
+
+def _or_words(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)

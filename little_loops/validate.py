@@ -1,0 +1,30 @@
+"""`ll validate`: load loop files and report every diagnostic, as text lines or as JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import TextIO
+
+from .errors import EXIT_SUCCESS, EXIT_USAGE, Diagnostic
+from .loader import try_load
+
+
+def validate_files(files: Iterable[str], *, strict: bool, fmt: str, out: TextIO) -> int:
+    """Print the diagnostics of every file to `out`; 0 when all are valid, else 2.
+
+    Warnings do not fail a file unless `strict`. `fmt` is "text" (one `FILE:LINE:COL:
+    severity: message` line each, then a summary) or "json" (a list of objects).
+    """
+    found: list[Diagnostic] = []
+    for file in files:
+        _, diagnostics = try_load(file)
+        found += diagnostics
+    failing = {"error", "warning"} if strict else {"error"}
+    code = EXIT_USAGE if any(d.severity in failing for d in found) else EXIT_SUCCESS
+    if fmt == "json":
+        out.write(json.dumps([d.to_dict() for d in found], indent=2) + "\n")
+    else:
+        for d in found:
+            out.write(d.format() + "\n")
+    return code
