@@ -236,6 +236,10 @@ def _coerce_like(value: Any, target: Scalar | None) -> Any:
     return _MISSING
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"'{name}' is not a JSON number")
+
+
 def output_json(spec: Evaluate, inp: EvalInput) -> Verdict:
     """Parse the text as JSON, take the value at `path`, compare it with `target`.
 
@@ -248,7 +252,7 @@ def output_json(spec: Evaluate, inp: EvalInput) -> Verdict:
     text = _subject(spec, inp)
     path = spec.path or "."
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_reject_constant)
     except ValueError as exc:
         return _error(f"the output is not valid JSON: {exc}", path=path, text=_snippet(text))
     try:
