@@ -144,7 +144,7 @@ def test_max_iterations_override(tmp_path: Path) -> None:
         initial: a
         on_error: a
         states:
-          a: {action: "true", next: $current}
+          a: {action: "true", on_success: $current, on_failure: z}
           z: {terminal: true}
         """,
         max_iterations=5,
@@ -328,7 +328,9 @@ def test_prev_namespace_and_state_iteration(tmp_path: Path) -> None:
         initial: a
         on_error: z
         states:
-          a: {{action: "printf 'it''s $$HOME'", next: b}}
+          a:
+            action: printf '%s' "it's \\$HOME"
+            next: b
           b:
             action: >-
               printf '%s|%s|%s|%s' ${{prev.output}} "${{prev.state}}"
