@@ -1,0 +1,190 @@
+"""What every judge provider shares: the request and reply records, errors, retries, model URIs.
+
+A provider turns one `JudgeRequest` into one `JudgeReply` or raises `ProviderError`. It never
+interprets the answer: that is the judge's job (`little_loops.evaluators.llm`). Provider modules
+import their SDKs lazily so that importing this package costs nothing.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One question to a judge model: the texts, the answer schema and the limits."""
+
+    model: str  # the provider's own model id (no scheme)
+    system: str
+    user: str
+    schema: Mapping[str, Any]
+    max_tokens: int
+    timeout: float  # wall budget for this request, retries and waits included
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    """What came back: a structured answer, or only text for the lenient parser."""
+
+    answer: Mapping[str, Any] | None  # the tool input / structured output, when there was one
+    text: str = ""  # any text the model wrote instead (or besides)
+    model: str = ""  # the model id the server reported
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None  # when the provider reports its own cost (claude CLI)
+    stop_reason: str | None = None
+    attempts: int = 1
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class ProviderError(Exception):
+    """A judge request failed. `flags` go into the verdict's details as they are.
+
+    `retryable` marks failures worth another attempt (429, 5xx, 529, connection errors,
+    timeouts); `retry_after` is the server's requested wait in seconds, when it gave one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        flags: Mapping[str, Any] | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.flags: dict[str, Any] = dict(flags or {})
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class Provider(Protocol):
+    """One judge backend. Created lazily, once per run, closed at the end of the run."""
+
+    name: str
+
+    def complete(self, request: JudgeRequest) -> JudgeReply: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Our own bounded retries: exponential backoff with full jitter, capped by the budget.
+
+    Attempt n (from 1) that fails retryably waits `uniform(0, min(cap, base * 2**(n-1)))`
+    seconds, or the server's `retry-after` when it gave one. A wait that would pass the
+    request's remaining budget is not taken: the last error is returned at once instead.
+    """
+
+    max_attempts: int = 4
+    base: float = 0.5
+    cap: float = 8.0
+
+
+DEFAULT_POLICY = RetryPolicy()
+
+
+def status_flags(status: int) -> dict[str, Any]:
+    """The details flags for an HTTP error status."""
+    flags: dict[str, Any] = {"api_error": True, "status": status}
+    if status == 429:
+        flags["rate_limited"] = True
+    elif status == 529:
+        flags["overloaded"] = True
+    return flags
+
+
+def is_retryable_status(status: int) -> bool:
+    return status in (408, 409, 429) or status >= 500
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from `retry-after-ms` or `retry-after` (seconds; an HTTP date is ignored)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = lowered.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue
+        if seconds >= 0:
+            return seconds
+    return None
+
+
+def with_retries(
+    attempt: Callable[[float], JudgeReply],
+    *,
+    budget: float,
+    policy: RetryPolicy,
+    on_retry: Callable[[int, float, ProviderError], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    rand: Callable[[], float] = random.random,
+) -> JudgeReply:
+    """Call `attempt(remaining_seconds)` until it succeeds, fails for good, or time runs out.
+
+    Raises the last `ProviderError`, with `attempts` added to its flags.
+    """
+    deadline = clock() + budget
+    n = 0
+    while True:
+        n += 1
+        remaining = deadline - clock()
+        try:
+            if remaining <= 0:
+                raise ProviderError(
+                    f"the judge's time budget ({budget:g} s) ran out",
+                    flags={"timeout": True},
+                )
+            reply = attempt(remaining)
+        except ProviderError as err:
+            err.flags["attempts"] = n
+            if not err.retryable or n >= policy.max_attempts:
+                raise
+            delay = (
+                err.retry_after
+                if err.retry_after is not None
+                else rand() * min(policy.cap, policy.base * 2 ** (n - 1))
+            )
+            remaining = deadline - clock()
+            if delay >= remaining:
+                if err.retry_after is not None:
+                    err.message += (
+                        f" (the server asked to retry after {err.retry_after:g} s, past the"
+                        f" judge's remaining budget of {max(remaining, 0):.1f} s)"
+                    )
+                raise
+            if on_retry is not None:
+                on_retry(n, delay, err)
+            sleep(delay)
+            continue
+        if n > 1:
+            return JudgeReply(**{**reply.__dict__, "attempts": n})
+        return reply
+
+
+def split_model(model: str) -> tuple[str, str]:
+    """`anthropic://ID`, `claude://ALIAS`, `ollama://HOST:PORT/MODEL`, `openai://MODEL` or a bare
+    id (Anthropic) -> (provider name, the rest). Raises ValueError for an unknown scheme."""
+    scheme, sep, rest = model.partition("://")
+    if not sep:
+        return "anthropic", model
+    if scheme not in ("anthropic", "claude", "ollama", "openai"):
+        raise ValueError(
+            f"unknown judge model scheme '{scheme}://' in '{model}'; use a bare model id, "
+            "anthropic://ID, claude://ALIAS, ollama://HOST:PORT/MODEL or openai://MODEL"
+        )
+    if not rest:
+        raise ValueError(f"judge model '{model}' names no model after '{scheme}://'")
+    return scheme, rest

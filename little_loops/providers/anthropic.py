@@ -1,0 +1,172 @@
+"""The Anthropic Messages API judge: the official SDK, forced tool use, our own retries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from . import (
+    DEFAULT_POLICY,
+    JudgeReply,
+    JudgeRequest,
+    ProviderError,
+    RetryPolicy,
+    is_retryable_status,
+    parse_retry_after,
+    status_flags,
+    with_retries,
+)
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+TOOL_NAME = "evaluate"
+TOOL_DESCRIPTION = "Report your verdict on the action's result, as the schema describes."
+
+NO_KEY_MESSAGE = (
+    "no Anthropic API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), or choose a judge "
+    "that needs none: model: claude://sonnet (your Claude Code login) or "
+    "ollama://localhost:11434/MODEL"
+)
+
+
+class AnthropicProvider:
+    """One SDK client per run, created on the first request; the SDK's own retries are off."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        *,
+        policy: RetryPolicy = DEFAULT_POLICY,
+        on_retry: Callable[[int, float, ProviderError], None] | None = None,
+    ) -> None:
+        self._env = env
+        self._policy = policy
+        self._on_retry = on_retry
+        self._client: Any = None
+
+    def _get_client(self) -> Any:
+        if self._client is not None:
+            return self._client
+        api_key = self._env.get("ANTHROPIC_API_KEY") or None
+        auth_token = self._env.get("ANTHROPIC_AUTH_TOKEN") or None
+        if api_key is None and auth_token is None:
+            raise ProviderError(NO_KEY_MESSAGE, flags={"no_api_key": True})
+        import anthropic  # ~1.7 s: only when a judge really calls the API
+
+        # Credentials are passed explicitly so the SDK never falls back to profiles on disk.
+        self._client = anthropic.Anthropic(
+            api_key=api_key,
+            auth_token=None if api_key else auth_token,
+            base_url=self._env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
+            max_retries=0,
+        )
+        return self._client
+
+    def complete(self, request: JudgeRequest) -> JudgeReply:
+        client = self._get_client()
+        return with_retries(
+            lambda remaining: self._attempt(client, request, remaining),
+            budget=request.timeout,
+            policy=self._policy,
+            on_retry=self._on_retry,
+        )
+
+    def _attempt(self, client: Any, request: JudgeRequest, remaining: float) -> JudgeReply:
+        import anthropic
+
+        try:
+            raw = client.messages.with_raw_response.create(
+                model=request.model,
+                max_tokens=request.max_tokens,
+                system=request.system,
+                messages=[{"role": "user", "content": request.user}],
+                tools=[
+                    {
+                        "name": TOOL_NAME,
+                        "description": TOOL_DESCRIPTION,
+                        "input_schema": dict(request.schema),
+                        "strict": True,
+                    }
+                ],
+                tool_choice={"type": "tool", "name": TOOL_NAME},
+                timeout=remaining,
+            )
+        except anthropic.APITimeoutError as exc:
+            raise ProviderError(
+                f"the judge did not answer within {request.timeout:g} s",
+                flags={"timeout": True},
+                retryable=True,
+            ) from exc
+        except anthropic.APIConnectionError as exc:
+            raise ProviderError(
+                f"cannot reach the Anthropic API: {exc.__cause__ or exc}",
+                flags={"api_error": True, "connection_error": True},
+                retryable=True,
+            ) from exc
+        except anthropic.APIStatusError as exc:
+            raise ProviderError(
+                f"Anthropic API error {exc.status_code}: {_error_message(exc.body, exc)}",
+                flags=status_flags(exc.status_code),
+                retryable=is_retryable_status(exc.status_code),
+                retry_after=parse_retry_after(exc.response.headers),
+            ) from exc
+        except anthropic.APIError as exc:
+            raise ProviderError(
+                f"Anthropic API error: {exc}", flags={"api_error": True}, retryable=False
+            ) from exc
+        try:
+            body = raw.json()
+        except ValueError:
+            body = None
+        return parse_message(body, raw.text() if body is None else "")
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def _error_message(body: object, exc: Exception) -> str:
+    if isinstance(body, Mapping):
+        err = body.get("error")
+        if isinstance(err, Mapping) and isinstance(err.get("message"), str):
+            return str(err["message"])
+    return str(exc)
+
+
+def parse_message(body: object, raw_text: str = "") -> JudgeReply:
+    """A Messages API response body -> JudgeReply. A 200 can still be malformed: check it."""
+    if not isinstance(body, Mapping) or body.get("type") != "message":
+        preview = raw_text[:200] if raw_text else repr(body)[:200]
+        raise ProviderError(
+            f"the Anthropic API answered 200 with something that is not a message: {preview!r}",
+            flags={"api_error": True, "invalid_response": True, "status": 200},
+        )
+    content = body.get("content")
+    blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+    usage = body.get("usage")
+    usage = usage if isinstance(usage, Mapping) else {}
+    answer: Mapping[str, Any] | None = None
+    for block in blocks:
+        if block.get("type") == "tool_use" and block.get("name") == TOOL_NAME:
+            tool_input = block.get("input")
+            if isinstance(tool_input, Mapping):
+                answer = tool_input
+                break
+    text = "\n".join(
+        str(b.get("text")) for b in blocks if b.get("type") == "text" and b.get("text")
+    )
+    stop_reason = body.get("stop_reason")
+    return JudgeReply(
+        answer=answer,
+        text=text,
+        model=str(body.get("model") or ""),
+        input_tokens=_int(usage.get("input_tokens")),
+        output_tokens=_int(usage.get("output_tokens")),
+        stop_reason=stop_reason if isinstance(stop_reason, str) else None,
+    )
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,114 @@
+"""The `claude://ALIAS` judge: one `claude -p ... --output-format json --json-schema` call.
+
+For users with a Claude Code login and no API key. The CLI can exit 0 without answering the
+schema, so the exit code, `is_error`, `subtype` and `structured_output` are all checked.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import JudgeReply, JudgeRequest, ProviderError
+
+
+class ClaudeCliProvider:
+    """Runs the Claude Code CLI once per judgement; nothing stays open between calls."""
+
+    name = "claude"
+
+    def __init__(self, claude: Sequence[str], env: Mapping[str, str]) -> None:
+        self._argv = tuple(claude)
+        self._env = dict(env)
+
+    def complete(self, request: JudgeRequest) -> JudgeReply:
+        prompt = f"{request.system}\n\n{request.user}"
+        argv = [
+            *self._argv,
+            "-p",
+            prompt,
+            "--output-format",
+            "json",
+            "--json-schema",
+            json.dumps(dict(request.schema), separators=(",", ":")),
+            "--model",
+            request.model,
+        ]
+        try:
+            proc = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=request.timeout,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except FileNotFoundError as exc:
+            raise ProviderError(
+                f"cannot run the Claude Code CLI '{self._argv[0]}': not found; install it or "
+                "set LL_CLAUDE / --claude",
+                flags={"cli_error": True, "not_found": True},
+            ) from exc
+        except subprocess.TimeoutExpired as exc:
+            raise ProviderError(
+                f"the Claude Code CLI did not answer within {request.timeout:g} s",
+                flags={"timeout": True},
+            ) from exc
+        except OSError as exc:
+            raise ProviderError(
+                f"cannot run the Claude Code CLI: {exc}", flags={"cli_error": True}
+            ) from exc
+        return parse_result(proc.returncode, proc.stdout, proc.stderr)
+
+    def close(self) -> None:
+        """Nothing to close: each judgement is its own process."""
+
+
+def parse_result(returncode: int, stdout: str, stderr: str) -> JudgeReply:
+    """The CLI's `--output-format json` result -> JudgeReply, or ProviderError."""
+    result: Any = None
+    try:
+        result = json.loads(stdout)
+    except ValueError:
+        result = None
+    if not isinstance(result, Mapping):
+        tail = (stderr.strip() or stdout.strip())[-200:]
+        raise ProviderError(
+            f"the Claude Code CLI exited {returncode} without a JSON result: {tail!r}",
+            flags={"cli_error": True, "exit_code": returncode},
+        )
+    subtype = result.get("subtype")
+    if returncode != 0 or result.get("is_error") or subtype not in (None, "success"):
+        message = result.get("result") or stderr.strip()[-200:] or subtype
+        raise ProviderError(
+            f"the Claude Code CLI failed (exit {returncode}, subtype {subtype}): {message}",
+            flags={"cli_error": True, "exit_code": returncode, "subtype": subtype},
+        )
+    usage_field = result.get("usage")
+    usage: Mapping[str, Any] = usage_field if isinstance(usage_field, Mapping) else {}
+    answer = result.get("structured_output")
+    cost = result.get("total_cost_usd")
+    text = result.get("result")
+    return JudgeReply(
+        answer=answer if isinstance(answer, Mapping) else None,
+        text=text if isinstance(text, str) else "",
+        model=_model_of(result),
+        input_tokens=_int(usage.get("input_tokens")),
+        output_tokens=_int(usage.get("output_tokens")),
+        cost_usd=float(cost) if isinstance(cost, int | float) else None,
+        stop_reason=subtype if isinstance(subtype, str) else None,
+    )
+
+
+def _model_of(result: Mapping[str, Any]) -> str:
+    usage = result.get("modelUsage")
+    if isinstance(usage, Mapping) and usage:
+        return str(next(iter(usage)))
+    return ""
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,153 @@
+"""OpenAI-compatible chat-completions judges (`openai://MODEL`, `ollama://HOST:PORT/MODEL`).
+
+Plain HTTP with the standard library: one small POST per judgement, `response_format`
+json_schema, the reply's message text handed to the lenient parser by the judge.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from . import (
+    DEFAULT_OPENAI_BASE_URL,
+    DEFAULT_POLICY,
+    JudgeReply,
+    JudgeRequest,
+    ProviderError,
+    RetryPolicy,
+    is_retryable_status,
+    parse_retry_after,
+    status_flags,
+    with_retries,
+)
+
+
+def ollama_target(rest: str) -> tuple[str, str]:
+    """`HOST:PORT/MODEL` -> (base URL, model). The model may itself contain `/` or `:`."""
+    host, sep, model = rest.partition("/")
+    if not sep or not host or not model:
+        raise ValueError(f"ollama judge 'ollama://{rest}' must look like ollama://HOST:PORT/MODEL")
+    return f"http://{host}/v1", model
+
+
+class OpenAICompatProvider:
+    """Chat completions against one base URL, with an optional bearer key."""
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        api_key: str | None,
+        *,
+        policy: RetryPolicy = DEFAULT_POLICY,
+        on_retry: Callable[[int, float, ProviderError], None] | None = None,
+    ) -> None:
+        self.name = name
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._api_key = api_key
+        self._policy = policy
+        self._on_retry = on_retry
+
+    def complete(self, request: JudgeRequest) -> JudgeReply:
+        if self._api_key is None and self._url.startswith(DEFAULT_OPENAI_BASE_URL):
+            raise ProviderError(
+                "no OpenAI API key: set OPENAI_API_KEY, or point OPENAI_BASE_URL at your own "
+                "OpenAI-compatible server",
+                flags={"no_api_key": True},
+            )
+        payload = json.dumps(
+            {
+                "model": request.model,
+                "max_tokens": request.max_tokens,
+                "messages": [
+                    {"role": "system", "content": request.system},
+                    {"role": "user", "content": request.user},
+                ],
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "evaluate", "schema": dict(request.schema)},
+                },
+            }
+        ).encode()
+        return with_retries(
+            lambda remaining: self._attempt(payload, request, remaining),
+            budget=request.timeout,
+            policy=self._policy,
+            on_retry=self._on_retry,
+        )
+
+    def _attempt(self, payload: bytes, request: JudgeRequest, remaining: float) -> JudgeReply:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        http_request = urllib.request.Request(self._url, data=payload, headers=headers)
+        try:
+            with urllib.request.urlopen(http_request, timeout=remaining) as response:
+                body_text = response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as exc:
+            with exc:
+                detail = exc.read().decode("utf-8", "replace")[:200]
+                raise ProviderError(
+                    f"{self.name} API error {exc.code} from {self._url}: {detail}",
+                    flags=status_flags(exc.code),
+                    retryable=is_retryable_status(exc.code),
+                    retry_after=parse_retry_after(dict(exc.headers.items())),
+                ) from None
+        except TimeoutError as exc:
+            raise ProviderError(
+                f"the judge did not answer within {request.timeout:g} s",
+                flags={"timeout": True},
+                retryable=True,
+            ) from exc
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, TimeoutError):
+                raise ProviderError(
+                    f"the judge did not answer within {request.timeout:g} s",
+                    flags={"timeout": True},
+                    retryable=True,
+                ) from exc
+            raise ProviderError(
+                f"cannot reach {self._url}: {reason}",
+                flags={"api_error": True, "connection_error": True},
+                retryable=True,
+            ) from exc
+        return parse_chat(body_text)
+
+    def close(self) -> None:
+        """Nothing to close: every request opens and closes its own connection."""
+
+
+def parse_chat(body_text: str) -> JudgeReply:
+    """A chat-completions body -> JudgeReply with the message text (structured or not)."""
+    try:
+        body: Any = json.loads(body_text)
+        message = body["choices"][0]["message"]
+        content = message.get("content") or ""
+        if not isinstance(content, str):
+            raise TypeError("content is not text")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise ProviderError(
+            f"the server answered 200 with something that is not a chat completion: "
+            f"{body_text[:200]!r}",
+            flags={"api_error": True, "invalid_response": True, "status": 200},
+        ) from exc
+    usage_field = body.get("usage")
+    usage: Mapping[str, Any] = usage_field if isinstance(usage_field, Mapping) else {}
+    finish = body["choices"][0].get("finish_reason")
+    return JudgeReply(
+        answer=None,
+        text=content,
+        model=str(body.get("model") or ""),
+        input_tokens=_int(usage.get("prompt_tokens")),
+        output_tokens=_int(usage.get("completion_tokens")),
+        stop_reason=finish if isinstance(finish, str) else None,
+    )
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""A fake `claude` CLI for the claude:// judge: `-p PROMPT --output-format json --json-schema ...`.
+
+FAKE_JUDGE_MODE picks the behaviour: `answer` (structured_output = FAKE_JUDGE_ANSWER),
+`is_error`, `no_structured` (exit 0, subtype success, text only), `max_retries` (exit 0,
+error subtype), `exit1`, `garbage`, `sleep`. FAKE_JUDGE_ARGV, when set, receives argv as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    if os.environ.get("FAKE_JUDGE_ARGV"):
+        with open(os.environ["FAKE_JUDGE_ARGV"], "w", encoding="utf-8") as f:
+            json.dump(argv, f)
+    mode = os.environ.get("FAKE_JUDGE_MODE", "answer")
+    answer = json.loads(os.environ.get("FAKE_JUDGE_ANSWER") or '{"verdict": "success"}')
+    result = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "duration_ms": 1200,
+        "num_turns": 2,
+        "result": "",
+        "session_id": "fake",
+        "total_cost_usd": 0.0123,
+        "usage": {"input_tokens": 800, "output_tokens": 25},
+        "modelUsage": {"claude-sonnet-4-5": {"inputTokens": 800, "outputTokens": 25}},
+    }
+    if mode == "answer":
+        result["structured_output"] = answer
+    elif mode == "is_error":
+        result.update(is_error=True, result="API Error: 401 invalid login")
+    elif mode == "no_structured":
+        result["result"] = os.environ.get("FAKE_JUDGE_TEXT", "I think it went fine.")
+    elif mode == "max_retries":
+        result.update(subtype="error_max_structured_output_retries", result="")
+    elif mode == "exit1":
+        print("claude: not logged in", file=sys.stderr)
+        return 1
+    elif mode == "garbage":
+        print("Welcome to Claude Code!")
+        return 0
+    elif mode == "sleep":
+        time.sleep(5)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""A scripted model server on 127.0.0.1 speaking the Anthropic Messages API and OpenAI chat
+completions, so the real SDK and HTTP code run end to end in tests and benchmarks.
+
+Use the `llm_server` fixture (import it into a test module), script replies with
+`server.script(reply, ..., then=reply)` and read `server.requests` afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+MAX_HANG = 5.0  # a "hang" never holds a handler thread longer than this
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted HTTP answer."""
+
+    status: int = 200
+    body: Any = None  # a dict/list is sent as JSON; str/bytes as they are
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds to wait before answering (a hang), at most MAX_HANG
+    content_type: str = "application/json"
+
+
+@dataclass(frozen=True)
+class Received:
+    """One request as the server saw it."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]  # lower-cased names
+    body: Any  # parsed JSON, or the raw text when it is not JSON
+    at: float  # time.monotonic() on arrival
+
+
+def message(
+    answer: Mapping[str, Any] | None = None,
+    *,
+    text: str | None = None,
+    model: str = "claude-sonnet-4-5",
+    stop_reason: str | None = None,
+    input_tokens: int = 1200,
+    output_tokens: int = 40,
+) -> Reply:
+    """A Messages API reply: a tool_use block answering `answer`, and/or a text block."""
+    content: list[dict[str, Any]] = []
+    if text is not None:
+        content.append({"type": "text", "text": text})
+    if answer is not None:
+        content.append(
+            {"type": "tool_use", "id": "toolu_01Test", "name": "evaluate", "input": dict(answer)}
+        )
+    return Reply(
+        body={
+            "id": "msg_01Test",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": stop_reason or ("tool_use" if answer is not None else "end_turn"),
+            "stop_sequence": None,
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        }
+    )
+
+
+def api_error(status: int, kind: str, msg: str, headers: Mapping[str, str] | None = None) -> Reply:
+    """An Anthropic-style error body with any status and headers (e.g. retry-after)."""
+    return Reply(
+        status=status,
+        body={"type": "error", "error": {"type": kind, "message": msg}},
+        headers=dict(headers or {}),
+    )
+
+
+def chat(content: str, *, model: str = "llama3", prompt_tokens: int = 900) -> Reply:
+    """An OpenAI chat-completions reply whose message text is `content`."""
+    return Reply(
+        body={
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 30},
+        }
+    )
+
+
+def garbage() -> Reply:
+    """A 200 that is not an API answer at all (a proxy's HTML page)."""
+    return Reply(body="<html><body>502 upstream gone</body></html>", content_type="text/html")
+
+
+def hang(seconds: float = 3.0) -> Reply:
+    """A request that gets no answer for `seconds` (the client should time out first)."""
+    return Reply(delay=seconds, body={"type": "error", "error": {"type": "late", "message": ""}})
+
+
+SUCCESS = {"verdict": "success", "confidence": 0.9, "reason": "all checks passed"}
+
+
+class LlmServer:
+    """The server: a queue of scripted replies, then a default one, and a log of requests."""
+
+    def __init__(self) -> None:
+        self.requests: list[Received] = []
+        self._queue: deque[Reply] = deque()
+        self._then: Reply | None = None
+        self._lock = threading.Lock()
+        self._release = threading.Event()
+        self._conns: set[socket.socket] = set()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.require_auth = True
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def script(self, *replies: Reply, then: Reply | None = None) -> None:
+        """Answer the next requests with `replies` in order, then always with `then`."""
+        with self._lock:
+            self._queue.extend(replies)
+            self._then = then
+
+    def _next(self, path: str) -> Reply:
+        with self._lock:
+            if self._queue:
+                return self._queue.popleft()
+            if self._then is not None:
+                return self._then
+        return chat(json.dumps(SUCCESS)) if path.endswith("/chat/completions") else message(SUCCESS)
+
+    def start(self) -> LlmServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server._conns.add(self.connection)
+
+            def finish(self) -> None:
+                with server._lock:
+                    server._conns.discard(self.connection)
+                with contextlib.suppress(OSError):
+                    super().finish()
+
+            def do_POST(self) -> None:
+                try:
+                    server._handle(self)
+                except OSError:  # the client gave up (timeout) and closed the socket
+                    self.close_connection = True
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        length = int(h.headers.get("Content-Length") or 0)
+        raw = h.rfile.read(length).decode("utf-8", "replace")
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw
+        headers = {k.lower(): v for k, v in h.headers.items()}
+        with self._lock:
+            self.requests.append(Received("POST", h.path, headers, body, time.monotonic()))
+        if h.path.rstrip("/").endswith("/v1/messages"):
+            has_key = headers.get("x-api-key") or headers.get("authorization", "").startswith(
+                "Bearer "
+            )
+            if self.require_auth and not has_key:
+                reply = api_error(401, "authentication_error", "missing x-api-key")
+            else:
+                reply = self._next(h.path)
+        elif h.path.rstrip("/").endswith("/chat/completions"):
+            reply = self._next(h.path)
+        else:
+            reply = api_error(404, "not_found_error", f"no route {h.path}")
+        if reply.delay:
+            self._release.wait(min(reply.delay, MAX_HANG))
+        if isinstance(reply.body, bytes):
+            payload = reply.body
+        elif isinstance(reply.body, str):
+            payload = reply.body.encode()
+        else:
+            payload = json.dumps(reply.body).encode()
+        h.send_response(reply.status)
+        h.send_header("Content-Type", reply.content_type)
+        h.send_header("Content-Length", str(len(payload)))
+        h.send_header("request-id", f"req_{len(self.requests)}")
+        for name, value in reply.headers.items():
+            h.send_header(name, value)
+        h.end_headers()
+        h.wfile.write(payload)
+        h.wfile.flush()
+
+    def stop(self) -> None:
+        self._release.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            with self._lock:
+                conns = list(self._conns)
+            for conn in conns:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> LlmServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@pytest.fixture(name="llm_server")
+def llm_server_fixture() -> Iterator[LlmServer]:
+    """A running scripted model server; stopped (hangs released) after the test."""
+    with LlmServer() as server:
+        yield server
