@@ -21,10 +21,10 @@ static picture does not draw (a state falling back on the loop's `on_error`) is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from .errors import RunError
 from .model import ERROR_VERDICTS, Loop, State
@@ -339,10 +339,17 @@ def run_overlay(run_dir: Path) -> tuple[dict[str, int], set[tuple[str, str]]]:
     path = run_dir / "events.jsonl"
     if not path.is_file():
         raise RunError(f"{path}: missing; the run has no event log to draw")
+    return overlay_from_events(read_events(path))
+
+
+def overlay_from_events(
+    events: Iterable[Mapping[str, Any]],
+) -> tuple[dict[str, int], set[tuple[str, str]]]:
+    """`run_overlay` for events already in memory (state_enter and route are read)."""
     by_step: dict[int, str] = {}
     taken: set[tuple[str, str]] = set()
     expected: str | None = None
-    for event in read_events(path):
+    for event in events:
         name = event.get("event")
         state = event.get("state")
         if name == "state_enter" and isinstance(state, str):
