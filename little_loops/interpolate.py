@@ -137,6 +137,10 @@ _HEREDOC = "heredoc"  # body of a here-document with an unquoted delimiter
 _HEREDOC_Q = "heredoc_q"  # body of a here-document with a quoted delimiter: no expansion
 
 _WORD_BREAK = frozenset(" \t\n;&|()<>")
+# Reserved words after which a command name may follow (so `case` there opens a case).
+_BEFORE_COMMAND = frozenset(
+    {"if", "then", "else", "elif", "while", "until", "do", "!", "{", "time"}
+)
 _ESCAPED_NAMESPACES = frozenset({"captured", "prev"})
 
 
@@ -158,6 +162,11 @@ class _ShellLexer:
     def __init__(self) -> None:
         self.frames: list[str] = [_CMD]
         self.parens: list[int] = [0]  # open '(' per frame, so ')' closes the right $(
+        self.cases: list[int] = [0]  # open `case` per frame: its patterns end in ')'
+        self.saved: list[tuple[list[str], bool, bool]] = []  # outer word state per frame
+        self.word: list[str] = []  # the unquoted word being read at command level
+        self.word_tainted = False  # that word has quotes or expansions: never a keyword
+        self.cmd_pos = True  # the next word is a command name (where keywords count)
         self.escape = False  # the previous character was an unquoted-by-anything backslash
         self.dollar = False  # the previous character was an unescaped '$'
         self.word_start = True
@@ -211,6 +220,8 @@ class _ShellLexer:
             elif ch == "'":
                 self._pop()
             return
+        if kind == _CMD and (self.escape or ch in "\\'\"$`"):
+            self.word_tainted = True
         if self.escape:
             self.escape = False
             self.word_start = False
@@ -268,6 +279,10 @@ class _ShellLexer:
         if ch == "#" and self.word_start:
             self._push(_COMMENT)
             return
+        if ch in _WORD_BREAK:
+            self._end_word(ch)
+        else:
+            self.word.append(ch)
         if ch == "<":
             self.lt += 1
             if self.lt == 2:
@@ -282,22 +297,49 @@ class _ShellLexer:
         elif ch == ")":
             if self.parens[-1] > 0:
                 self.parens[-1] -= 1
+            elif self.cases[-1] > 0:
+                pass  # the end of a `case` pattern
             elif len(self.frames) > 1:
                 self._pop()
         elif ch == "\n":
             self._newline()
         self.word_start = ch in _WORD_BREAK
 
+    def _end_word(self, ch: str) -> None:
+        """An unquoted word ended at `ch`: follow `case`/`esac` where a command may start."""
+        word = "".join(self.word)
+        if word or self.word_tainted:
+            if self.cmd_pos and not self.word_tainted:
+                if word == "case":
+                    self.cases[-1] += 1
+                elif word == "esac" and self.cases[-1] > 0:
+                    self.cases[-1] -= 1
+                self.cmd_pos = word in _BEFORE_COMMAND
+            else:
+                self.cmd_pos = False
+        self.word = []
+        self.word_tainted = False
+        if ch in ";&|()\n":
+            self.cmd_pos = True
+
     def _push(self, kind: str) -> None:
         self.frames.append(kind)
         self.parens.append(0)
+        self.cases.append(0)
+        self.saved.append((self.word, self.word_tainted, self.cmd_pos))
+        self.word, self.word_tainted, self.cmd_pos = [], False, True
         if self.heredoc is not None:
             self.hd_depth += 1
 
+    def _pop_frame(self) -> None:
+        self.frames.pop()
+        self.parens.pop()
+        self.cases.pop()
+        self.word, self.word_tainted, self.cmd_pos = self.saved.pop()
+
     def _pop(self) -> None:
         if len(self.frames) > 1:
-            self.frames.pop()
-            self.parens.pop()
+            self._pop_frame()
             if self.heredoc is not None and self.hd_depth > 0:
                 self.hd_depth -= 1
 
@@ -364,12 +406,12 @@ class _ShellLexer:
 
     def _start_heredoc(self) -> None:
         doc = self.hd_pending.pop(0)
+        self.heredoc = None
+        self._push(_HEREDOC_Q if doc.quoted else _HEREDOC)
         self.heredoc = doc
         self.hd_line = []
         self.hd_line_has_value = False
         self.hd_depth = 0
-        self.frames.append(_HEREDOC_Q if doc.quoted else _HEREDOC)
-        self.parens.append(0)
 
     def _line_ends_body(self, line: str) -> bool:
         doc = self.heredoc
@@ -390,8 +432,7 @@ class _ShellLexer:
         if has_value:
             raise _UnsafeValue("a value would end the here-document early")
         for _ in range(self.hd_depth + 1):
-            self.frames.pop()
-            self.parens.pop()
+            self._pop_frame()
         self.heredoc = None
         self.hd_depth = 0
         self.escape = self.dollar = False

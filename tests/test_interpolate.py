@@ -202,6 +202,10 @@ CONTEXTS: dict[str, Any] = {
     f"cat <<'EOF'\n{X}\nEOF": lambda v: v + "\n",
     f"cat <<EOF\n$(printf %s {X})\nEOF": lambda v: v.rstrip("\n") + "\n",
     f"printf %s ok # {X}": lambda v: "ok",
+    f'printf %s "$(case a in a) printf %s {X};; esac) / {X}"': lambda v: v.rstrip("\n") + f" / {v}",
+    f'printf %s "$(echo case | tr -d x; printf %s {X}) / {X}"': lambda v: (
+        f"case\n{v}".rstrip("\n") + f" / {v}"
+    ),
 }
 
 
