@@ -156,12 +156,14 @@ class LlmServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            wbufsize = 1 << 16  # headers and body leave in one write: no Nagle/delayed-ACK stall
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
             def setup(self) -> None:
                 super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 with server._lock:
                     server._conns.add(self.connection)
 

@@ -380,9 +380,9 @@ def test_server_accepts_x_api_key_and_rejects_no_key(llm_server: LlmServer) -> N
 
 def test_sdk_is_closed_and_reused_within_a_session(judge: Judge) -> None:
     judge()
-    client = judge.session._providers["anthropic"]._client  # type: ignore[attr-defined]
+    client = judge.session._providers["anthropic "]._client  # type: ignore[attr-defined]
     judge()
-    assert judge.session._providers["anthropic"]._client is client  # type: ignore[attr-defined]
+    assert judge.session._providers["anthropic "]._client is client  # type: ignore[attr-defined]
     judge.session.close()
     assert judge.session._providers == {}
 

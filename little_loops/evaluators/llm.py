@@ -107,7 +107,8 @@ class _Call:
     """One evaluator's settings, resolved."""
 
     provider: str
-    target: str  # the provider's model (and host for ollama)
+    target: str  # the provider's own model id
+    endpoint: str  # ollama: the server's base URL; else ""
     model: str  # as written: for details and keys
     max_tokens: int
     timeout: float
@@ -181,6 +182,7 @@ class JudgeSession:
             {
                 "provider": call.provider,
                 "model": call.target,
+                "endpoint": call.endpoint,
                 "system": system,
                 "user": user,
                 "schema": call.schema,
@@ -226,10 +228,16 @@ class JudgeSession:
         llm = self.settings.llm
         model = spec.model or llm.model or self.settings.model_override or DEFAULT_JUDGE_MODEL
         provider, target = split_model(model)
+        endpoint = ""
+        if provider == "ollama":
+            from ..providers.openai_compat import ollama_target
+
+            endpoint, target = ollama_target(target)
         schema = spec.schema if spec.schema is not None else DEFAULT_SCHEMA
         return _Call(
             provider=provider,
             target=target,
+            endpoint=endpoint,
             model=model,
             max_tokens=spec.max_tokens if spec.max_tokens is not None else llm.max_tokens,
             timeout=spec.timeout if spec.timeout is not None else llm.timeout,
@@ -302,7 +310,7 @@ class JudgeSession:
 
     def _provider(self, call: _Call) -> Provider:
         name = call.provider
-        slot = name if name != "ollama" else f"ollama://{call.target.partition('/')[0]}"
+        slot = f"{name} {call.endpoint}"
         cached = self._providers.get(slot)
         if cached is not None:
             return cached
@@ -320,11 +328,10 @@ class JudgeSession:
             provider = ClaudeCliProvider(self.settings.claude, self._env)
         else:
             from ..providers import DEFAULT_OPENAI_BASE_URL
-            from ..providers.openai_compat import OpenAICompatProvider, ollama_target
+            from ..providers.openai_compat import OpenAICompatProvider
 
             if name == "ollama":
-                base, _model = ollama_target(call.target)
-                key = None
+                base, key = call.endpoint, None
             else:
                 base = self._env.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE_URL
                 key = self._env.get("OPENAI_API_KEY") or None

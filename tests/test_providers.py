@@ -1,0 +1,240 @@
+"""The other judges: OpenAI-compatible servers (openai://, ollama://) and the Claude Code CLI."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llm_server import (
+    SUCCESS,
+    LlmServer,
+    api_error,
+    chat,
+    garbage,
+    hang,
+    llm_server_fixture,  # noqa: F401  (the llm_server fixture)
+)
+
+from little_loops.evaluators import EvalInput
+from little_loops.evaluators.llm import JudgeSession, JudgeSettings
+from little_loops.model import Evaluate, Verdict
+from little_loops.providers import RetryPolicy, split_model
+from little_loops.providers.openai_compat import ollama_target
+
+FAST = RetryPolicy(max_attempts=3, base=0.01, cap=0.05)
+FAKE_CLAUDE = Path(__file__).with_name("fake_claude_judge.py")
+
+
+def run(session: JudgeSession, text: str = "3 passed", **spec: Any) -> tuple[Verdict, float]:
+    started = time.monotonic()
+    verdict = session.judge(
+        Evaluate(type="llm_structured", **spec), EvalInput(text=text, state="s")
+    )
+    json.dumps(verdict.to_dict())
+    return verdict, time.monotonic() - started
+
+
+@pytest.fixture
+def session() -> Iterator[JudgeSession]:
+    s = JudgeSession(JudgeSettings(retry=FAST, claude=(sys.executable, str(FAKE_CLAUDE))), env=None)
+    yield s
+    s.close()
+
+
+def test_model_uris() -> None:
+    assert split_model("claude-haiku-4-5") == ("anthropic", "claude-haiku-4-5")
+    assert split_model("anthropic://claude-opus-4-1") == ("anthropic", "claude-opus-4-1")
+    assert split_model("claude://sonnet") == ("claude", "sonnet")
+    assert split_model("ollama://gpu:11434/qwen3:8b") == ("ollama", "gpu:11434/qwen3:8b")
+    assert ollama_target("gpu:11434/qwen3:8b") == ("http://gpu:11434/v1", "qwen3:8b")
+    with pytest.raises(ValueError, match="unknown judge model scheme 'gemini://'"):
+        split_model("gemini://pro")
+    with pytest.raises(ValueError, match="names no model"):
+        split_model("openai://")
+    with pytest.raises(ValueError, match="HOST:PORT/MODEL"):
+        ollama_target("localhost:11434")
+
+
+# -- OpenAI-compatible ------------------------------------------------------------------------
+
+
+def test_ollama_structured_answer(llm_server: LlmServer, session: JudgeSession) -> None:
+    host = llm_server.url.removeprefix("http://")
+    llm_server.script(chat(json.dumps(SUCCESS)))
+    verdict, elapsed = run(session, model=f"ollama://{host}/llama3")
+    assert verdict.verdict == "success"
+    d = verdict.details
+    assert d["provider"] == "ollama"
+    assert d["confidence"] == 0.9
+    assert d["usage"] == {"input_tokens": 900, "output_tokens": 30}
+    assert d["cost_known"] is False  # a local model has no price
+    assert elapsed < 2
+    (req,) = llm_server.requests
+    assert req.path == "/v1/chat/completions"
+    assert req.body["model"] == "llama3"
+    fmt = req.body["response_format"]
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["schema"]["properties"]["verdict"]["enum"][0] == "success"
+    system, user = req.body["messages"]
+    assert system["role"] == "system"
+    assert "JSON Schema" in system["content"]
+    assert "<action_output>\n3 passed\n</action_output>" in user["content"]
+    assert "authorization" not in req.headers
+
+
+def test_openai_uses_base_url_and_key(
+    llm_server: LlmServer, session: JudgeSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", llm_server.url + "/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-test")
+    llm_server.script(chat("Sure!\n```json\n" + json.dumps(SUCCESS) + "\n```", model="gpt-4o"))
+    verdict, _ = run(session, model="openai://gpt-4o")
+    assert verdict.verdict == "success"
+    assert verdict.details["lenient"] is True
+    assert verdict.details["cost_known"] is True
+    assert llm_server.requests[0].headers["authorization"] == "Bearer sk-openai-test"
+
+
+def test_openai_without_key_or_server(session: JudgeSession) -> None:
+    verdict, _ = run(session, model="openai://gpt-4o")
+    assert verdict.verdict == "error"
+    assert verdict.details["no_api_key"] is True
+    assert "OPENAI_API_KEY" in verdict.details["error"]
+
+
+def test_openai_compat_text_without_json_is_an_error(
+    llm_server: LlmServer, session: JudgeSession
+) -> None:
+    host = llm_server.url.removeprefix("http://")
+    llm_server.script(chat("It worked, I think."))
+    verdict, _ = run(session, model=f"ollama://{host}/llama3")
+    assert verdict.verdict == "error"
+    assert verdict.details["invalid_answer"] is True
+    assert "It worked, I think." in verdict.details["error"]
+
+
+def test_openai_compat_retries_and_errors(llm_server: LlmServer, session: JudgeSession) -> None:
+    host = llm_server.url.removeprefix("http://")
+    model = f"ollama://{host}/llama3"
+    llm_server.script(
+        api_error(429, "rate_limit", "busy", {"retry-after": "0"}), chat(json.dumps(SUCCESS))
+    )
+    verdict, _ = run(session, model=model)
+    assert verdict.verdict == "success"
+    assert verdict.details["attempts"] == 2
+    llm_server.script(then=api_error(503, "unavailable", "down"))
+    verdict, elapsed = run(session, "x", model=model)
+    assert verdict.details["status"] == 503
+    assert verdict.details["attempts"] == 3
+    assert elapsed < 1.5
+    llm_server.script(garbage(), then=None)
+    verdict, _ = run(session, "y", model=model)
+    assert verdict.details["invalid_response"] is True
+
+
+def test_openai_compat_timeout(llm_server: LlmServer, session: JudgeSession) -> None:
+    host = llm_server.url.removeprefix("http://")
+    llm_server.script(hang(3))
+    verdict, elapsed = run(session, model=f"ollama://{host}/llama3", timeout=0.4)
+    assert verdict.verdict == "error"
+    assert verdict.details["timeout"] is True
+    assert 0.35 <= elapsed < 1.5
+
+
+def test_openai_compat_connection_refused(session: JudgeSession) -> None:
+    verdict, elapsed = run(session, model="ollama://127.0.0.1:9/llama3", timeout=0.5)
+    assert verdict.verdict == "error"
+    assert verdict.details["connection_error"] is True
+    assert elapsed < 1.5
+
+
+# -- the Claude Code CLI ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_claude(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    argv_file = tmp_path / "argv.json"
+    monkeypatch.setenv("FAKE_JUDGE_ARGV", str(argv_file))
+    return argv_file
+
+
+def test_claude_cli_structured_output(
+    session: JudgeSession, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_JUDGE_ANSWER", json.dumps(SUCCESS))
+    verdict, elapsed = run(session, model="claude://sonnet")
+    assert verdict.verdict == "success"
+    d = verdict.details
+    assert d["provider"] == "claude"
+    assert d["cost_usd"] == 0.0123  # the CLI reports its own cost
+    assert d["cost_known"] is True
+    assert d["model"] == "claude-sonnet-4-5"
+    assert elapsed < 5
+    argv = json.loads(fake_claude.read_text())
+    assert argv[0] == "-p"
+    assert "<action_output>\n3 passed\n</action_output>" in argv[1]
+    assert argv[2:4] == ["--output-format", "json"]
+    assert argv[4] == "--json-schema"
+    assert json.loads(argv[5])["properties"]["verdict"]["enum"][-1] == "partial"
+    assert argv[6:] == ["--model", "sonnet"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "flag", "words"),
+    [
+        ("is_error", "cli_error", "API Error: 401"),
+        ("exit1", "cli_error", "not logged in"),
+        ("max_retries", "cli_error", "error_max_structured_output_retries"),
+        ("garbage", "cli_error", "without a JSON result"),
+        ("no_structured", "no_structured_output", "I think it went fine."),
+    ],
+)
+def test_claude_cli_failures(
+    session: JudgeSession,
+    fake_claude: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
+    flag: str,
+    words: str,
+) -> None:
+    monkeypatch.setenv("FAKE_JUDGE_MODE", mode)
+    verdict, _ = run(session, model="claude://sonnet")
+    assert verdict.verdict == "error"
+    assert verdict.details[flag] is True
+    assert words in verdict.details["error"]
+
+
+def test_claude_cli_text_answer_is_parsed_leniently(
+    session: JudgeSession, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_JUDGE_MODE", "no_structured")
+    monkeypatch.setenv(
+        "FAKE_JUDGE_TEXT",
+        'Verdict: {"verdict": "blocked", "confidence": 0.6, "reason": "needs a key"}',
+    )
+    verdict, _ = run(session, model="claude://haiku")
+    assert verdict.verdict == "blocked"
+    assert verdict.details["lenient"] is True
+
+
+def test_claude_cli_timeout(
+    session: JudgeSession, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_JUDGE_MODE", "sleep")
+    verdict, elapsed = run(session, model="claude://sonnet", timeout=0.5)
+    assert verdict.verdict == "error"
+    assert verdict.details["timeout"] is True
+    assert elapsed < 2.5
+
+
+def test_claude_cli_missing() -> None:
+    s = JudgeSession(JudgeSettings(claude=("/nonexistent/claude",)))
+    verdict, _ = run(s, model="claude://sonnet")
+    s.close()
+    assert verdict.details["not_found"] is True
+    assert "LL_CLAUDE" in verdict.details["error"]
