@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -90,6 +89,8 @@ def check_loop(
 
 
 def _suggest(word: str, options: Iterable[str]) -> str:
+    import difflib  # only when there is something to suggest
+
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
@@ -394,6 +395,11 @@ def _check_graph(ctx: _Ctx) -> Iterator[Diagnostic]:
     if loop.on_max_iterations is not None and loop.on_max_iterations in loop.states:
         roots.add(loop.on_max_iterations)
     reachable = _closure(roots, edges)
+    backwards: dict[str, set[str]] = {name: set() for name in loop.states}
+    for name, targets in edges.items():
+        for target in targets:
+            backwards[target].add(name)
+    can_finish = _closure(terminals, backwards)
     if not reachable & terminals:
         yield ctx.diag(
             ctx.locate(("initial",)),
@@ -410,7 +416,7 @@ def _check_graph(ctx: _Ctx) -> Iterator[Diagnostic]:
                 "unreachable-state",
                 f"state '{name}' cannot be reached from initial state '{loop.initial}'",
             )
-        elif not _closure({name}, edges) & terminals:
+        elif name not in can_finish:
             yield ctx.diag(
                 state.pos,
                 "warning",

@@ -8,7 +8,6 @@ refuse documents nested or aliased deeply enough to crash or stall the program.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,9 +37,9 @@ try:
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _Loader = yaml.SafeLoader
 
-MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_FILE_BYTES = 1024 * 1024
 MAX_DEPTH = 100
-MAX_NODES = 500_000  # after aliases are expanded
+MAX_NODES = 100_000  # after aliases are expanded
 
 NATIVE_PARADIGM = "fsm"
 PARADIGMS = ("goal", "convergence", "invariants", "imperative")
@@ -64,21 +63,28 @@ def load(path: str | Path) -> Loop:
     return loop
 
 
-def try_load(path: str | Path) -> tuple[Loop | None, list[Diagnostic]]:
-    """The loop (None when there is an error) and every diagnostic, sorted by line."""
+def try_load(path: str | Path, *, digest: bool = True) -> tuple[Loop | None, list[Diagnostic]]:
+    """The loop (None when there is an error) and every diagnostic, sorted by line.
+
+    `digest=False` leaves `Loop.source_sha256` empty, sparing `ll validate` hashlib's import.
+    """
     file = str(path)
     data = _read(Path(path), file)
     if isinstance(data, Diagnostic):
         return None, [data]
-    return parse(data, path=Path(path), file=file)
+    return parse(data, path=Path(path), file=file, digest=digest)
 
 
 def parse(
-    data: bytes, *, path: Path, file: str | None = None
+    data: bytes, *, path: Path, file: str | None = None, digest: bool = True
 ) -> tuple[Loop | None, list[Diagnostic]]:
     """Like `try_load`, for a file's bytes already read."""
     file = str(path) if file is None else file
-    sha = hashlib.sha256(data).hexdigest()
+    sha = ""
+    if digest:
+        import hashlib  # its OpenSSL import is a noticeable part of start-up
+
+        sha = hashlib.sha256(data).hexdigest()
     text = _decode(data, file)
     if isinstance(text, Diagnostic):
         return None, [text]
@@ -214,6 +220,7 @@ class _Composer:
         self.root: Any = None
         self.stack: list[_Frame] = []
         self.anchors: dict[str, tuple[Any, int]] = {}
+        self.tags: dict[tuple[str, tuple[bool, bool]], str] = {}
         self.nodes = 0
         self.documents = 0
 
@@ -268,12 +275,9 @@ class _Composer:
         top = self.stack[-1]
         if event.anchor:
             self.anchors[event.anchor] = (event.value, 1)
-        tag = event.tag
-        if tag in (None, "!") and event.implicit[0]:
-            tag = self.loader.resolve(  # type: ignore[no-untyped-call]
-                yaml.ScalarNode, event.value, event.implicit
-            )
-        self.set_key(top, event.value, pos, is_merge=tag == _MERGE_TAG)
+        # a plain `<<` is YAML's merge key; every other key is taken as text
+        is_merge = event.value == "<<" and event.tag is None and event.implicit[0]
+        self.set_key(top, event.value, pos, is_merge=is_merge)
 
     def set_key(self, top: _Frame, key: str, pos: Pos, *, is_merge: bool = False) -> None:
         top.key, top.key_pos, top.is_merge = key, pos, is_merge
@@ -300,9 +304,12 @@ class _Composer:
     def construct(self, event: yaml.ScalarEvent, pos: Pos) -> Any:
         tag = event.tag
         if tag is None or tag == "!":
-            tag = self.loader.resolve(  # type: ignore[no-untyped-call]
-                yaml.ScalarNode, event.value, event.implicit
-            )
+            memo = (event.value, event.implicit)
+            tag = self.tags.get(memo)
+            if tag is None:
+                tag = self.tags[memo] = self.loader.resolve(  # type: ignore[no-untyped-call]
+                    yaml.ScalarNode, event.value, event.implicit
+                )
         make = self.loader.yaml_constructors.get(tag)
         if make is None or tag == _MERGE_TAG:
             raise _Stop(pos, "unsupported-tag", f"the YAML tag '{event.tag}' is not supported here")

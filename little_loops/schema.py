@@ -8,14 +8,13 @@ Draft 2020-12 validator, that the schema uses nothing else and that both agree o
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from .errors import Diagnostic
@@ -75,6 +74,11 @@ _PATTERN_HINTS = {
 
 def schema_text() -> str:
     """The packaged `loop.schema.json`, exactly as shipped."""
+    beside = Path(__file__).with_name("loop.schema.json")
+    if beside.is_file():  # the usual install; importlib.resources costs start-up time
+        return beside.read_text("utf-8")
+    from importlib import resources  # a zipped or otherwise unusual install
+
     return resources.files("little_loops").joinpath("loop.schema.json").read_text("utf-8")
 
 
@@ -134,6 +138,15 @@ class _Checker:
         return result
 
     def valid(self, value: Any, schema: Mapping[str, Any]) -> bool:
+        if schema.keys() == {"pattern"}:  # propertyNames
+            return isinstance(value, str) and _compiled(schema["pattern"]).search(value) is not None
+        if schema.keys() == {"properties", "required"} and isinstance(value, dict):
+            # the `if` of a discriminated union: {"properties": {"type": {"const": X}}, ...}
+            props = schema["properties"]
+            if all(p.keys() == {"const"} for p in props.values()):
+                return all(k in value for k in schema["required"]) and all(
+                    k not in value or _equal(value[k], p["const"]) for k, p in props.items()
+                )
         return next(iter(self.check(value, schema, ())), None) is None
 
     def check(self, value: Any, schema: Mapping[str, Any], path: NodePath) -> Iterator[SchemaIssue]:
@@ -277,6 +290,8 @@ def _enum_issue(value: Any, options: list[Any], path: NodePath) -> SchemaIssue:
 
 
 def _did_you_mean(word: str, options: list[str]) -> str:
+    import difflib  # only when there is something to suggest
+
     close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 

@@ -1,0 +1,170 @@
+"""Start-up time of `ll`, next to a bare Python in the same run.
+
+    python bench/startup.py [--repeat N] [--write-docs]
+
+Each figure is the median wall time of N runs (default 15), each a fresh process:
+`python -c pass` (the floor), `ll --help`, `ll --version`, and `ll validate` on a generated
+50-state loop. Targets: `ll --help` <= 0.08 s, `ll validate` (50 states) <= 0.15 s.
+
+`--write-docs` replaces the "## Start-up" section of docs/performance.md (and only that one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DOC = REPO / "docs" / "performance.md"
+TARGETS = {"ll --help": 0.08, "ll validate (50 states)": 0.15}
+
+
+def fifty_state_loop() -> str:
+    """A valid loop of 50 states: checks, evaluators of several kinds, a judge, terminals."""
+    lines = [
+        "name: bench-50",
+        "initial: s0",
+        "max_iterations: 200",
+        "on_error: failed",
+        "context:",
+        "  src: src/",
+        "  limit: 3",
+        "states:",
+    ]
+    kinds = [
+        ("ruff check ${context.src}", None),
+        ("echo 3", "{type: output_numeric, operator: le, target: '${context.limit}'}"),
+        ("echo ok", "{type: output_contains, pattern: '^ok$'}"),
+        ("echo '{\"a\": [1]}'", "{type: output_json, path: '.a[0]', operator: eq, target: 1}"),
+    ]
+    for i in range(47):
+        action, evaluate = kinds[i % len(kinds)]
+        lines.append(f"  s{i}:")
+        lines.append(f"    action: {json.dumps(action)}")
+        if evaluate:
+            lines.append(f"    evaluate: {evaluate}")
+        lines.append(f"    capture: c{i}")
+        lines.append(f"    on_success: s{i + 1}" if i < 46 else "    on_success: judge")
+        lines.append("    on_failure: failed")
+    lines += [
+        "  judge:",
+        "    action: /ll:review ${captured.c3.output}",
+        "    evaluate: {type: llm_structured, prompt: Good?, uncertain_suffix: true}",
+        "    route: {success: done, _: failed}",
+        "  done: {terminal: true}",
+        "  failed: {terminal: true, outcome: failure}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def median_wall(argv: list[str], repeat: int, env: dict[str, str]) -> float:
+    # one warm-up run fills the bytecode cache, as `pip install` does for a real user
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False
+        )
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{os.cpu_count()} CPUs (nproc), {cpu}, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}"
+    )
+
+
+def measure(repeat: int) -> list[tuple[str, float]]:
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        loop = Path(tmp) / "bench-50.yaml"
+        loop.write_text(fifty_state_loop())
+        check = subprocess.run(
+            [py, "-m", "little_loops", "validate", str(loop)], capture_output=True, text=True
+        )
+        if check.returncode != 0:
+            raise SystemExit(f"the generated loop does not validate:\n{check.stdout}")
+        # `python -m little_loops` is how the tests run `ll`; the console script is the same
+        # module behind a tiny wrapper, so it is what users see.
+        ll = [str(Path(py).with_name("ll"))]
+        if not Path(ll[0]).exists():
+            ll = [py, "-m", "little_loops"]
+        cases = [
+            ("python -c pass", [py, "-c", "pass"]),
+            ("ll --help", [*ll, "--help"]),
+            ("ll --version", [*ll, "--version"]),
+            ("ll validate (50 states)", [*ll, "validate", str(loop)]),
+        ]
+        # Bytecode caches on, kept out of the source tree.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+        return [(name, median_wall(argv, repeat, env)) for name, argv in cases]
+
+
+def report(results: list[tuple[str, float]], repeat: int) -> str:
+    floor = results[0][1]
+    rows = [
+        "| command | median wall | minus `python -c pass` | target |",
+        "|---|---|---|---|",
+    ]
+    for name, seconds in results:
+        target = TARGETS.get(name)
+        verdict = ""
+        if target is not None:
+            verdict = f"<= {target:.2f} s: {'ok' if seconds <= target else 'MISSED'}"
+        rows.append(f"| `{name}` | {seconds:.3f} s | {seconds - floor:+.3f} s | {verdict} |")
+    return (
+        f"`python bench/startup.py --repeat {repeat} --write-docs`: median wall time of "
+        f"{repeat} runs of each command, each a fresh process, all in one invocation, with "
+        "warm bytecode caches (as after `pip install`; the cache goes to a temporary "
+        "`PYTHONPYCACHEPREFIX`).\n\n"
+        f"Machine: {machine()}.\n\n" + "\n".join(rows) + "\n"
+    )
+
+
+def write_docs(body: str) -> None:
+    """Replace (or add) the `## Start-up` section, leaving every other section alone."""
+    text = DOC.read_text() if DOC.exists() else "# Performance\n"
+    section = f"## Start-up\n\n{body.strip()}\n"
+    pattern = re.compile(r"^## Start-up\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda _m: section + "\n", text, count=1).rstrip("\n") + "\n"
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    DOC.write_text(text)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15, help="runs per command (median)")
+    parser.add_argument("--write-docs", action="store_true", help="update docs/performance.md")
+    args = parser.parse_args()
+    body = report(measure(args.repeat), args.repeat)
+    print(body)
+    if args.write_docs:
+        write_docs(body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
