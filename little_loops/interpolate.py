@@ -137,6 +137,16 @@ _HEREDOC = "heredoc"  # body of a here-document with an unquoted delimiter
 _HEREDOC_Q = "heredoc_q"  # body of a here-document with a quoted delimiter: no expansion
 
 _WORD_BREAK = frozenset(" \t\n;&|()<>")
+# Per context, a run of characters that changes nothing but the current word.
+_PLAIN: dict[str, re.Pattern[str]] = {
+    _CMD: re.compile(r"[^ \t\n;&|()<>'\"\\$`]+"),
+    _DQ: re.compile(r"[^\"\\$`]+"),
+    _SQ: re.compile(r"[^']+"),
+    _ANSI: re.compile(r"[^'\\]+"),
+    _PARAM: re.compile(r"[^}'\"\\$`]+"),
+    _PARAM_DQ: re.compile(r"[^}\"\\$`]+"),
+    _COMMENT: re.compile(r"[^\n]+"),
+}
 # Reserved words after which a command name may follow (so `case` there opens a case).
 _BEFORE_COMMAND = frozenset(
     {"if", "then", "else", "elif", "while", "until", "do", "!", "{", "time"}
@@ -186,8 +196,22 @@ class _ShellLexer:
 
     # ---------------------------------------------------------------- reading text
     def feed(self, text: str) -> None:
-        for ch in text:
-            self._char(ch)
+        i, n = 0, len(text)
+        while i < n:
+            if self.bq is None and self.heredoc is None and self.hd_word is None:
+                # a run of characters that cannot change the state is skipped at once
+                kind = self.frames[-1]
+                plain = _PLAIN.get(kind)
+                if plain is not None and not (self.escape or self.dollar or self.lt):
+                    m = plain.match(text, i)
+                    if m is not None and not (kind == _CMD and self.word_start and text[i] == "#"):
+                        if kind == _CMD:
+                            self.word.append(m.group())
+                            self.word_start = False
+                        i = m.end()
+                        continue
+            self._char(text[i])
+            i += 1
 
     def _char(self, ch: str) -> None:
         if self.heredoc is not None:
@@ -504,11 +528,10 @@ class _ShellLexer:
         if self.heredoc is None:
             return
         lines = text.split("\n")
-        for piece in lines[:-1]:
-            self.hd_line.append(piece)
-            line = "".join(self.hd_line)
+        if len(lines) > 1:
+            lines[0] = "".join(self.hd_line) + lines[0]
             self.hd_line = []
-            if self._line_ends_body(line):
+            if any(self._line_ends_body(line) for line in lines[:-1]):
                 raise _UnsafeValue("a line of it would end the here-document early")
         self.hd_line.append(lines[-1])
         self.hd_line_has_value = True
@@ -569,14 +592,22 @@ def render(
 ) -> str:
     """Resolve every `${ns.path}` of `template` against `scope` (SPEC section 7).
 
-    With `shell=True` the result is a shell command: values from `captured` and `prev`, and
-    any value marked `|q`, are escaped for the quoting context they stand in, so the shell
-    reads them back byte for byte and never runs them; `|raw` values and the author's
-    namespaces (`context`, `state`, `loop`, `env`) are written as they are. With
-    `shell=False` every value is written as it is, except that `|q` single-quotes it.
+    With `shell=True` the result is a shell command. Values from `captured` and `prev`, and
+    any value marked `|q`, are escaped for the spot they stand in, so the shell reads them
+    back byte for byte and never runs them: unquoted, a single-quoted word; inside "..." (and
+    in a here-document body), backslashes before `\\ $ ` "`; inside '...', each `'` becomes
+    `'\\''`; inside $'...', the quote is closed around a plain '...' word; inside $( ) and
+    backticks, escaped again for each enclosing layer. So `|q` inside quotes does not add
+    quote characters: it escapes for those quotes, and the value still arrives exactly.
+    `|raw` values and the author's namespaces (`context`, `state`, `loop`, `env`) are written
+    as they are. With `shell=False` every value is written as it is, and `|q` always gives a
+    single-quoted word.
 
-    Raises UndefinedVariable for a name `scope` lacks, RunError for a malformed placeholder
-    or a value standing where no escaping can keep it inert.
+    Raises UndefinedVariable for a name `scope` lacks, and RunError for a malformed
+    placeholder, a name that holds a group of values, or a spot no escaping can make safe
+    (after a backslash, in a here-document's delimiter, a value line that would end a
+    here-document, a single quote inside "${...}", after a bare `$` in `${...}`).
+    Inside `$((...))` a captured value is single-quoted, which arithmetic rejects.
     """
     compiled = _compile(template)
     suffix = f" in {where}" if where else ""
