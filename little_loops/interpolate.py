@@ -594,10 +594,11 @@ def render(
 
     With `shell=True` the result is a shell command. Values from `captured` and `prev`, and
     any value marked `|q`, are escaped for the spot they stand in, so the shell reads them
-    back byte for byte and never runs them: unquoted, a single-quoted word; inside "..." (and
-    in a here-document body), backslashes before `\\ $ ` "`; inside '...', each `'` becomes
-    `'\\''`; inside $'...', the quote is closed around a plain '...' word; inside $( ) and
-    backticks, escaped again for each enclosing layer. So `|q` inside quotes does not add
+    back byte for byte and never runs them: unquoted, a single-quoted word; inside "...",
+    backslashes before `\\ $ ` "` (in a here-document body the same, without `"`); inside
+    '...', each `'` becomes `'\\''`; inside $'...', the quote is closed around a plain '...'
+    word; inside backticks, escaped again for each layer; in a `#` comment, newlines become
+    spaces. So `|q` inside quotes does not add
     quote characters: it escapes for those quotes, and the value still arrives exactly.
     `|raw` values and the author's namespaces (`context`, `state`, `loop`, `env`) are written
     as they are. With `shell=False` every value is written as it is, and `|q` always gives a
