@@ -83,7 +83,8 @@ def check_loop(
     for key, value in loop.context.items():
         if isinstance(value, str):
             out += _check_template(ctx, value, ("context", key), captures)
-    if whole:
+    # A wrong target already explains any odd reachability; do not pile warnings on it.
+    if whole and not any(d.code in ("unknown-initial", "unknown-target") for d in out):
         out += _check_graph(ctx)
     return out
 

@@ -1,0 +1,447 @@
+"""Semantic checks, and the exact text of every diagnostic an author can meet."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from little_loops.loader import try_load
+
+# A tiny valid loop the cases below break one way at a time.
+OK = """\
+name: demo
+initial: check
+on_error: failed
+states:
+  check:
+    action: make test
+    on_success: done
+    on_failure: fix
+  fix:
+    action: make fix
+    next: check
+  done: {terminal: true}
+  failed: {terminal: true, outcome: failure}
+"""
+
+
+def lines(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "loop.yaml"
+    path.write_text(textwrap.dedent(text))
+    _, diagnostics = try_load(path)
+    return [d.format().replace(str(path), "loop.yaml") for d in diagnostics]
+
+
+def test_the_base_loop_is_clean(tmp_path: Path) -> None:
+    assert lines(tmp_path, OK) == []
+
+
+# (loop text, every expected line): one case per diagnostic, pinned word for word.
+CASES = {
+    "unknown-key": (
+        OK.replace("    on_failure: fix", "    on_falure: fix"),
+        [
+            "loop.yaml:8:5: error: unknown key 'on_falure' in state 'check' (did you mean "
+            "'on_failure'?); valid keys: action, action_type, capture, description, evaluate, "
+            "next, on_error, on_failure, on_maintain, on_success, on_timeout, outcome, retry, "
+            "route, terminal, timeout",
+        ],
+    ),
+    "unknown-top-key": (
+        OK + "max_iteration: 5\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'max_iteration' at the top level (did you mean "
+            "'max_iterations'?); valid keys: action_timeout, backoff, context, description, "
+            "initial, llm, maintain, max_cost_usd, max_iterations, name, on_error, "
+            "on_max_iterations, paradigm, secrets, shell, states, timeout, working_dir",
+        ],
+    ),
+    "missing-key": (
+        OK.replace("initial: check\n", ""),
+        ["loop.yaml:1:1: error: the loop is missing required key 'initial'"],
+    ),
+    "wrong-type": (
+        OK + "max_iterations: ten\n",
+        ["loop.yaml:14:17: error: 'max_iterations' must be a whole number, not text ('ten')"],
+    ),
+    "wrong-type-state": (
+        OK.replace("    action: make fix", "    action: make fix\n    timeout: soon"),
+        ["loop.yaml:11:14: error: 'timeout' of state 'fix' must be a number, not text ('soon')"],
+    ),
+    "out-of-range": (
+        OK + "max_iterations: 0\n",
+        ["loop.yaml:14:17: error: 'max_iterations' must be at least 1, not 0"],
+    ),
+    "exclusive-minimum": (
+        OK + "timeout: 0\n",
+        ["loop.yaml:14:10: error: 'timeout' must be greater than 0, not 0"],
+    ),
+    "bad-enum": (
+        OK.replace("outcome: failure", "outcome: failed"),
+        [
+            "loop.yaml:13:37: error: 'outcome' of state 'failed' must be one of: success, "
+            "failure; got 'failed' (did you mean 'failure'?)",
+        ],
+    ),
+    "bad-name": (
+        OK.replace("name: demo", "name: my demo"),
+        ["loop.yaml:1:7: error: 'name' is 'my demo'; use only letters, digits, '-', '_' and '.'"],
+    ),
+    "bad-state-name": (
+        OK + "  $odd: {terminal: true}\n",
+        [
+            "loop.yaml:14:3: error: state name '$odd' is not valid; start with a letter or '_', "
+            "then use letters, digits, '_', '-' or '.'",
+        ],
+    ),
+    "bad-route-key": (
+        OK.replace("    next: check", "    route: {Done: check}"),
+        [
+            "loop.yaml:11:13: error: route key 'Done' in state 'fix' is not a verdict; use a "
+            "lowercase verdict, '_' (any other verdict) or '_error'",
+        ],
+    ),
+    "empty-states": (
+        "name: x\ninitial: a\nstates: {}\n",
+        [
+            "loop.yaml:3:9: error: 'states' must not be empty",
+        ],
+    ),
+    "unknown-evaluator": (
+        OK.replace("    action: make fix", "    action: make fix\n    evaluate: {type: exitcode}"),
+        [
+            "loop.yaml:11:22: error: unknown evaluator type 'exitcode' in 'evaluate' of state "
+            "'fix' (did you mean 'exit_code'?); valid types: exit_code, output_contains, "
+            "output_numeric, output_json, convergence, llm_structured, all, any",
+        ],
+    ),
+    "evaluator-missing-field": (
+        OK.replace(
+            "    action: make fix", "    action: make fix\n    evaluate: {type: output_contains}"
+        ),
+        [
+            "loop.yaml:11:15: error: 'evaluate' of state 'fix' is missing required key 'pattern'",
+        ],
+    ),
+    "evaluator-unknown-field": (
+        OK.replace(
+            "    action: make fix",
+            "    action: make fix\n    evaluate: {type: exit_code, pattern: x}",
+        ),
+        [
+            "loop.yaml:11:33: error: unknown key 'pattern' in 'evaluate' of state 'fix'; "
+            "valid keys: type",
+        ],
+    ),
+    "duplicate-item": (
+        OK + "context: {a: 1}\nsecrets: [a, a]\n",
+        ["loop.yaml:15:10: error: 'secrets' lists 'a' twice"],
+    ),
+    "duplicate-key": (
+        OK.replace("  done: {terminal: true}", "  done: {terminal: true}\n  done: {terminal: true}"),
+        [
+            "loop.yaml:13:3: error: duplicate key 'done' in 'states' (first at line 12); YAML "
+            "would silently keep only the last one",
+        ],
+    ),
+    "unknown-initial": (
+        OK.replace("initial: check", "initial: chek"),
+        ["loop.yaml:2:10: error: initial state 'chek' is not a state (did you mean 'check'?)"],
+    ),
+    "unknown-target": (
+        OK.replace("on_failure: fix", "on_failure: fx"),
+        [
+            "loop.yaml:8:17: error: state 'check' routes 'failure' to unknown state 'fx' "
+            "(did you mean 'fix'?)",
+        ],
+    ),
+    "unknown-next": (
+        OK.replace("next: check", "next: chekc"),
+        [
+            "loop.yaml:11:11: error: state 'fix' has 'next' naming unknown state 'chekc' "
+            "(did you mean 'check'?)",
+        ],
+    ),
+    "unknown-loop-on-error": (
+        OK.replace("on_error: failed", "on_error: fail"),
+        [
+            "loop.yaml:3:11: error: 'on_error' names unknown state 'fail' (did you mean "
+            "'failed'?)",
+        ],
+    ),
+    "current-not-allowed": (
+        OK + "on_max_iterations: $current\n",
+        [
+            "loop.yaml:14:20: error: 'on_max_iterations' names '$current' is not allowed "
+            "here; name a state",
+        ],
+    ),
+    "duplicate-route": (
+        OK.replace("    on_failure: fix", "    on_failure: fix\n    route: {success: fix}"),
+        [
+            "loop.yaml:9:22: error: state 'check' routes 'success' twice, by 'on_success' "
+            "(line 7) and by 'route'; keep one",
+        ],
+    ),
+    "next-with-routes": (
+        OK.replace("    next: check", "    next: check\n    on_success: done"),
+        [
+            "loop.yaml:11:11: error: state 'fix' has 'next', which routes every verdict, and "
+            "also 'on_success'; use one or the other ('on_error' and 'on_timeout' may stay "
+            "beside 'next')",
+        ],
+    ),
+    "uncovered-verdict": (
+        OK.replace("    on_failure: fix\n", ""),
+        [
+            "loop.yaml:5:3: error: state 'check' can give verdict 'failure' but nothing routes "
+            "it; add 'failure: STATE' under 'route:', or a default '_: STATE'",
+            "loop.yaml:8:3: warning: state 'fix' cannot be reached from initial state 'check'",
+        ],
+    ),
+    "uncovered-error": (
+        OK.replace("on_error: failed\n", ""),
+        [
+            "loop.yaml:4:3: error: state 'check' can give verdict 'error' but nothing routes "
+            "it; add 'on_error: STATE' (or a loop-wide 'on_error')",
+            "loop.yaml:4:3: error: state 'check' can give verdict 'timeout' but nothing routes "
+            "it; add 'on_timeout: STATE' or 'on_error: STATE'",
+            "loop.yaml:12:3: warning: state 'failed' cannot be reached from initial state "
+            "'check'",
+        ],
+    ),
+    "unused-route": (
+        OK.replace("    on_failure: fix", "    on_failure: fix\n    route: {blocked: fix}"),
+        [
+            "loop.yaml:9:22: warning: state 'check' routes 'blocked', a verdict it never gives "
+            "(it can give: error, failure, success, timeout)",
+        ],
+    ),
+    "invalid-regex": (
+        OK.replace(
+            "    action: make fix",
+            "    action: make fix\n    evaluate: {type: output_contains, pattern: '(a'}",
+        ),
+        [
+            "loop.yaml:11:48: error: 'evaluate.pattern' of state 'fix' is not a valid regular "
+            "expression: missing ), unterminated subpattern at position 0; add 'literal: true' "
+            "to match it as plain text",
+        ],
+    ),
+    "unknown-operator": (
+        OK.replace(
+            "    action: make fix",
+            "    action: make fix\n    evaluate: {type: output_numeric, operator: gte, target: 1}",
+        ),
+        [
+            "loop.yaml:11:48: error: 'evaluate.operator' of state 'fix' must be one of: eq, ne, "
+            "lt, le, gt, ge; got 'gte' (did you mean 'gt'?)",
+        ],
+    ),
+    "bad-json-path": (
+        OK.replace(
+            "    action: make fix",
+            "    action: make fix\n"
+            "    evaluate: {type: output_json, path: 'a.b', operator: eq, target: 1}",
+        ),
+        [
+            "loop.yaml:11:41: error: JSON path 'a.b' must start with '.' or '[' (for example "
+            "'.a.b') (in 'evaluate.path' of state 'fix')",
+        ],
+    ),
+    "bad-judge-schema": (
+        OK.replace(
+            "    action: make fix",
+            "    action: /fix\n"
+            "    evaluate: {type: llm_structured, schema: {properties: {verdict: {type: string}}}}",
+        ),
+        [
+            "loop.yaml:11:46: error: 'evaluate.schema' of state 'fix' needs a 'verdict' "
+            "property of type string with an 'enum' of verdicts, e.g. verdict: {type: string, "
+            "enum: [done, retry]}",
+        ],
+    ),
+    "unknown-context": (
+        OK.replace("action: make fix", "action: make fix ${context.target}"),
+        [
+            "loop.yaml:10:13: error: '${context.target}' in 'action' of state 'fix': there is "
+            "no context key 'target'; define it under 'context:'",
+        ],
+    ),
+    "unknown-capture": (
+        OK.replace("action: make fix", "action: make fix ${captured.lint.output}"),
+        [
+            "loop.yaml:10:13: error: '${captured.lint.output}' in 'action' of state 'fix': no "
+            "state has 'capture: lint'",
+        ],
+    ),
+    "unknown-field": (
+        OK.replace("action: make fix", "action: make fix ${prev.outptu}"),
+        [
+            "loop.yaml:10:13: error: '${prev.outptu}' in 'action' of state 'fix': 'prev' has "
+            "no 'outptu' (did you mean 'output'?); it offers: output, stderr, exit_code, "
+            "duration_ms, state, verdict",
+        ],
+    ),
+    "bad-placeholder": (
+        OK.replace("action: make fix", "action: make fix ${secrets.token}"),
+        [
+            "loop.yaml:10:13: error: unknown namespace 'secrets' in '${secrets.token}'; use one "
+            "of: context, captured, prev, state, loop, env (in 'action' of state 'fix')",
+        ],
+    ),
+    "no-terminal": (
+        "name: x\ninitial: a\nstates:\n  a: {next: a}\n",
+        [
+            "loop.yaml:4:3: error: no state is terminal, so the run can only end at a limit; "
+            "mark the state where it should end with 'terminal: true'",
+        ],
+    ),
+    "unreachable-terminal": (
+        "name: x\ninitial: a\nstates:\n  a: {next: $current}\n  z: {terminal: true}\n",
+        [
+            "loop.yaml:2:10: error: no terminal state can be reached from initial state 'a', "
+            "so the run can only end at a limit",
+            "loop.yaml:4:3: warning: state 'a' has no path to a terminal state; a run that "
+            "gets there can only end at a limit",
+            "loop.yaml:5:3: warning: state 'z' cannot be reached from initial state 'a'",
+        ],
+    ),
+    "terminal-routes": (
+        OK.replace("  done: {terminal: true}", "  done: {terminal: true, next: check}"),
+        ["loop.yaml:12:3: warning: state 'done' is terminal, so its routes are never used"],
+    ),
+    "paradigm": (
+        "name: x\nparadigm: goal\ngoal: tests pass\ntools: [make test, make fix]\n",
+        [
+            "loop.yaml:2:11: error: paradigm files are not supported yet; 'paradigm: goal' "
+            "needs the compiler, so write the loop as states (paradigm: fsm, or no 'paradigm' "
+            "key)",
+        ],
+    ),
+    "not-a-mapping": (
+        "- a\n- b\n",
+        [
+            "loop.yaml:1:1: error: a loop file must be a mapping of keys (name:, initial:, "
+            "states:), not a list",
+        ],
+    ),
+    "empty-file": (
+        "",
+        ["loop.yaml:1:1: error: the file is empty; a loop needs 'name', 'initial' and 'states'"],
+    ),
+    "multiple-documents": (
+        OK + "---\nname: y\n",
+        [
+            "loop.yaml:14:1: error: a loop file holds one YAML document; remove the second "
+            "'---' and what follows, or put it in its own file",
+        ],
+    ),
+    "tab": (
+        "name: x\n\tinitial: a\n",
+        [
+            "loop.yaml:2:1: error: invalid YAML: found a tab character that violates "
+            "indentation (indent with spaces, not tabs) (while scanning a plain scalar)",
+        ],
+    ),
+    "unknown-alias": (
+        "name: *x\n",
+        ["loop.yaml:1:7: error: alias '*x' names no anchor ('&x') above it"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_diagnostic_text(tmp_path: Path, case: str) -> None:
+    text, expected = CASES[case]
+    assert lines(tmp_path, text) == expected
+
+
+def test_at_least_25_distinct_diagnostics_are_pinned() -> None:
+    messages = {line for _, expected in CASES.values() for line in expected}
+    assert len(messages) >= 25
+
+
+def test_every_problem_is_reported_in_one_pass_sorted_by_line(tmp_path: Path) -> None:
+    broken = (
+        OK.replace("initial: check", "initial: chek")
+        .replace("on_failure: fix", "on_falure: fix")
+        .replace("next: check", "next: chekc")
+        + "max_iterations: ten\n"
+    )
+    found = lines(tmp_path, broken)
+    assert len(found) == 4
+    numbers = [int(line.split(":")[1]) for line in found]
+    assert numbers == sorted(numbers)
+
+
+def test_current_is_a_valid_target(tmp_path: Path) -> None:
+    assert lines(tmp_path, OK.replace("next: check", "next: $current")) == [
+        "loop.yaml:9:3: warning: state 'fix' has no path to a terminal state; a run that "
+        "gets there can only end at a limit"
+    ]
+
+
+def test_uncertain_and_custom_verdicts_are_covered(tmp_path: Path) -> None:
+    judged = OK.replace(
+        "    action: make fix\n    next: check",
+        "    action: /ll:fix now\n"
+        "    evaluate:\n"
+        "      type: llm_structured\n"
+        "      uncertain_suffix: true\n"
+        "      schema:\n"
+        "        type: object\n"
+        "        properties: {verdict: {type: string, enum: [fixed, stuck]}}\n"
+        "    route: {fixed: check}",
+    )
+    found = lines(tmp_path, judged)
+    # 'fixed_uncertain' falls back to the route for 'fixed' (SPEC section 6, rule 2)
+    assert [line.split("verdict ")[1].split(" ")[0] for line in found] == [
+        "'stuck'",
+        "'stuck_uncertain'",
+    ]
+
+
+def test_terminal_states_are_not_checked_for_coverage(tmp_path: Path) -> None:
+    text = OK.replace("  done: {terminal: true}", "  done: {terminal: true, action: /ll:report}")
+    assert lines(tmp_path, text) == []
+
+
+def test_placeholders_in_every_templated_field(tmp_path: Path) -> None:
+    text = OK.replace(
+        "    action: make fix",
+        "    action: make fix\n"
+        "    evaluate:\n"
+        "      type: convergence\n"
+        "      source: ${context.a}\n"
+        "      target: ${context.b}\n"
+        "      previous: ${context.c}",
+    ) + "context: {d: '${context.e}'}\n"
+    found = lines(tmp_path, text)
+    assert [line.split("no context key ")[1][:3] for line in found] == [
+        "'a'",
+        "'b'",
+        "'c'",
+        "'e'",
+    ]
+
+
+def test_captured_names_need_a_known_field(tmp_path: Path) -> None:
+    text = OK.replace("    action: make test", "    action: make test\n    capture: t").replace(
+        "action: make fix", "action: make fix ${captured.t.output} ${captured.t}"
+    )
+    assert lines(tmp_path, text) == [
+        "loop.yaml:11:13: error: '${captured.t}' in 'action' of state 'fix': name one of "
+        "output, stderr, exit_code, duration_ms, verdict, confidence, reason after the capture "
+        "name, not nothing"
+    ]
+
+
+def test_literal_patterns_are_not_compiled(tmp_path: Path) -> None:
+    text = OK.replace(
+        "    action: make fix",
+        "    action: make fix\n    evaluate: {type: output_contains, pattern: '(a', literal: true}",
+    )
+    assert lines(tmp_path, text) == []
