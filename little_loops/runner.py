@@ -174,7 +174,7 @@ class Runner:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self.resumed = progress is not None
-        context = resolve_context(loop.context, self.options.overrides)
+        context = resolve_context(loop.context, self.options.overrides, env=self.env)
         if progress is None:
             o = self.options
             progress = Progress(
