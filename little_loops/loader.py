@@ -564,7 +564,7 @@ class _Builder:
             evaluate = self.evaluate(raw_eval, (*at, "evaluate"))
         elif action_type is not None:
             kind = "exit_code" if action_type == "shell" else "llm_structured"
-            evaluate = Evaluate(type=kind, pos=self.smap.value(at))
+            evaluate = Evaluate(type=kind, pos=self.smap.key(at))
         else:
             evaluate = None
         entries = self.route_entries(raw, at)

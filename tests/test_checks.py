@@ -140,7 +140,9 @@ CASES = {
         ["loop.yaml:15:10: error: 'secrets' lists 'a' twice"],
     ),
     "duplicate-key": (
-        OK.replace("  done: {terminal: true}", "  done: {terminal: true}\n  done: {terminal: true}"),
+        OK.replace(
+            "  done: {terminal: true}", "  done: {terminal: true}\n  done: {terminal: true}"
+        ),
         [
             "loop.yaml:13:3: error: duplicate key 'done' in 'states' (first at line 12); YAML "
             "would silently keep only the last one",
@@ -167,8 +169,7 @@ CASES = {
     "unknown-loop-on-error": (
         OK.replace("on_error: failed", "on_error: fail"),
         [
-            "loop.yaml:3:11: error: 'on_error' names unknown state 'fail' (did you mean "
-            "'failed'?)",
+            "loop.yaml:3:11: error: 'on_error' names unknown state 'fail' (did you mean 'failed'?)",
         ],
     ),
     "current-not-allowed": (
@@ -208,8 +209,7 @@ CASES = {
             "it; add 'on_error: STATE' (or a loop-wide 'on_error')",
             "loop.yaml:4:3: error: state 'check' can give verdict 'timeout' but nothing routes "
             "it; add 'on_timeout: STATE' or 'on_error: STATE'",
-            "loop.yaml:12:3: warning: state 'failed' cannot be reached from initial state "
-            "'check'",
+            "loop.yaml:12:3: warning: state 'failed' cannot be reached from initial state 'check'",
         ],
     ),
     "unused-route": (
@@ -410,15 +410,18 @@ def test_terminal_states_are_not_checked_for_coverage(tmp_path: Path) -> None:
 
 
 def test_placeholders_in_every_templated_field(tmp_path: Path) -> None:
-    text = OK.replace(
-        "    action: make fix",
-        "    action: make fix\n"
-        "    evaluate:\n"
-        "      type: convergence\n"
-        "      source: ${context.a}\n"
-        "      target: ${context.b}\n"
-        "      previous: ${context.c}",
-    ) + "context: {d: '${context.e}'}\n"
+    text = (
+        OK.replace(
+            "    action: make fix",
+            "    action: make fix\n"
+            "    evaluate:\n"
+            "      type: convergence\n"
+            "      source: ${context.a}\n"
+            "      target: ${context.b}\n"
+            "      previous: ${context.c}",
+        )
+        + "context: {d: '${context.e}'}\n"
+    )
     found = lines(tmp_path, text)
     assert [line.split("no context key ")[1][:3] for line in found] == [
         "'a'",
