@@ -24,12 +24,8 @@ from llm_server import (
 
 from little_loops.evaluators import EvalInput, possible_verdicts
 from little_loops.evaluators import evaluate as dispatch
-from little_loops.evaluators.llm import (
-    JudgeSession,
-    JudgeSettings,
-    build_user_message,
-    split_budget,
-)
+from little_loops.evaluators.judge_input import build_user_message, split_budget
+from little_loops.evaluators.llm import JudgeSession, JudgeSettings
 from little_loops.model import Evaluate, LlmDefaults, Verdict
 from little_loops.providers import RetryPolicy
 
@@ -538,6 +534,8 @@ def test_record_then_replay_without_network(
     assert [v.verdict for v in replayed] == [v.verdict for v in recorded] == ["failure", "error"]
     assert replayed[0].details["reason"] == "2 errors left"
     assert replayed[0].details["replayed"] is True
+    retuned, _ = play("run 1", min_confidence=0.95, uncertain_suffix=True)
+    assert retuned.verdict == "failure_uncertain"  # post-processing settings replay fine
     miss, _ = play("run 3")
     play.session.close()
     assert len(anthropic_env.requests) == before

@@ -1,0 +1,63 @@
+"""`samples: N`: the majority verdict of several judge answers, ties to the less favourable."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import DEFAULT_VERDICTS
+
+# Tie-break order for `samples`, least favourable first (see docs/judge.md).
+DEFAULT_RANK = ("error", "blocked", "failure", "partial", "success")
+
+
+@dataclass
+class Sample:
+    """One answer from the judge, before aggregation: an enum value or `error`."""
+
+    verdict: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def rank(verdict: str, enum: tuple[str, ...]) -> int:
+    """Favourability for tie-breaks: higher is more favourable; `error` is always lowest."""
+    if verdict == "error":
+        return -1
+    if set(enum) == set(DEFAULT_VERDICTS):
+        return DEFAULT_RANK.index(verdict)
+    return len(enum) - enum.index(verdict) if verdict in enum else -1
+
+
+def aggregate(samples: list[Sample], enum: tuple[str, ...]) -> Sample:
+    """Majority verdict; confidence = agreement x mean confidence of the majority."""
+    if len(samples) == 1:
+        return samples[0]
+    votes = Counter(s.verdict for s in samples)
+    top = max(votes.values())
+    winner = min((v for v, n in votes.items() if n == top), key=lambda v: rank(v, enum))
+    majority = [s for s in samples if s.verdict == winner]
+    agreement = top / len(samples)
+    first = dict(majority[0].details)
+    usage = {
+        k: sum(int(s.details.get("usage", {}).get(k, 0)) for s in samples)
+        for k in ("input_tokens", "output_tokens")
+    }
+    first.update(
+        usage=usage,
+        cost_usd=round(sum(float(s.details.get("cost_usd", 0.0)) for s in samples), 8),
+        cost_known=all(s.details.get("cost_known", False) for s in samples),
+        agreement=round(agreement, 4),
+        samples=[
+            {
+                "verdict": s.verdict,
+                "confidence": s.details.get("confidence", 0.0),
+                "reason": s.details.get("reason", ""),
+            }
+            for s in samples
+        ],
+    )
+    if winner != "error":
+        mean = sum(float(s.details.get("confidence", 0.0)) for s in majority) / len(majority)
+        first["confidence"] = round(agreement * mean, 6)
+    return Sample(winner, first)
