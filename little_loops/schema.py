@@ -233,6 +233,9 @@ def _check_string(value: str, schema: Mapping[str, Any], path: NodePath) -> Iter
 
 
 def _check_number(value: float, schema: Mapping[str, Any], path: NodePath) -> Iterator[SchemaIssue]:
+    if not math.isfinite(value):  # YAML's .nan and .inf; JSON has no such numbers
+        yield SchemaIssue(path, "bad-value", f"{subject(path)} must be a finite number")
+        return
     if "minimum" in schema and value < schema["minimum"]:
         least = _show(schema["minimum"])
         yield SchemaIssue(
