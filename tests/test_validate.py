@@ -66,7 +66,8 @@ def test_errors_exit_2_and_cover_every_file(files: dict[str, Path]) -> None:
     assert result.returncode == 2
     assert result.stderr == ""
     assert result.stdout.splitlines() == [
-        f"{files['bad']}:5:29: error: state 'a' has 'next' naming unknown state 'gone' (did you mean 'done'?)",
+        f"{files['bad']}:5:29: error: state 'a' has 'next' naming unknown state 'gone' "
+        "(did you mean 'done'?)",
         f"{files['warns']}:7:3: warning: state 'orphan' cannot be reached from initial state 'a'",
     ]
 
