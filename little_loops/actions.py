@@ -10,12 +10,15 @@ SIGTERM, a short grace, then SIGKILL.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
 import shlex
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -332,20 +335,43 @@ class _Sink:
 
     def __init__(
         self,
-        sel: selectors.BaseSelector,
-        streams: dict[int, tuple[str, _Tail]],
+        stdout: _Tail,
+        stderr: _Tail,
         log: BinaryIO | None,
         on_output: OutputHook | None,
         on_stdout: Callable[[bytes], None] | None,
     ) -> None:
-        self.sel = sel
-        self.streams = streams
-        self.open = set(streams)
+        self.stdout = stdout
+        self.stderr = stderr
+        self.sel = selectors.DefaultSelector()
+        self.streams: dict[int, tuple[str, _Tail]] = {}
+        self.open: set[int] = set()
         self.log = log
         self.on_output = on_output
         self.on_stdout = on_stdout
         self.total = 0
         self.pidfd: int | None = None
+
+    def attach(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        for name, pipe, tail in (
+            ("stdout", proc.stdout, self.stdout),
+            ("stderr", proc.stderr, self.stderr),
+        ):
+            fd = pipe.fileno()
+            os.set_blocking(fd, False)
+            self.sel.register(fd, selectors.EVENT_READ)
+            self.streams[fd] = (name, tail)
+            self.open.add(fd)
+        self.watch_exit(proc.pid)
+
+    def close(self) -> None:
+        """Release the selector, the pidfd and the log; the pipes belong to the Popen."""
+        self.unwatch_exit()
+        self.sel.close()
+        if self.log is not None:
+            self.log.close()
 
     def watch_exit(self, pid: int) -> None:
         """Wake select as soon as `pid` exits, where the platform has pidfd_open."""
@@ -408,6 +434,7 @@ def _execute(
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - closed in the finally below
+    sink = _Sink(_Tail(tail_bytes), _Tail(tail_bytes), log, on_output, on_stdout)
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -421,20 +448,12 @@ def _execute(
             bufsize=0,
         )
     except BaseException:
-        if log is not None:
-            log.close()
+        sink.close()
         raise
-    assert proc.stdout is not None
-    assert proc.stderr is not None
-    out, err = _Tail(tail_bytes), _Tail(tail_bytes)
-    streams = {proc.stdout.fileno(): ("stdout", out), proc.stderr.fileno(): ("stderr", err)}
-    sel = selectors.DefaultSelector()
-    sink = _Sink(sel, streams, log, on_output, on_stdout)
+    # From here on, whatever happens (even an interrupt between two lines), the group dies.
     try:
-        for fd in streams:
-            os.set_blocking(fd, False)
-            sel.register(fd, selectors.EVENT_READ)
-        sink.watch_exit(proc.pid)
+        _GUARD.watch(proc.pid)
+        sink.attach(proc)
         deadline = None if timeout is None else started + max(timeout, 0.0)
         timed_out = _pump(proc, sink, deadline)
         sink.unwatch_exit()
@@ -445,15 +464,14 @@ def _execute(
         _stop(proc)
         raise
     finally:
-        sink.unwatch_exit()
-        sel.close()
-        proc.stdout.close()
-        proc.stderr.close()
-        if log is not None:
-            log.close()
+        _GUARD.forget(proc.pid)
+        sink.close()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
     return _Run(
-        stdout=out,
-        stderr=err,
+        stdout=sink.stdout,
+        stderr=sink.stderr,
         exit_code=None if timed_out else proc.returncode,
         timed_out=timed_out,
         output_bytes=sink.total,
@@ -493,6 +511,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         _kill_group(proc)
     except BaseException:
         _signal_group(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=KILL_WAIT_S)
         raise
 
 
@@ -526,6 +546,84 @@ def _signal_group(pgid: int, sig: int) -> bool:
 
 
 _PROC = "/proc"
+
+# The guard: a small process that outlives us by a moment. It reads "+PGID" / "-PGID" lines on
+# stdin; at end of file, i.e. when this process died, even by SIGKILL, it kills the groups still
+# listed, so an action never outlives the runner either.
+_GUARD_CODE = """
+import os, signal, time
+groups, buf = set(), b""
+while True:
+    data = os.read(0, 4096)
+    if not data:
+        break
+    *lines, buf = (buf + data).split(b"\\n")
+    for line in lines:
+        if line[:1] == b"+":
+            groups.add(int(line[1:]))
+        elif line[:1] == b"-":
+            groups.discard(int(line[1:]))
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    for pgid in groups:
+        try:
+            os.killpg(pgid, sig)
+        except OSError:
+            pass
+    if groups and sig == signal.SIGTERM:
+        time.sleep(%r)
+"""
+
+
+class _Guard:
+    """Starts the guard process lazily (once per process) and tells it which groups run."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.fd: int | None = None
+        self.owner = 0
+
+    def watch(self, pgid: int) -> None:
+        with self.lock:
+            if self.fd is None or self.owner != os.getpid():
+                self._start()
+            self._send(f"+{pgid}\n")
+
+    def forget(self, pgid: int) -> None:
+        with self.lock:
+            if self.owner == os.getpid():
+                self._send(f"-{pgid}\n")
+
+    def _start(self) -> None:
+        read_end, write_end = os.pipe()
+        devnull = os.open(os.devnull, os.O_RDWR)
+        actions = [
+            (os.POSIX_SPAWN_DUP2, read_end, 0),
+            (os.POSIX_SPAWN_DUP2, devnull, 1),
+            (os.POSIX_SPAWN_DUP2, devnull, 2),
+        ]
+        argv = [sys.executable, "-I", "-S", "-c", _GUARD_CODE % KILL_GRACE_S]
+        try:
+            os.posix_spawn(sys.executable, argv, {}, file_actions=actions, setsid=True)
+        except OSError:  # no guard: actions still run, only a SIGKILLed runner leaks them
+            os.close(write_end)
+            self.fd = None
+            return
+        finally:
+            os.close(read_end)
+            os.close(devnull)
+        self.fd, self.owner = write_end, os.getpid()
+
+    def _send(self, line: str) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.write(self.fd, line.encode())
+        except OSError:  # the guard is gone: start another next time
+            os.close(self.fd)
+            self.fd = None
+
+
+_GUARD = _Guard()
 
 
 def _group_alive(pgid: int) -> bool:

@@ -286,6 +286,21 @@ def test_a_signal_to_the_runner_kills_the_group(
     assert live_members(pgid) == []
 
 
+def test_a_sigkilled_runner_leaves_no_action_behind(tmp_path: Path) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", _INTERRUPTIBLE], cwd=tmp_path, stdout=subprocess.PIPE
+    ) as runner:
+        assert runner.stdout is not None
+        pgid = int(runner.stdout.readline())
+        wait_for_members(pgid, 3)
+        runner.kill()  # no handler runs: the guard process must do the killing
+        assert runner.wait(timeout=10) == -signal.SIGKILL
+    end = time.monotonic() + 5
+    while live_members(pgid):
+        assert time.monotonic() < end, "the action outlived its SIGKILLed runner"
+        time.sleep(0.02)
+
+
 def test_no_timeout_means_wait(tmp_path: Path) -> None:
     assert run_shell("sleep 0.2; echo ok", cwd=tmp_path, timeout=None).output == "ok\n"
 
