@@ -246,7 +246,7 @@ def _execute(
     if verbose:
         options = dataclasses.replace(options, on_output=output_streamer(json_mode))
     listeners = [make_renderer(json_mode=json_mode, quiet=quiet, verbose=verbose)]
-    listeners += _reporters(loop, junit_xml)
+    listeners += _reporters(loop, junit_xml, json_mode)
     with signals_as_exceptions():
         runner = Runner(
             loop, options, listeners=listeners, progress=progress, run_dir=run_dir, run_id=run_id
@@ -261,7 +261,7 @@ def _execute(
     sys.exit(result.exit_code)
 
 
-def _reporters(loop: Any, junit_xml: str | None) -> list[Any]:
+def _reporters(loop: Any, junit_xml: str | None, json_mode: bool) -> list[Any]:
     """JUnit and GitHub Actions listeners, when asked for."""
     import os
 
@@ -275,7 +275,8 @@ def _reporters(loop: Any, junit_xml: str | None) -> list[Any]:
     if os.environ.get("GITHUB_ACTIONS") == "true":
         from .reports import github_report_from_env
 
-        report = github_report_from_env(loop, sys.stdout)
+        # With --json, stdout carries only events; workflow commands work on stderr too.
+        report = github_report_from_env(loop, sys.stderr if json_mode else sys.stdout)
         if report is not None:
             out.append(report)
     return out
