@@ -236,7 +236,8 @@ def main() -> int:
             "the step log and kept as a 1 MiB tail per stream, so memory does not grow with "
             "output size; the 200 MB case writes its 200 MB log to a temporary directory. "
             "Survivors in (c) are processes (zombies aside) whose environment carries a tag "
-            "the benchmark set, found in /proc after the step returned.\n"
+            "the benchmark set, found in /proc after the step returned. On a machine shared with "
+            "other jobs the (a) wall ratio moves between runs (1.8x to 2.4x seen here).\n"
         )
         write_docs(body)
     return 0 if ok else 1
