@@ -8,6 +8,7 @@ refuse documents nested or aliased deeply enough to crash or stall the program.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -427,7 +428,17 @@ def _reader_error(exc: yaml.YAMLError, text: str, file: str) -> Diagnostic:
 
 
 def _sorted(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
-    return sorted(diagnostics, key=lambda d: (d.file, d.line, d.col, d.severity, d.message))
+    """Sorted by position, each message kept to one printable line."""
+    out = [
+        d if d.message.isprintable() else dataclasses.replace(d, message=_printable(d.message))
+        for d in diagnostics
+    ]
+    return sorted(out, key=lambda d: (d.file, d.line, d.col, d.severity, d.message))
+
+
+def _printable(text: str) -> str:
+    """Names from the file may hold newlines or control characters; show them escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 # -- document -> checks -> model ---------------------------------------------------------------

@@ -125,7 +125,7 @@ def test_every_object_is_closed_except_maps_and_the_judge_schema() -> None:
 def test_every_property_has_a_description() -> None:
     for where, node in walk(SCHEMA):
         for name, prop in node.get("properties", {}).items():
-            if "$ref" in prop or "const" in prop and where.endswith("/if"):
+            if "$ref" in prop or ("const" in prop and where.endswith("/if")):
                 continue  # described where it is defined / only a discriminator
             assert prop.get("description"), f"{where}/properties/{name}"
 
