@@ -92,7 +92,6 @@ class JudgeSession:
         self._record = Cassette(settings.record) if settings.record else None
         self._replay = Cassette(settings.replay) if settings.replay else None
         self._validators: dict[str, Any] = {}
-        self._state = ""
 
     def close(self) -> None:
         """Close every provider client this run opened."""
@@ -109,7 +108,6 @@ class JudgeSession:
     def judge(self, spec: Evaluate, inp: EvalInput) -> Verdict:
         """Judge one action result; never raises except UndefinedVariable from `inp.resolve`."""
         started = time.perf_counter()
-        self._state = inp.state
         prompt = inp.resolve(spec.prompt or DEFAULT_JUDGE_PROMPT)
         text = inp.resolve(spec.source) if spec.source is not None else inp.text
         stderr = "" if spec.source is not None else inp.stderr
@@ -297,16 +295,11 @@ class JudgeSession:
         return provider
 
     def _on_retry(self, attempt: int, delay: float, err: ProviderError) -> None:
-        self.emit(
-            "judge_retry",
-            {
-                "state": self._state,
-                "attempt": attempt,
-                "delay_s": round(delay, 3),
-                "status": err.flags.get("status"),
-                "error": err.message,
-            },
-        )
+        fields: dict[str, Any] = {"attempt": attempt, "delay_s": round(delay, 3)}
+        if "status" in err.flags:
+            fields["status"] = err.flags["status"]
+        fields["error"] = err.message
+        self.emit("judge_retry", fields)
 
     def _interpret(self, call: _Call, reply: JudgeReply) -> Sample:
         from ..providers import prices
@@ -434,7 +427,7 @@ class JudgeSession:
         flags = {k: v for k, v in details.items() if v is True and k not in ("fail_open",)}
         self.emit(
             "judge_fail_open",
-            {"state": inp.state, "error": details.get("error", ""), "flags": sorted(flags)},
+            {"error": details.get("error", ""), "flags": sorted(flags)},
         )
         return Verdict("success", details)
 
