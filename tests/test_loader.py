@@ -209,7 +209,8 @@ def test_duplicate_keys_are_errors_not_silently_dropped(tmp_path: Path) -> None:
 
 def test_parse_takes_bytes_and_a_display_name(tmp_path: Path) -> None:
     loaded, diagnostics = parse(LOOP.encode(), path=tmp_path / "x.yaml", file="<stdin>")
-    assert loaded is not None and not diagnostics
+    assert loaded is not None
+    assert not diagnostics
     _, bad = parse(b"name: [", path=tmp_path / "x.yaml", file="<stdin>")
     assert bad[0].file == "<stdin>"
     assert bad[0].code == "yaml-syntax"
@@ -223,9 +224,7 @@ def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
 
 def test_recursive_and_explosive_aliases_are_refused(tmp_path: Path) -> None:
     recursive = write(tmp_path, "name: &a [*a]\n", "r.yaml")
-    assert [d.code for d in try_load(recursive)[1]] == ["unknown-alias"] or [
-        d.code for d in try_load(recursive)[1]
-    ] == ["recursive-alias"]
+    assert [d.code for d in try_load(recursive)[1]] == ["recursive-alias"]
     levels = ["a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
     levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
     bomb = write(tmp_path, "context:\n" + "".join(f"  {x}\n" for x in levels), "b.yaml")
