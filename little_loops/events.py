@@ -21,7 +21,9 @@ EVENT_NAMES = (
     "retry",
     "route",
     "loop_complete",
+    "judge_retry",
     "judge_fail_open",
+    "lock_reclaimed",
 )
 
 

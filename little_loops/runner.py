@@ -11,7 +11,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,7 +106,6 @@ class Progress:
     on_max_used: bool = False
     attempt: int = 0  # retry attempt of the step in progress (0 between steps)
     pid: int = 0  # the ll process that owns the run
-    action_pgid: int | None = None  # process group of the action running now
     options: dict[str, Any] = field(default_factory=dict)  # command-line options, for resume
     last_route: dict[str, Any] | None = None
     outcome: str | None = None
@@ -203,6 +202,11 @@ class Runner:
         progress.pid = os.getpid()
         self.progress = progress
         self.redactor = Redactor.for_run(self.env, progress.context, loop.secrets)
+        self._lock: LoopLock | None = None
+        if not self.options.allow_concurrent:
+            # Before the run directory exists, so a refused start leaves nothing behind.
+            self._lock = LoopLock(self.options.base_dir, loop.path)
+            self._lock.acquire(progress.run_id, loop.path)
         if run_dir is None:
             run_dir = RunDir.create(self.options.base_dir, progress.run_id)
             # The file as it was at the start, so `ll resume` can tell what changed since.
@@ -214,7 +218,6 @@ class Runner:
             [self._sink, *(listeners or [])],
             redact=self.redactor.obj if self.redactor else None,
         )
-        self._lock: LoopLock | None = None
         self._judge: Any = None
         self._t0 = time.monotonic() - progress.elapsed_ms / 1000.0
 
@@ -223,11 +226,6 @@ class Runner:
     def run(self) -> RunResult:
         """Run until a terminal state, a limit, an error or a signal; always persists the end."""
         p = self.progress
-        try:
-            self._acquire_lock()
-        except LoopError:
-            self._close()
-            raise
         self._emit(
             "loop_start",
             loop=self.loop.name,
@@ -256,13 +254,6 @@ class Runner:
             return self._finish("interrupted", p.current, "terminated (SIGTERM)", EXIT_TERMINATED)
         finally:
             self._close()
-
-    def _acquire_lock(self) -> None:
-        if self.options.allow_concurrent:
-            return
-        lock = LoopLock(self.options.base_dir, self.loop.path)
-        lock.acquire(self.progress.run_id, self.loop.path)
-        self._lock = lock
 
     def _next_step(self) -> None:
         p = self.progress
@@ -714,7 +705,6 @@ def prepare_resume(
             "resume anyway with --force, or start a new run",
             exit_code=EXIT_RUN_ERROR,
         )
-    _kill_orphaned_action(progress)
     saved = progress.options
     options = RunOptions(
         base_dir=base,
@@ -766,14 +756,3 @@ def _change_summary(run_dir: RunDir, path: Path) -> str:
         if first is None:
             first = j1 + 1
     return f"{added} line(s) added, {removed} removed, first change at line {first}"
-
-
-def _kill_orphaned_action(progress: Progress) -> None:
-    """After `kill -9` of ll, its action's process group lives on; end it before re-running."""
-    import signal
-
-    pgid = progress.action_pgid
-    if pgid:
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-        progress.action_pgid = None
