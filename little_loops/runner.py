@@ -515,8 +515,8 @@ class Runner:
                 "reason": details.get("reason"),
             }
         value = details.get("value")
-        is_number = isinstance(value, int | float) and not isinstance(value, bool)
-        if is_number and state.evaluate is not None and state.evaluate.type == "convergence":
+        converging = state.evaluate is not None and state.evaluate.type == "convergence"
+        if converging and isinstance(value, int | float) and not isinstance(value, bool):
             p.convergence[state.name] = float(value)
         reason = details.get("reason")
         if isinstance(reason, str) and reason:
