@@ -144,8 +144,8 @@ def run_shell(
     """Run `[shell, "-c", command]` in a new process group, stdin from /dev/null.
 
     `env` is the child's whole environment (None: inherit ours). Each chunk of either stream is
-    appended to `log_path` (parents created; the file is opened for appending) and passed to
-    `on_output("stdout" | "stderr", chunk)`. Raises ActionStartError when the shell or `cwd`
+    appended to `log_path` (created with its parents at the first byte, so a silent action
+    leaves none) and passed to `on_output("stdout" | "stderr", chunk)`. Raises ActionStartError when the shell or `cwd`
     does not exist.
     """
     _check_cwd(cwd)
@@ -342,7 +342,7 @@ class _Sink:
         self,
         stdout: _Tail,
         stderr: _Tail,
-        log: BinaryIO | None,
+        log_path: Path | None,
         on_output: OutputHook | None,
         on_stdout: Callable[[bytes], None] | None,
     ) -> None:
@@ -351,7 +351,10 @@ class _Sink:
         self.sel: selectors.BaseSelector = _Selector()
         self.streams: dict[int, tuple[str, _Tail]] = {}
         self.open: set[int] = set()
-        self.log = log
+        # Opened at the first byte: a step that prints nothing leaves no empty log behind,
+        # and a silent step does not pay for creating a file.
+        self.log_path = log_path
+        self.log: BinaryIO | None = None
         self.on_output = on_output
         self.on_stdout = on_stdout
         self.total = 0
@@ -406,7 +409,10 @@ class _Sink:
             return
         name, tail = self.streams[fd]
         self.total += len(chunk)
-        if self.log is not None:
+        if self.log_path is not None:
+            if self.log is None:
+                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                self.log = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - see close()
             self.log.write(chunk)
         tail.add(chunk)
         if self.on_stdout is not None and name == "stdout":
@@ -435,11 +441,7 @@ def _execute(
     on_stdout: Callable[[bytes], None] | None = None,
 ) -> _Run:
     """Start argv in its own group and pump its output until it and its group are gone."""
-    log: BinaryIO | None = None
-    if log_path is not None:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - closed in the finally below
-    sink = _Sink(_Tail(tail_bytes), _Tail(tail_bytes), log, on_output, on_stdout)
+    sink = _Sink(_Tail(tail_bytes), _Tail(tail_bytes), log_path, on_output, on_stdout)
     started = time.monotonic()
     try:
         proc = subprocess.Popen(

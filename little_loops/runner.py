@@ -12,7 +12,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,7 @@ class Progress:
     prev: dict[str, Any] = field(default_factory=dict)
     convergence: dict[str, float] = field(default_factory=dict)
     prior_reasons: dict[str, str] = field(default_factory=dict)
-    path: list[str] = field(default_factory=list)
+    path: list[str] = field(default_factory=list)  # not persisted: events.jsonl has it
     on_max_used: bool = False
     attempt: int = 0  # retry attempt of the step in progress (0 between steps)
     pid: int = 0  # the ll process that owns the run
@@ -113,12 +113,16 @@ class Progress:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Shallow on purpose: this runs after every step and json.dumps walks the rest.
+        # The path grows with every step, so it stays out (events.jsonl records it).
+        return {name: getattr(self, name) for name in _PERSISTED}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Progress:
-        names = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return cls(**{k: v for k, v in data.items() if k in _PERSISTED})
+
+
+_PERSISTED = tuple(name for name in Progress.__dataclass_fields__ if name != "path")
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,8 @@ class Runner:
         self.env: Mapping[str, str] = (
             self.options.env if self.options.env is not None else dict(os.environ)
         )
+        # None lets actions inherit our environment without re-encoding it every step.
+        self._child_env = self.options.env
         self._sleep = sleep
         self._rng = rng or random.Random()
         self.resumed = progress is not None
@@ -462,7 +468,7 @@ class Runner:
                     claude=self.options.claude,
                     flags=self.options.claude_flags,
                     cwd=self.loop.cwd,
-                    env=self.env,
+                    env=self._child_env,
                     timeout=timeout,
                     log_path=log,
                     on_output=on_output,
@@ -472,7 +478,7 @@ class Runner:
                     command,
                     shell=self.loop.shell,
                     cwd=self.loop.cwd,
-                    env=self.env,
+                    env=self._child_env,
                     timeout=timeout,
                     log_path=log,
                     on_output=on_output,
@@ -684,6 +690,7 @@ def prepare_resume(
 
     run_dir = _resumable(base, run_id) if run_id is None else find_run(base, run_id)
     progress = Progress.from_dict(run_dir.read_state())
+    progress.path = _path_from_events(run_dir, progress.step)
     if progress.status == "finished":
         raise LoopError(
             f"run {progress.run_id} already finished ({progress.outcome}); "
@@ -756,3 +763,15 @@ def _change_summary(run_dir: RunDir, path: Path) -> str:
         if first is None:
             first = j1 + 1
     return f"{added} line(s) added, {removed} removed, first change at line {first}"
+
+
+def _path_from_events(run_dir: RunDir, steps: int) -> list[str]:
+    """The states of finished steps 1..`steps`, in order (a re-run step counts once)."""
+    from .events import read_events
+
+    by_step: dict[int, str] = {}
+    for event in read_events(run_dir.events_path):
+        step = event.get("step")
+        if event.get("event") == "state_enter" and isinstance(step, int) and step <= steps:
+            by_step[step] = str(event.get("state"))
+    return [by_step[i] for i in sorted(by_step)]

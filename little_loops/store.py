@@ -79,7 +79,9 @@ class RunDir:
     def write_state(self, data: dict[str, Any], *, fsync: bool = False) -> None:
         data = {"version": STATE_VERSION, **data}
         atomic_write_text(
-            self.state_path, json.dumps(data, ensure_ascii=False, indent=1) + "\n", fsync=fsync
+            self.state_path,
+            json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n",
+            fsync=fsync,
         )
 
     def read_state(self) -> dict[str, Any]:

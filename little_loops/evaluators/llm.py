@@ -221,10 +221,11 @@ class JudgeSession:
                     replay_miss=True,
                     cassette=str(self._replay.path),
                 )
-            return Sample(
-                str(response.get("verdict")),
-                {**dict(response.get("details") or {}), "replayed": True},
-            )
+            recorded = dict(response.get("details") or {})
+            # Nothing is spent on a replayed answer; the recorded cost stays for reference.
+            recorded["recorded_cost_usd"] = recorded.get("cost_usd", 0.0)
+            recorded["cost_usd"] = 0.0
+            return Sample(str(response.get("verdict")), {**recorded, "replayed": True})
         started = time.perf_counter()
         sample = self._ask(call, request)
         sample.details["latency_ms"] = _ms(started)

@@ -1,0 +1,75 @@
+"""Write the judge cassette of loops/judge-release-notes.yaml, so the example runs offline.
+
+Run: python scripts/record_example_cassette.py [OUT]
+
+The answers are scripted here (this is a demo, not a real model's judgement): the judge
+calls the thin first draft a failure and the second draft a success. A local server on
+127.0.0.1 speaks the Messages API, the real `ll run --record` asks it, and the exchanges
+land in the cassette. Re-run this after changing the judge's input format or the loop.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from llm_server import LlmServer, message  # noqa: E402
+
+LOOP = REPO / "loops" / "judge-release-notes.yaml"
+CASSETTE = REPO / "loops" / "judge-release-notes.cassette.jsonl"
+
+ANSWERS = [
+    {
+        "verdict": "failure",
+        "confidence": 0.93,
+        "reason": "The notes say 'various improvements' but name no specific fix or feature.",
+    },
+    {
+        "verdict": "success",
+        "confidence": 0.95,
+        "reason": "They name a fix (crash on empty input, #41) and a feature (--json, #57).",
+    },
+]
+
+
+def record(out: Path) -> subprocess.CompletedProcess[str]:
+    """Run the example against the scripted server with --record OUT; returns the run."""
+    if out.exists():
+        out.unlink()
+    with LlmServer() as server, tempfile.TemporaryDirectory() as work:
+        server.script(
+            *(
+                message(a, model="claude-sonnet-5-5", input_tokens=420, output_tokens=60)
+                for a in ANSWERS
+            )
+        )
+        env = {
+            **os.environ,
+            "ANTHROPIC_BASE_URL": server.url,
+            "ANTHROPIC_API_KEY": "demo-key-for-the-local-server",
+        }
+        env.pop("LL_MODEL", None)
+        return subprocess.run(
+            [sys.executable, "-m", "little_loops", "run", str(LOOP), "--record", str(out),
+             "--no-cache", "--quiet"],
+            cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+
+def main() -> None:
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else CASSETTE
+    proc = record(out)
+    sys.stdout.write(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        sys.exit(f"recording failed with exit code {proc.returncode}")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
