@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from little_loops.loader import load  # noqa: E402
-from little_loops.runner import RunOptions, Runner  # noqa: E402
+from little_loops.loader import load
+from little_loops.runner import Runner, RunOptions
 
 LOOP = """\
 name: bench-steps
@@ -54,7 +54,8 @@ def runner(steps: int, base: Path, fsync: bool) -> float:
     started = time.perf_counter()
     result = Runner(loop, options).run()
     elapsed = time.perf_counter() - started
-    assert result.outcome == "max_iterations" and result.steps == steps, result
+    assert result.outcome == "max_iterations", result
+    assert result.steps == steps, result
     return elapsed
 
 
@@ -83,12 +84,9 @@ def main() -> None:
     per_step_ms = (r - f) / args.steps * 1000
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
     print(f"steps: {args.steps}, repeats: {args.repeat}, fsync: {args.fsync}, dir: {args.dir}")
-    print(
-        f"floor  (subprocess.run 'true' x{args.steps}): median {f:.3f} s  ({f / args.steps * 1000:.3f} ms each)"
-    )
-    print(
-        f"runner (loop of 'true', {args.steps} steps):  median {r:.3f} s  ({r / args.steps * 1000:.3f} ms each)"
-    )
+    each_f, each_r = f / args.steps * 1000, r / args.steps * 1000
+    print(f"floor  (subprocess.run 'true' x{args.steps}): median {f:.3f} s ({each_f:.3f} ms each)")
+    print(f"runner (loop of 'true', {args.steps} steps):  median {r:.3f} s ({each_r:.3f} ms each)")
     print(f"overhead per step: {per_step_ms:.3f} ms (target <= 0.5 ms)")
 
 

@@ -145,8 +145,8 @@ def run_shell(
 
     `env` is the child's whole environment (None: inherit ours). Each chunk of either stream is
     appended to `log_path` (created with its parents at the first byte, so a silent action
-    leaves none) and passed to `on_output("stdout" | "stderr", chunk)`. Raises ActionStartError when the shell or `cwd`
-    does not exist.
+    leaves none) and passed to `on_output("stdout" | "stderr", chunk)`. Raises
+    ActionStartError when the shell or `cwd` does not exist.
     """
     _check_cwd(cwd)
     try:
