@@ -99,11 +99,30 @@ def parse(
 
 
 def load_document(
-    doc: Any, *, path: Path, file: str | None = None
+    doc: Any, *, path: Path, file: str | None = None, smap: SourceMap | None = None
 ) -> tuple[Loop | None, list[Diagnostic]]:
-    """Check and build a loop from an already-parsed document (positions all 1:1)."""
+    """Check and build a loop from an already-parsed document.
+
+    `smap` says where each node came from (a compiled paradigm maps its states back to the
+    paradigm file's lines); without it every position is 1:1.
+    """
     file = str(path) if file is None else file
-    return _from_document(doc, SourceMap(), path=path, file=file, sha256="")
+    return _from_document(doc, smap or SourceMap(), path=path, file=file, sha256="")
+
+
+def read_document(path: Path, file: str | None = None) -> tuple[Any, SourceMap | None, list[Diagnostic]]:
+    """The YAML document in `path` and its positions; (None, None, errors) when it cannot be read."""
+    file = str(path) if file is None else file
+    data = _read(path, file)
+    if isinstance(data, Diagnostic):
+        return None, None, [data]
+    text = _decode(data, file)
+    if isinstance(text, Diagnostic):
+        return None, None, [text]
+    doc, smap, diagnostics, complete = _compose(text, file)
+    if not complete or diagnostics:
+        return None, None, _sorted(diagnostics)
+    return doc, smap, []
 
 
 # -- reading ------------------------------------------------------------------------------
@@ -461,18 +480,13 @@ def _from_document(
             "not-a-mapping",
             f"a loop file must be a mapping of keys (name:, initial:, states:), not {kind}",
         )
-    paradigm = doc.get("paradigm")
-    if isinstance(paradigm, str) and paradigm in PARADIGMS:
-        return None, error(
-            smap.value(("paradigm",)),
-            "unsupported-paradigm",
-            f"paradigm files are not supported yet; 'paradigm: {paradigm}' needs the compiler, "
-            "so write the loop as states (paradigm: fsm, or no 'paradigm' key)",
-        )
     issues = schema_issues(doc)
     diagnostics = [
         locate_issue(i, file=file, locate_value=smap.value, locate_key=smap.key) for i in issues
     ]
+    paradigm = doc.get("paradigm")
+    if isinstance(paradigm, str) and paradigm in PARADIGMS:
+        return _compiled(doc, smap, diagnostics, path=path, file=file, sha256=sha256)
     # Semantic checks of a state whose own keys are wrong would only repeat the schema's news.
     tainted = frozenset(
         str(i.path[1]) if len(i.path) >= 2 and i.path[0] == "states" else checks.WHOLE_LOOP
@@ -494,6 +508,26 @@ def _from_document(
     if any(d.severity == "error" for d in diagnostics):
         return None, diagnostics
     return loop, diagnostics
+
+
+def _compiled(
+    doc: dict[str, Any],
+    smap: SourceMap,
+    diagnostics: list[Diagnostic],
+    *,
+    path: Path,
+    file: str,
+    sha256: str,
+) -> tuple[Loop | None, list[Diagnostic]]:
+    """A paradigm file: its own errors first, else its compiled states, checked like any loop."""
+    if diagnostics:
+        return None, _sorted(diagnostics)
+    from .paradigms import compile_document  # only paradigm files pay for the compiler
+
+    compiled, found = compile_document(doc, smap, file=file)
+    if compiled is None:
+        return None, _sorted(found)
+    return _from_document(compiled.doc, compiled.smap, path=path, file=file, sha256=sha256)
 
 
 def _is_num(value: Any) -> bool:

@@ -39,6 +39,7 @@ KEYWORDS = frozenset(
         "exclusiveMinimum",
         "items",
         "minItems",
+        "maxItems",
         "uniqueItems",
         "pattern",
         "minLength",
@@ -209,6 +210,13 @@ class _Checker:
             yield SchemaIssue(
                 path, "empty", f"{subject(path)} must list at least {n} item{'s' * (n != 1)}"
             )
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            n = schema["maxItems"]
+            yield SchemaIssue(
+                path,
+                "too-many",
+                f"{subject(path)} must list at most {n} item{'s' * (n != 1)}, not {len(value)}",
+            )
         if schema.get("uniqueItems"):
             seen: list[Any] = []
             for item in value:
@@ -270,6 +278,8 @@ def _unknown_key_issue(key: str, valid: list[str], path: NodePath) -> SchemaIssu
 
 
 def _name_issue(key: str, names: Mapping[str, Any], path: NodePath) -> SchemaIssue:
+    if "enum" in names:  # a closed set of keys that depends on a discriminator (`paradigm`)
+        return _unknown_key_issue(key, [str(n) for n in names["enum"]], path)
     pattern = names.get("pattern", "")
     hint = _PATTERN_HINTS.get(pattern, f"it must match {pattern}")
     if path == ("states",):

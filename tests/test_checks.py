@@ -314,12 +314,8 @@ CASES = {
         ["loop.yaml:12:3: warning: state 'done' is terminal, so its routes are never used"],
     ),
     "paradigm": (
-        "name: x\nparadigm: goal\ngoal: tests pass\ntools: [make test, make fix]\n",
-        [
-            "loop.yaml:2:11: error: paradigm files are not supported yet; 'paradigm: goal' "
-            "needs the compiler, so write the loop as states (paradigm: fsm, or no 'paradigm' "
-            "key)",
-        ],
+        "name: x\nparadigm: goal\ngoal: tests pass\ntools: [make test]\n",
+        ["loop.yaml:4:8: error: 'tools' must list at least 2 items"],
     ),
     "not-a-mapping": (
         "- a\n- b\n",

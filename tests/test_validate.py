@@ -194,13 +194,12 @@ def test_unreadable_file(tmp_path: Path) -> None:
 
 def test_paradigm_file_is_one_clear_line(tmp_path: Path) -> None:
     path = tmp_path / "goal.yaml"
-    path.write_text("name: g\nparadigm: convergence\ncheck: wc -l\ntoward: 0\nusing: /fix\n")
+    path.write_text(
+        "name: g\nparadigm: convergence\ncheck: wc -l\ntoward: 0\nusing: /fix\ntolerance: -1\n"
+    )
     result = ll("validate", str(path))
     assert result.returncode == 2
-    assert result.stdout == (
-        f"{path}:2:11: error: paradigm files are not supported yet; 'paradigm: convergence' "
-        "needs the compiler, so write the loop as states (paradigm: fsm, or no 'paradigm' key)\n"
-    )
+    assert result.stdout == f"{path}:6:12: error: 'tolerance' must be at least 0, not -1\n"
 
 
 def test_fsm_paradigm_is_the_native_form(tmp_path: Path) -> None:
