@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,14 +27,27 @@ EVENT_NAMES = (
 )
 
 
+_second: tuple[int, str] = (-1, "")
+
+
 def utc_now() -> str:
-    """ISO 8601 UTC with milliseconds, e.g. 2026-11-22T04:14:30.123Z."""
-    now = datetime.now(timezone.utc)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    """ISO 8601 UTC with milliseconds, e.g. 2026-11-22T04:14:30.123Z (every event has one)."""
+    global _second
+    now = time.time()
+    whole = int(now)
+    if whole != _second[0]:
+        _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
+    return f"{_second[1]}.{int((now - whole) * 1000):03d}Z"
 
 
 class JsonlSink:
-    """Appends one JSON object a line; flushed per event so a crash loses at most a partial line."""
+    """Appends one JSON object a line.
+
+    Lines are buffered until `flush`, which the runner calls before each action starts (so
+    `ll logs -f` shows a running step) and before it writes state.json (so the log is never
+    behind the state). A crash loses at most the events of the step it cut off, which a
+    resumed run re-runs anyway.
+    """
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -42,6 +55,8 @@ class JsonlSink:
 
     def __call__(self, event: Event) -> None:
         self._file.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+    def flush(self) -> None:
         self._file.flush()
 
     def close(self) -> None:

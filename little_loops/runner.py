@@ -439,6 +439,7 @@ class Runner:
             action=command,
             action_type=state.action_type,
         )
+        self._sink.flush()
         timeout = self._action_timeout(state)
         remaining = self._remaining()
         if remaining is not None:
@@ -602,6 +603,7 @@ class Runner:
         return self.emitter.emit(name, fields, step=step, state=state)
 
     def _persist(self) -> None:
+        self._sink.flush()
         self.progress.elapsed_ms = self._elapsed_ms()
         data = self.progress.to_dict()
         if self.redactor:
@@ -619,7 +621,6 @@ class Runner:
         p.status = "interrupted" if outcome == "interrupted" else "finished"
         p.outcome, p.exit_code, p.error = outcome, code, error
         duration_ms = self._elapsed_ms()
-        self._persist()
         self._emit(
             "loop_complete",
             final_state=final_state,
@@ -630,6 +631,8 @@ class Runner:
             error=error,
             cost_usd=round(p.cost_usd, 6),
         )
+        # After the event, so whoever sees the final state also finds the event in the log.
+        self._persist()
         return RunResult(
             run_id=p.run_id,
             outcome=outcome,
