@@ -430,6 +430,63 @@ def graph(file: str, fmt: str, run_id: str | None) -> None:
     click.echo(draw(loop, fmt, run_dir=run_dir), nl=False)
 
 
+@main.command(name="compile")
+@click.argument("file", type=click.Path(dir_okay=False))
+def compile_(file: str) -> None:
+    """Print the states a paradigm file compiles to, as a loop file `ll validate` accepts.
+
+    Comments say which line of FILE each state came from. `ll run` and `ll validate` compile
+    paradigm files by themselves; a file already in the native form is printed as it is.
+    Problems go to stderr with FILE's lines; exit 2 when there is an error.
+
+    \b
+    Example:
+      ll compile loops/keep-invariants.yaml > keep-invariants.fsm.yaml
+    """
+    from pathlib import Path
+
+    from .paradigms import compile_file, to_yaml
+
+    compiled, diagnostics = compile_file(Path(file))
+    for d in diagnostics:
+        click.echo(d.format(), err=True)
+    if any(d.severity == "error" for d in diagnostics):
+        sys.exit(2)
+    if compiled is None:  # already states
+        click.echo(Path(file).read_text(encoding="utf-8-sig"), nl=False)
+        return
+    click.echo(to_yaml(compiled, file), nl=False)
+
+
+@main.command()
+@click.argument("name", default="loop")
+@click.option(
+    "--paradigm",
+    type=click.Choice(["fsm", "goal", "convergence", "invariants", "imperative"]),
+    default="fsm",
+    show_default=True,
+    help="The form of the starter loop.",
+)
+@click.option("--force", is_flag=True, help="Overwrite NAME.yaml if it exists.")
+def init(name: str, paradigm: str, force: bool) -> None:
+    """Write a commented starter loop NAME.yaml (default: loop.yaml) that runs as it is.
+
+    Its first line points yaml-language-server at the schema shipped with ll (a path
+    relative to the new file), for completion and hover help in editors.
+
+    \b
+    Example:
+      ll init fix-tests --paradigm goal && ll run fix-tests.yaml
+    """
+    from pathlib import Path
+
+    from .paradigms import write_starter
+
+    path = Path(name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
+    write_starter(path, paradigm, force=force)
+    click.echo(f"ll: wrote {path} (paradigm: {paradigm}); try: ll run {path}")
+
+
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of loop files (for editors and yaml-language-server).
