@@ -110,8 +110,10 @@ def load_document(
     return _from_document(doc, smap or SourceMap(), path=path, file=file, sha256="")
 
 
-def read_document(path: Path, file: str | None = None) -> tuple[Any, SourceMap | None, list[Diagnostic]]:
-    """The YAML document in `path` and its positions; (None, None, errors) when it cannot be read."""
+def read_document(
+    path: Path, file: str | None = None
+) -> tuple[Any, SourceMap | None, list[Diagnostic]]:
+    """The document in `path` and its positions; (None, None, errors) when it cannot be read."""
     file = str(path) if file is None else file
     data = _read(path, file)
     if isinstance(data, Diagnostic):

@@ -118,10 +118,10 @@ class _Out:
         n = len(source)
         for path, pos in self.src.values.items():
             if path[:n] == source:
-                self.smap.values[(*dest, *path[n:])] = pos
+                self.smap.values[dest + path[n:]] = pos
         for path, pos in self.src.keys.items():
             if path[:n] == source:
-                self.smap.keys[(*dest, *path[n:])] = pos
+                self.smap.keys[dest + path[n:]] = pos
         self.smap.values.setdefault(dest, self.src.value(source))
         self.smap.keys.setdefault(dest, self.src.key(source))
 
@@ -219,7 +219,11 @@ def _convergence(doc: Mapping[str, Any], out: _Out) -> None:
     }
     out.state("measure", measure, ("check",), "check")
     out.graft(("states", "measure", "evaluate"), ("check",))
-    for key, source in (("target", "toward"), ("tolerance", "tolerance"), ("direction", "direction")):
+    for key, source in (
+        ("target", "toward"),
+        ("tolerance", "tolerance"),
+        ("direction", "direction"),
+    ):
         if source in doc:
             out.graft(("states", "measure", "evaluate", key), (source,))
     out.state("apply", _then(doc["using"], "measure"), ("using",), "using")
@@ -265,7 +269,12 @@ def _until(raw: Mapping[str, Any]) -> dict[str, Any]:
     """`until` as check_done's evaluator: it reads the last step, since check_done runs nothing."""
     kind = raw.get("type")
     if kind == "exit_code":
-        return {"type": "output_numeric", "source": "${prev.exit_code}", "operator": "eq", "target": 0}
+        return {
+            "type": "output_numeric",
+            "source": "${prev.exit_code}",
+            "operator": "eq",
+            "target": 0,
+        }
     if kind in ("all", "any"):
         return {**raw, "of": [_until(sub) for sub in raw["of"]]}
     if "source" in raw:
@@ -508,9 +517,7 @@ def write_starter(path: Path, paradigm: str, *, force: bool) -> Path:
 
     name = path.name.removesuffix(".yaml").removesuffix(".yml")
     if not name or any(c not in _NAME_OK for c in name):
-        raise LoopError(
-            f"'{name}' is not a valid loop name; use letters, digits, '-', '_' and '.'"
-        )
+        raise LoopError(f"'{name}' is not a valid loop name; use letters, digits, '-', '_' and '.'")
     if paradigm not in _BODIES:
         raise LoopError(f"unknown paradigm '{paradigm}'; use one of: {', '.join(_BODIES)}")
     if path.exists() and not force:
