@@ -5,8 +5,8 @@ Conventions for fenced ```yaml blocks in README.md and docs/*.md:
 - a block whose top level has `states:` or `paradigm:` is a whole loop file and must load with
   no diagnostics at all (no errors, no warnings);
 - a block whose first line starts with `# partial` is a fragment: it only has to be YAML;
-- a block whose first line starts with `# invalid` shows a mistake on purpose: it must be YAML
-  and the loader must reject it;
+- a block whose first (or, after a modeline, second) line starts with `# invalid` shows a
+  mistake on purpose: it must be YAML and the loader must reject it;
 - anything else (GitHub Actions workflows, GitLab CI, judge schemas) only has to be YAML.
 
 docs/loop-reference.md's whole loops are loaded by tests/test_schema.py
@@ -83,7 +83,9 @@ def kind(block: Block) -> str:
     first = block.text.lstrip().split("\n", 1)[0]
     if first.startswith("# partial"):
         return "partial"
-    if first.startswith("# invalid"):
+    # `# invalid` may follow a yaml-language-server modeline, which must come first
+    head = block.text.lstrip().split("\n", 2)[:2]
+    if any(line.startswith("# invalid") for line in head):
         return "invalid"
     try:
         doc = yaml.safe_load(block.text)
@@ -192,19 +194,16 @@ def ll_commands() -> set[str]:
     return set(re.findall(r"^  ([a-z][a-z-]*)\b", section, re.M))
 
 
-MENTION = re.compile(r"(?<![\w./-])ll ([a-z][a-z-]*)\b|/bin/ll ([a-z][a-z-]*)\b")
+# `ll run`, `.venv/bin/ll run`; not `ll gr<Tab>` (a word being completed)
+MENTION = re.compile(r"(?:(?<![\w./-])|/bin/)ll ([a-z][a-z-]*)(?![\w<-])")
 
 
 def test_every_ll_command_in_the_docs_exists() -> None:
     known = ll_commands()
     assert {"run", "validate", "resume", "schema"} <= known
-    unknown = sorted(
-        f"{p.relative_to(REPO)}: ll {name}"
-        for p in DOCS
-        for m in MENTION.finditer(p.read_text(encoding="utf-8"))
-        for name in [m[1] or m[2]]
-        if name not in known
-    )
+    mentions = [(p, m[1]) for p in DOCS for m in MENTION.finditer(p.read_text(encoding="utf-8"))]
+    assert {"run", "validate", "resume", "schema", "init", "logs"} <= {n for _, n in mentions}
+    unknown = sorted(f"{p.relative_to(REPO)}: ll {n}" for p, n in mentions if n not in known)
     assert unknown == []
 
 
