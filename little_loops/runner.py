@@ -51,17 +51,27 @@ class Terminated(BaseException):
 
 @contextmanager
 def signals_as_exceptions() -> Iterator[None]:
-    """While a run is in progress, SIGTERM raises Terminated (SIGINT already raises)."""
+    """While a run is in progress, SIGINT and SIGTERM raise, so the action is stopped and the
+    run persisted; a second signal ends the process at once (state.json is only ever replaced
+    whole, so the run stays resumable)."""
     import signal
 
-    def on_term(signum: int, frame: object) -> None:
+    received: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        if received:
+            os._exit(EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_TERMINATED)
+        received.append(signum)
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
         raise Terminated
 
-    old = signal.signal(signal.SIGTERM, on_term)
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
 
 
 @dataclass(frozen=True)

@@ -278,3 +278,33 @@ def test_terminal_view_uses_colour_unless_no_color(tmp_path: Path) -> None:
     code, text = _run_in_pty([*LL, "run", str(path)], tmp_path, {**env, "NO_COLOR": "1"})
     assert code == 0
     assert "\x1b[3" not in text  # no colour codes (cursor control for the spinner may remain)
+
+
+def test_second_ctrl_c_ends_at_once(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    path = loop_file(
+        tmp_path,
+        f"""
+        name: stubborn
+        initial: a
+        on_error: z
+        states:
+          a: {{action: "trap '' TERM; touch {started}; sleep 30", next: z}}
+          z: {{terminal: true}}
+        """,
+    )
+    proc = subprocess.Popen(
+        [*LL, "run", str(path)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 15
+    while not started.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)  # the action ignores SIGTERM: ll waits out its grace
+    time.sleep(0.1)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130
+    assert time.monotonic() - sent < 0.5
+    assert b"Traceback" not in err
