@@ -13,7 +13,8 @@ from .model import Loop, State
 
 def dry_run(loop: Loop, overrides: Mapping[str, str]) -> str:
     """The interpolated plan of the first state and the routes of every state, as text."""
-    context = resolve_context(loop.context, overrides)
+    loop_scope = {"name": loop.name, "run_id": "(dry-run)", "started_at": ""}
+    context = resolve_context(loop.context, overrides, loop=loop_scope)
     first = loop.states[loop.initial]
     lines = [
         f"loop: {loop.name} ({loop.path})",

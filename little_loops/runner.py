@@ -189,14 +189,20 @@ class Runner:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self.resumed = progress is not None
-        context = resolve_context(loop.context, self.options.overrides, env=self.env)
+        run_id = progress.run_id if progress else (run_id or new_run_id(loop.name))
+        started_at = progress.started_at if progress else utc_now()
+        # Context values may use ${env.X} and ${loop.name|run_id|started_at}.
+        loop_scope = {"name": loop.name, "run_id": run_id, "started_at": started_at}
+        context = resolve_context(
+            loop.context, self.options.overrides, env=self.env, loop=loop_scope
+        )
         if progress is None:
             o = self.options
             progress = Progress(
-                run_id=run_id or new_run_id(loop.name),
+                run_id=run_id,
                 loop_file=str(loop.path.resolve()),
                 loop_sha256=loop.source_sha256,
-                started_at=utc_now(),
+                started_at=started_at,
                 context=context,
                 max_iterations=o.max_iterations or loop.max_iterations,
                 current=loop.initial,

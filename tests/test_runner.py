@@ -381,3 +381,24 @@ def test_every_shipped_loop_runs(shipped: Path, tmp_path: Path) -> None:
     options = RunOptions(base_dir=tmp_path, replay=cassette if cassette.exists() else None)
     result = Runner(loop, options, sleep=lambda s: None).run()
     assert result.exit_code == 0, result
+
+
+def test_context_may_use_loop_and_env(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = run_loop(
+        tmp_path,
+        f"""
+        name: ctx
+        initial: a
+        on_error: z
+        context:
+          tag: "${{loop.name}}-${{loop.run_id}}"
+          home: "${{env.LL_TEST_HOME_VALUE}}"
+        states:
+          a: {{action: "printf '%s %s' '${{context.tag}}' '${{context.home}}' > {out}", next: z}}
+          z: {{terminal: true}}
+        """,
+        env={"LL_TEST_HOME_VALUE": "here", "PATH": "/usr/bin:/bin"},
+    )
+    assert result.outcome == "success", result.error
+    assert out.read_text() == f"ctx-{result.run_id} here"
