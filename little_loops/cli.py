@@ -218,7 +218,7 @@ def resume(
     """
     from pathlib import Path
 
-    from .runner import prepare_resume
+    from .resume import prepare_resume
 
     loop, options, progress, run_dir = prepare_resume(
         Path.cwd(), run_id, force=force, overrides=_parse_sets(sets)

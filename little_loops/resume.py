@@ -1,0 +1,116 @@
+"""`ll resume`: pick up a run from its last finished step, refusing what cannot be resumed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from .errors import EXIT_RUN_ERROR, LoopError
+from .model import Loop
+from .runner import Progress, RunOptions
+from .store import RunDir
+
+
+def prepare_resume(
+    base: Path,
+    run_id: str | None,
+    *,
+    force: bool = False,
+    overrides: Mapping[str, str] | None = None,
+) -> tuple[Loop, RunOptions, Progress, RunDir]:
+    """Everything `Runner` needs to continue a run from its last finished step.
+
+    Refuses a finished run, a run whose owner is still alive, and (unless `force`) a run whose
+    loop file changed since it started, with a summary of the change.
+    """
+    from .loader import load
+    from .store import find_run, pid_alive
+
+    run_dir = _resumable(base, run_id) if run_id is None else find_run(base, run_id)
+    progress = Progress.from_dict(run_dir.read_state())
+    progress.path = _path_from_events(run_dir, progress.step)
+    if progress.status == "finished":
+        raise LoopError(
+            f"run {progress.run_id} already finished ({progress.outcome}); "
+            f"start a new one with 'll run {progress.loop_file}'",
+            exit_code=EXIT_RUN_ERROR,
+        )
+    if progress.status == "running" and progress.pid != os.getpid() and pid_alive(progress.pid):
+        raise LoopError(
+            f"run {progress.run_id} is still running (pid {progress.pid}); "
+            f"stop it first with 'll stop {progress.run_id}'",
+            exit_code=EXIT_RUN_ERROR,
+        )
+    path = Path(progress.loop_file)
+    loop = load(path)
+    if loop.source_sha256 != progress.loop_sha256 and not force:
+        raise LoopError(
+            f"{path} changed since run {progress.run_id} started "
+            f"({_change_summary(run_dir, path)}); "
+            "resume anyway with --force, or start a new run",
+            exit_code=EXIT_RUN_ERROR,
+        )
+    saved = progress.options
+    options = RunOptions(
+        base_dir=base,
+        overrides={**saved.get("overrides", {}), **(overrides or {})},
+        max_iterations=progress.max_iterations,
+        claude=tuple(saved.get("claude") or ("claude",)),
+        claude_flags=tuple(saved.get("claude_flags") or ("--dangerously-skip-permissions",)),
+        model=saved.get("model"),
+        cache=bool(saved.get("cache", True)),
+        record=Path(saved["record"]) if saved.get("record") else None,
+        replay=Path(saved["replay"]) if saved.get("replay") else None,
+    )
+    progress.status = "running"
+    return loop, options, progress, run_dir
+
+
+def _resumable(base: Path, run_id: str | None) -> RunDir:
+    from .store import list_runs
+
+    for run_dir in reversed(list_runs(base)):
+        try:
+            status = run_dir.read_state().get("status")
+        except LoopError:
+            continue
+        if status != "finished":
+            return run_dir
+    raise LoopError(
+        f"no resumable run under {base / '.loops' / 'runs'}; see 'll list'",
+        exit_code=EXIT_RUN_ERROR,
+    )
+
+
+def _change_summary(run_dir: RunDir, path: Path) -> str:
+    import difflib
+
+    snapshot = run_dir.root / "loop.yaml"
+    if not snapshot.is_file():
+        return "no copy of the original file to compare"
+    before = snapshot.read_text(encoding="utf-8", errors="replace").splitlines()
+    after = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    added = removed = 0
+    first: int | None = None
+    for group in difflib.SequenceMatcher(None, before, after).get_opcodes():
+        tag, i1, i2, j1, j2 = group
+        if tag == "equal":
+            continue
+        removed += i2 - i1
+        added += j2 - j1
+        if first is None:
+            first = j1 + 1
+    return f"{added} line(s) added, {removed} removed, first change at line {first}"
+
+
+def _path_from_events(run_dir: RunDir, steps: int) -> list[str]:
+    """The states of finished steps 1..`steps`, in order (a re-run step counts once)."""
+    from .events import read_events
+
+    by_step: dict[int, str] = {}
+    for event in read_events(run_dir.events_path):
+        step = event.get("step")
+        if event.get("event") == "state_enter" and isinstance(step, int) and step <= steps:
+            by_step[step] = str(event.get("state"))
+    return [by_step[i] for i in sorted(by_step)]
