@@ -130,6 +130,18 @@ def claude_command(cli_value: str | None, env: Mapping[str, str]) -> list[str]:
     return ["claude"]
 
 
+def claude_flags(cli_value: str | None, env: Mapping[str, str]) -> list[str]:
+    """The permission flags for slash actions: `--claude-flags`, else `$LL_CLAUDE_FLAGS`, else
+    SLASH_FLAGS. An empty value means no flags (the CLI then asks for permissions itself)."""
+    raw = cli_value if cli_value is not None else env.get("LL_CLAUDE_FLAGS")
+    if raw is None:
+        return list(SLASH_FLAGS)
+    try:
+        return shlex.split(raw)
+    except ValueError as exc:
+        raise LoopError(f"claude flags {raw!r} are not a valid command line ({exc})") from exc
+
+
 def run_shell(
     command: str,
     *,

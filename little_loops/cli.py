@@ -59,13 +59,28 @@ def validate(files: tuple[str, ...], strict: bool, fmt: str) -> None:
     sys.exit(code)
 
 
-def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
+def _parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
+    """`--set KEY=VALUE` pairs; each KEY must be one of the loop's context keys."""
     out: dict[str, str] = {}
     for item in values:
         key, sep, value = item.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise click.BadParameter(f"'{item}' is not KEY=VALUE", param_hint="--set")
-        out[key.strip()] = value
+        if loop is not None and key not in loop.context:
+            import difflib
+
+            known = sorted(loop.context)
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = (
+                f"did you mean '{close[0]}'?"
+                if close
+                else (f"its keys are: {', '.join(known)}" if known else "it has no 'context:'")
+            )
+            raise click.BadParameter(
+                f"the loop has no context key '{key}'; {hint}", param_hint="--set"
+            )
+        out[key] = value
     return out
 
 
@@ -76,6 +91,12 @@ def _judge_options(f: Any) -> Any:
                 "--claude",
                 metavar="PATH",
                 help="The Claude Code CLI (default: $LL_CLAUDE or claude).",
+            ),
+            click.option(
+                "--claude-flags",
+                metavar="FLAGS",
+                help="Permission flags for 'claude -p' (default: $LL_CLAUDE_FLAGS or "
+                "--dangerously-skip-permissions; '' for none).",
             ),
             click.option(
                 "--model", help="Judge model for llm_structured states (default: $LL_MODEL)."
@@ -141,6 +162,7 @@ def run(
     verbose: bool,
     junit_xml: str | None,
     claude: str | None,
+    claude_flags: str | None,
     model: str | None,
     no_cache: bool,
     record: str | None,
@@ -166,7 +188,7 @@ def run(
     from .loader import load
 
     loop = load(Path(file))
-    overrides = _parse_sets(sets)
+    overrides = _parse_sets(sets, loop)
     if dry_run:
         from .plan import dry_run as plan
 
@@ -181,6 +203,7 @@ def run(
         overrides=overrides,
         max_iterations=max_iterations,
         claude=tuple(actions.claude_command(claude, os.environ)),
+        claude_flags=tuple(actions.claude_flags(claude_flags, os.environ)),
         model=model or os.environ.get("LL_MODEL") or None,
         cache=not no_cache,
         record=Path(record) if record else None,
@@ -471,8 +494,9 @@ def compile_(file: str) -> None:
 def init(name: str, paradigm: str, force: bool) -> None:
     """Write a commented starter loop NAME.yaml (default: loop.yaml) that runs as it is.
 
-    Its first line points yaml-language-server at the schema shipped with ll (a path
-    relative to the new file), for completion and hover help in editors.
+    Its first line points yaml-language-server at the schema shipped with ll
+    (relative to the new file when both sit under one folder, else absolute), for
+    completion and hover help in editors.
 
     \b
     Example:

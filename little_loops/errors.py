@@ -78,7 +78,20 @@ class UndefinedVariable(RunError):
     def __init__(self, name: str, *, where: str = "") -> None:
         self.name = name
         suffix = f" in {where}" if where else ""
-        super().__init__(
-            f"undefined variable '${{{name}}}'{suffix}; define it under 'context:' "
-            "or pass --set KEY=VALUE"
+        super().__init__(f"undefined variable '${{{name}}}'{suffix}; {_fix_for(name)}")
+
+
+def _fix_for(name: str) -> str:
+    """How to define a placeholder, by its namespace."""
+    namespace, _, rest = name.partition(".")
+    key = rest.split(".", 1)[0]
+    if namespace == "env":
+        return f"export {key}=... before 'll run', or use a context value instead"
+    if namespace == "captured":
+        return (
+            f"no step has captured '{key}' yet on this path; add 'capture: {key}' to a "
+            "state that runs before this one"
         )
+    if namespace == "prev":
+        return "there is no previous step yet; use it only in states after the first"
+    return "define it under 'context:' or pass --set KEY=VALUE"

@@ -186,11 +186,24 @@ def _read_owner(fd: int) -> dict[str, Any]:
 
 
 def list_runs(base: Path) -> list[RunDir]:
-    """Every run directory under `base`, oldest first (run ids sort by start time)."""
+    """Every run directory under `base`, oldest first.
+
+    Run ids start with the second the run began; runs begun within the same second are
+    ordered by the millisecond start time in their state file.
+    """
     root = base / RUNS
     if not root.is_dir():
         return []
-    return [RunDir(p) for p in sorted(root.iterdir()) if (p / "state.json").is_file()]
+    runs = [RunDir(p) for p in root.iterdir() if (p / "state.json").is_file()]
+    return sorted(runs, key=lambda r: (r.run_id[:15], _started_at(r), r.run_id))
+
+
+def _started_at(run: RunDir) -> str:
+    try:
+        value = json.loads(run.state_path.read_text(encoding="utf-8")).get("started_at")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return value if isinstance(value, str) else ""
 
 
 def find_run(base: Path, run_id: str | None) -> RunDir:

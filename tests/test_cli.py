@@ -308,3 +308,48 @@ def test_second_ctrl_c_ends_at_once(tmp_path: Path) -> None:
     assert proc.returncode == 130
     assert time.monotonic() - sent < 0.5
     assert b"Traceback" not in err
+
+
+def test_set_rejects_a_key_the_loop_does_not_have(tmp_path: Path) -> None:
+    proc = ll("run", loop_file(tmp_path, SIMPLE), "--set", "cod=1", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "the loop has no context key 'cod'; did you mean 'code'?" in proc.stderr
+    assert not (tmp_path / ".loops").exists()
+
+
+SLASH = """
+name: slash
+initial: ask
+on_error: z
+states:
+  ask: {action: /review the diff, evaluate: {type: exit_code}, next: z}
+  z: {terminal: true}
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "flags"),
+    [
+        ([], {}, ["--dangerously-skip-permissions"]),
+        (
+            ["--claude-flags", "--permission-mode acceptEdits"],
+            {},
+            ["--permission-mode", "acceptEdits"],
+        ),
+        ([], {"LL_CLAUDE_FLAGS": "--allowedTools Read"}, ["--allowedTools", "Read"]),
+        (["--claude-flags", ""], {"LL_CLAUDE_FLAGS": "--x"}, []),
+    ],
+)
+def test_claude_permission_flags_are_configurable(
+    tmp_path: Path, args: list[str], env: dict[str, str], flags: list[str]
+) -> None:
+    fake = Path(__file__).parent / "fake_claude.py"
+    argv_log = tmp_path / "argv.jsonl"
+    proc = ll(
+        "run", loop_file(tmp_path, SLASH), "--claude", str(fake), *args,
+        cwd=tmp_path, env={"FAKE_CLAUDE_ARGV_LOG": str(argv_log), **env},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    argv = json.loads(argv_log.read_text().splitlines()[0])["argv"]
+    tail = argv[argv.index("--verbose") + 1 :]
+    assert tail == flags

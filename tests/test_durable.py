@@ -306,3 +306,21 @@ def test_unknown_run_is_one_clear_line(tmp_path: Path, command: str) -> None:
     assert proc.returncode == 3
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_latest_run_is_the_last_started_whatever_its_name(tmp_path: Path) -> None:
+    for name in ("oc", "num", "js"):
+        path = write(
+            tmp_path,
+            f"""
+            name: {name}
+            initial: z
+            states:
+              z: {{terminal: true}}
+            """,
+            name=f"{name}.yaml",
+        )
+        assert ll("run", path, "--quiet", cwd=tmp_path).returncode == 0
+    assert "loop:    js " in ll("status", cwd=tmp_path).stdout
+    listed = [line.split()[1] for line in ll("list", cwd=tmp_path).stdout.splitlines()[1:]]
+    assert listed == ["oc", "num", "js"]
