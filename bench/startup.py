@@ -6,6 +6,11 @@ Each figure is the median wall time of N runs (default 15), each a fresh process
 `python -c pass` (the floor), `ll --help`, `ll --version`, and `ll validate` on a generated
 50-state loop. Targets: `ll --help` <= 0.08 s, `ll validate` (50 states) <= 0.15 s.
 
+Run it with the Python of a regular install, as users have it (an editable install is slower
+to start, see the notes it writes):
+
+    python3 -m venv /tmp/llb && /tmp/llb/bin/pip install . && /tmp/llb/bin/python bench/startup.py
+
 `--write-docs` replaces the "## Start-up" section of docs/performance.md (and only that one).
 """
 
@@ -94,6 +99,15 @@ def machine() -> str:
     )
 
 
+def install() -> str:
+    """How little_loops is installed for the Python running this benchmark."""
+    import little_loops
+
+    where = Path(little_loops.__file__).resolve()
+    kind = "regular (site-packages)" if "site-packages" in where.parts else "editable (source tree)"
+    return f"{kind}, {sys.prefix}"
+
+
 def measure(repeat: int) -> list[tuple[str, float]]:
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,9 +136,12 @@ def measure(repeat: int) -> list[tuple[str, float]]:
 
 
 NOTES = """\
-Measured while other work shared the machine (load average about 1.8 on 2 CPUs), so every
-figure, the floor included, is inflated. Where `ll validate` spends its time
-(`python -X importtime`, warm caches): the interpreter and `site` about 40 ms, click about 35 ms
+How the package is installed matters: an editable install (`pip install -e`, as the test
+command does) adds a path finder that `site` runs in every process, and a virtualenv holding the
+test tools loads more `.pth` files; both slow even `python -c pass` (about 0.048 s against
+0.014 s here). Users get a regular install, so that is what the table measures. Where
+`ll validate` spends its time
+(`python -X importtime`, warm caches): the interpreter and `site`, click about 35 ms
 (the whole of `ll --help`'s excess over the floor is click and the CLI module), PyYAML about
 20 ms (7 ms of it compiling one Unicode regex in `yaml.reader`), `little_loops.model`'s frozen
 dataclasses about 13 ms, the checks and their imports about 10 ms, and the validation of the
@@ -153,7 +170,8 @@ def report(results: list[tuple[str, float]], repeat: int) -> str:
         f"{repeat} runs of each command, each a fresh process, all in one invocation, with "
         "warm bytecode caches (as after `pip install`; the cache goes to a temporary "
         "`PYTHONPYCACHEPREFIX`).\n\n"
-        f"Machine: {machine()}.\n\n" + "\n".join(rows) + "\n\n" + NOTES
+        f"Machine: {machine()}; load average {os.getloadavg()[0]:.2f} after the runs.\n\n"
+        f"Install: {install()}.\n\n" + "\n".join(rows) + "\n\n" + NOTES
     )
 
 

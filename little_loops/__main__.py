@@ -1,5 +1,5 @@
 """`python -m little_loops` is `ll`."""
 
-from .cli import main
+from .entry import main
 
 main()

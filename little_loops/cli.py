@@ -29,16 +29,21 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ll")
 def main() -> None:
-    """Run loops: finite-state machines written in YAML.
+    """Run loops: finite-state machines written in YAML. Each state runs a shell or
+    Claude Code command, an evaluator turns the result into a verdict, and the
+    verdict picks the next state.
 
     \b
-    Example:
-      ll validate loops/*.yaml
-      ll run loops/fix-until-green.yaml
+    Examples:
+      ll init my-loop && ll validate my-loop.yaml && ll run my-loop.yaml
+      ll run loops/fix-until-green.yaml --max-iterations 10
+      ll resume            # continue the latest interrupted run here
+
+    Each command has --help with an example. Docs: docs/getting-started.md.
     """
 
 
-@main.command()
+@main.command(short_help="Check loop files; report every problem at its line.")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=True))
 @click.option("--strict", is_flag=True, help="Treat warnings as errors.")
 @click.option(
@@ -141,7 +146,7 @@ def _output_options(f: Any) -> Any:
     return f
 
 
-@main.command()
+@main.command(short_help="Run a loop until a terminal state or a limit.")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a context value.")
 @click.option("--max-iterations", type=click.IntRange(min=1), help="Override max_iterations.")
@@ -214,7 +219,7 @@ def run(
     _execute(loop, options, None, None, run_id, json_mode, quiet, verbose, junit_xml)
 
 
-@main.command()
+@main.command(short_help="Continue an interrupted run from its last finished step.")
 @click.argument("run_id", required=False)
 @click.option("--force", is_flag=True, help="Resume even though the loop file changed.")
 @click.option(
@@ -336,7 +341,7 @@ def _start_background(loop_name: str) -> None:
     sys.exit(0)
 
 
-@main.command(name="list")
+@main.command(name="list", short_help="List the runs in this directory.")
 def list_() -> None:
     """List the runs in this directory: id, loop, status, step, start, duration.
 
@@ -351,7 +356,7 @@ def list_() -> None:
     click.echo(list_text(Path.cwd()), nl=False)
 
 
-@main.command()
+@main.command(short_help="Show where a run is, its last verdicts and its cost.")
 @click.argument("run_id", required=False)
 def status(run_id: str | None) -> None:
     """Show where a run is: state, step, last verdicts, elapsed time, cost.
@@ -367,7 +372,7 @@ def status(run_id: str | None) -> None:
     click.echo(status_text(Path.cwd(), run_id), nl=False)
 
 
-@main.command()
+@main.command(short_help="Past runs with their outcomes, newest first.")
 @click.argument("loop", required=False)
 def history(loop: str | None) -> None:
     """Past runs, newest first, with their outcomes (of one loop when LOOP is given).
@@ -383,7 +388,7 @@ def history(loop: str | None) -> None:
     click.echo(history_text(Path.cwd(), loop), nl=False)
 
 
-@main.command()
+@main.command(short_help="Stop a running loop from any terminal.")
 @click.argument("run_id")
 def stop(run_id: str) -> None:
     """Stop a running loop, from any terminal; it can be resumed later.
@@ -399,7 +404,7 @@ def stop(run_id: str) -> None:
     click.echo(stop_run(Path.cwd(), run_id), nl=False)
 
 
-@main.command()
+@main.command(short_help="Show a run's events; -f follows a running one.")
 @click.argument("run_id", required=False)
 @click.option("-f", "--follow", is_flag=True, help="Keep showing new events until the run ends.")
 @click.option("--json", "json_mode", is_flag=True, help="Print the raw events.")
@@ -421,7 +426,7 @@ def logs(run_id: str | None, follow: bool, json_mode: bool) -> None:
     follow_run(run_dir, listener, follow=follow)
 
 
-@main.command()
+@main.command(short_help="Draw a loop's states and routes (Mermaid or DOT).")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option(
     "--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid", show_default=True
@@ -453,7 +458,7 @@ def graph(file: str, fmt: str, run_id: str | None) -> None:
     click.echo(draw(loop, fmt, run_dir=run_dir), nl=False)
 
 
-@main.command(name="compile")
+@main.command(name="compile", short_help="Print the states a paradigm file compiles to.")
 @click.argument("file", type=click.Path(dir_okay=False))
 def compile_(file: str) -> None:
     """Print the states a paradigm file compiles to, as a loop file `ll validate` accepts.
@@ -481,7 +486,7 @@ def compile_(file: str) -> None:
     click.echo(to_yaml(compiled, file), nl=False)
 
 
-@main.command()
+@main.command(short_help="Write a commented starter loop.")
 @click.argument("name", default="loop")
 @click.option(
     "--paradigm",
@@ -511,7 +516,7 @@ def init(name: str, paradigm: str, force: bool) -> None:
     click.echo(f"ll: wrote {path} (paradigm: {paradigm}); try: ll run {path}")
 
 
-@main.command()
+@main.command(short_help="Print the JSON Schema of loop files, for editors.")
 def schema() -> None:
     """Print the JSON Schema of loop files (for editors and yaml-language-server).
 

@@ -1,0 +1,34 @@
+"""`ll --help`, as click renders it at 80 columns; made by scripts/gen_help.py."""
+
+HELP = """\
+Usage: ll [OPTIONS] COMMAND [ARGS]...
+
+  Run loops: finite-state machines written in YAML. Each state runs a shell or
+  Claude Code command, an evaluator turns the result into a verdict, and the
+  verdict picks the next state.
+
+  Examples:
+    ll init my-loop && ll validate my-loop.yaml && ll run my-loop.yaml
+    ll run loops/fix-until-green.yaml --max-iterations 10
+    ll resume            # continue the latest interrupted run here
+
+  Each command has --help with an example. Docs: docs/getting-started.md.
+
+Options:
+  --version   Show the version and exit.
+  -h, --help  Show this message and exit.
+
+Commands:
+  compile   Print the states a paradigm file compiles to.
+  graph     Draw a loop's states and routes (Mermaid or DOT).
+  history   Past runs with their outcomes, newest first.
+  init      Write a commented starter loop.
+  list      List the runs in this directory.
+  logs      Show a run's events; -f follows a running one.
+  resume    Continue an interrupted run from its last finished step.
+  run       Run a loop until a terminal state or a limit.
+  schema    Print the JSON Schema of loop files, for editors.
+  status    Show where a run is, its last verdicts and its cost.
+  stop      Stop a running loop from any terminal.
+  validate  Check loop files; report every problem at its line.
+"""
