@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import IO, Any
 
 Event = dict[str, Any]
+
+# One encoder for every line: json.dumps with options builds a new encoder per call.
+ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 Listener = Callable[[Event], None]
 
 # The public event names; CI dashboards read them, so they only ever grow.
@@ -54,7 +57,7 @@ class JsonlSink:
         self._file: IO[str] = path.open("a", encoding="utf-8")
 
     def __call__(self, event: Event) -> None:
-        self._file.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
+        self._file.write(ENCODE(event) + "\n")
 
     def flush(self) -> None:
         self._file.flush()

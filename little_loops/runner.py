@@ -241,6 +241,7 @@ class Runner:
             redact=self.redactor.obj if self.redactor else None,
         )
         self._judge: Any = None
+        self._cwd = loop.cwd
         self._t0 = time.monotonic() - progress.elapsed_ms / 1000.0
 
     # -- the run -------------------------------------------------------------------------
@@ -484,7 +485,7 @@ class Runner:
                     command,
                     claude=self.options.claude,
                     flags=self.options.claude_flags,
-                    cwd=self.loop.cwd,
+                    cwd=self._cwd,
                     env=self._child_env,
                     timeout=timeout,
                     log_path=log,
@@ -494,7 +495,7 @@ class Runner:
                 result = actions.run_shell(
                     command,
                     shell=self.loop.shell,
-                    cwd=self.loop.cwd,
+                    cwd=self._cwd,
                     env=self._child_env,
                     timeout=timeout,
                     log_path=log,

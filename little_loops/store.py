@@ -13,6 +13,7 @@ from typing import Any
 from .errors import RunError
 
 STATE_VERSION = 1
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 RUNS = Path(".loops") / "runs"
 
 
@@ -29,13 +30,17 @@ def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
     Without fsync a power cut may lose the newest write (the rename survives a killed process
     either way); `fsync=True` trades a few milliseconds per step for surviving that too.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
+    target = os.fspath(path)
+    head, _, name = target.rpartition(os.sep)
+    tmp = f"{head}{os.sep}.{name}.{os.getpid()}.tmp" if head else f".{name}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, text.encode("utf-8"))
         if fsync:
-            fh.flush()
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, target)
 
 
 class RunDir:
@@ -43,6 +48,11 @@ class RunDir:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        # Paths used every step are built once.
+        self.state_path = root / "state.json"
+        self.events_path = root / "events.jsonl"
+        self._steps = os.fspath(root / "steps")
+        self._safe: dict[str, str] = {}
 
     @classmethod
     def create(cls, base: Path, run_id: str) -> RunDir:
@@ -63,24 +73,18 @@ class RunDir:
     def run_id(self) -> str:
         return self.root.name
 
-    @property
-    def state_path(self) -> Path:
-        return self.root / "state.json"
-
-    @property
-    def events_path(self) -> Path:
-        return self.root / "events.jsonl"
-
     def step_log(self, step: int, state: str, attempt: int = 1) -> Path:
         suffix = f"-attempt{attempt}" if attempt > 1 else ""
-        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", state)
-        return self.root / "steps" / f"{step:04d}-{safe}{suffix}.log"
+        safe = self._safe.get(state)
+        if safe is None:
+            safe = self._safe[state] = re.sub(r"[^A-Za-z0-9_.-]+", "_", state)
+        return Path(f"{self._steps}{os.sep}{step:04d}-{safe}{suffix}.log")
 
     def write_state(self, data: dict[str, Any], *, fsync: bool = False) -> None:
         data = {"version": STATE_VERSION, **data}
         atomic_write_text(
             self.state_path,
-            json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n",
+            _ENCODE(data) + "\n",
             fsync=fsync,
         )
 
