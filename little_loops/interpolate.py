@@ -444,6 +444,16 @@ class _ShellLexer:
             line = line.lstrip("\t")
         return line == doc.delimiter
 
+    def _line_trips_dash(self, line: str) -> bool:
+        """dash drops the byte after a line's leading delimiter when it is not ASCII (`EOFé`
+        comes out as `EOF` plus half a character), so such a value line cannot arrive intact."""
+        doc = self.heredoc
+        assert doc is not None
+        if doc.strip_tabs:
+            line = line.lstrip("\t")
+        rest = line[len(doc.delimiter) :] if line.startswith(doc.delimiter) else ""
+        return bool(rest) and not rest[0].isascii()
+
     def _heredoc_line(self, ch: str) -> None:
         if ch != "\n":
             self.hd_line.append(ch)
@@ -451,6 +461,8 @@ class _ShellLexer:
         line = "".join(self.hd_line)
         self.hd_line = []
         has_value, self.hd_line_has_value = self.hd_line_has_value, False
+        if has_value and self._line_trips_dash(line):
+            raise _UnsafeValue("a line of it starts with the here-document's delimiter")
         if not self._line_ends_body(line):
             return
         if has_value:
@@ -533,6 +545,8 @@ class _ShellLexer:
             self.hd_line = []
             if any(self._line_ends_body(line) for line in lines[:-1]):
                 raise _UnsafeValue("a line of it would end the here-document early")
+            if any(self._line_trips_dash(line) for line in lines[:-1]):
+                raise _UnsafeValue("a line of it starts with the here-document's delimiter")
         self.hd_line.append(lines[-1])
         self.hd_line_has_value = True
 
