@@ -1,0 +1,297 @@
+"""What `ll run` prints without a terminal, with `--quiet` and `--json`, pinned line by line."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+from little_loops.events import Event
+from little_loops.render import (
+    JsonRenderer,
+    PlainRenderer,
+    clip,
+    duration,
+    make_renderer,
+    summary_line,
+)
+
+RUN = "20261122-041430-fix-lint-3fa2"
+LONG_REASON = (
+    "The notes say 'various improvements' but name none of the changed functions, "
+    "so a reader learns nothing."
+)
+
+
+def ev(name: str, step: int | None = None, state: str | None = None, **fields: Any) -> Event:
+    event: Event = {"event": name, "ts": "2026-11-22T04:14:30.123Z", "run_id": RUN}
+    if step is not None:
+        event["step"] = step
+    if state is not None:
+        event["state"] = state
+    event.update(fields)
+    return event
+
+
+def action(step: int, state: str, command: str, ms: int, code: int) -> list[Event]:
+    return [
+        ev("action_start", step, state, action=command, action_type="shell"),
+        ev("action_complete", step, state, exit_code=code, duration_ms=ms, timed_out=False),
+    ]
+
+
+# A run through every kind of step: an exit-code check, a judged step that is retried once,
+# an evaluate-only gate, and a terminal state.
+RUN_EVENTS: list[Event] = [
+    ev("loop_start", loop="fix-lint", file="fix.yaml", max_iterations=10, resumed=False),
+    ev("state_enter", 1, "lint"),
+    *action(1, "lint", "ruff check .", 12, 1),
+    ev("evaluate", 1, "lint", type="exit_code", verdict="failure", details={"exit_code": 1}),
+    ev("route", 1, "lint", **{"from": "lint", "to": "fix"}, verdict="failure", via="on_failure"),
+    ev("state_enter", 2, "fix"),
+    *action(2, "fix", "/fix the lint errors\nin src/", 2345, 0),
+    ev(
+        "evaluate",
+        2,
+        "fix",
+        type="llm_structured",
+        verdict="failure",
+        details={"confidence": 0.931, "reason": LONG_REASON},
+    ),
+    ev("retry", 2, "fix", attempt=2, delay_s=1.5, verdict="failure"),
+    *action(2, "fix", "/fix the lint errors\nin src/", 800, 0),
+    ev(
+        "evaluate",
+        2,
+        "fix",
+        type="llm_structured",
+        verdict="success",
+        details={"confidence": 0.88, "reason": "All lint errors fixed."},
+    ),
+    ev("route", 2, "fix", **{"from": "fix", "to": "gate"}, verdict="success", via="on_success"),
+    ev("state_enter", 3, "gate"),
+    ev("evaluate", 3, "gate", type="output_contains", verdict="success", details={}),
+    ev("route", 3, "gate", **{"from": "gate", "to": "lint"}, verdict="success", via="on_success"),
+    ev("state_enter", 4, "lint"),
+    *action(4, "lint", "ruff check .", 10, 0),
+    ev("evaluate", 4, "lint", type="exit_code", verdict="success", details={"exit_code": 0}),
+    ev("route", 4, "lint", **{"from": "lint", "to": "done"}, verdict="success", via="on_success"),
+    ev("state_enter", 5, "done"),
+    ev(
+        "loop_complete",
+        final_state="done",
+        outcome="success",
+        exit_code=0,
+        steps=5,
+        duration_ms=3210,
+        error=None,
+        cost_usd=0.01234,
+    ),
+]
+
+EXPECTED = [
+    f"ll: running fix-lint (run {RUN}, at most 10 steps)",
+    "  1/10  lint  ruff check .",
+    "             failure 12 ms -> fix",
+    "  2/10  fix  /fix the lint errors...",
+    "             failure 0.93 \"The notes say 'various improvements' "
+    'but name none of the changed f..." 2.35 s -> retry 2 in 1.50 s',
+    "  2/10  fix  /fix the lint errors...",
+    '             success 0.88 "All lint errors fixed." 800 ms -> gate',
+    "  3/10  gate  (no action)",
+    "             success -> lint",
+    "  4/10  lint  ruff check .",
+    "             success 10 ms -> done",
+    "             path: lint -> fix -> gate -> lint -> done",
+    "ll: success at 'done' after 5 steps in 3.21 s, cost $0.0123",
+]
+
+
+def render(events: list[Event], **options: Any) -> str:
+    out = io.StringIO()
+    renderer = PlainRenderer(out, **options)
+    for event in events:
+        renderer(event)
+    return out.getvalue()
+
+
+def test_plain_renderer_pins_every_line_of_a_run() -> None:
+    text = render(RUN_EVENTS)
+    assert text.splitlines() == EXPECTED
+    assert text.endswith("\n")
+    assert "\x1b" not in text
+
+
+def test_quiet_prints_only_the_summary() -> None:
+    assert render(RUN_EVENTS, quiet=True) == EXPECTED[-1] + "\n"
+
+
+def test_renderer_keeps_the_path() -> None:
+    out = io.StringIO()
+    renderer = PlainRenderer(out)
+    for event in RUN_EVENTS:
+        renderer(event)
+    assert renderer.path == ["lint", "fix", "gate", "lint", "done"]
+    assert renderer.cap == 10
+
+
+def test_resumed_run_maintain_route_and_notices() -> None:
+    events = [
+        ev("loop_start", loop="watch", max_iterations=3, resumed=True),
+        ev("lock_reclaimed", previous_run_id="old-run", previous_pid=4242),
+        ev("state_enter", 3, "check"),
+        *action(3, "check", "true", 5, 0),
+        ev("judge_fail_open", 3, "check", error="judge timed out"),
+        ev("evaluate", 3, "check", type="exit_code", verdict="success", details={}),
+        ev(
+            "route",
+            3,
+            "check",
+            **{"from": "check", "to": "start"},
+            verdict="maintain",
+            via="maintain",
+        ),
+        ev(
+            "loop_complete",
+            final_state="check",
+            outcome="max_iterations",
+            steps=3,
+            duration_ms=75_000,
+            error="reached max_iterations (3)",
+            cost_usd=0,
+        ),
+    ]
+    assert render(events).splitlines() == [
+        f"ll: resuming watch (run {RUN}, at most 3 steps)",
+        "ll: took over the lock of run old-run (pid 4242 is gone)",
+        "   3/3  check  true",
+        "             judge failed; fail_open counts it as success: judge timed out",
+        "             maintain -> start",
+        "             path: check",
+        "ll: max_iterations at 'check' after 3 steps in 1m 15s: reached max_iterations (3)",
+    ]
+
+
+def test_evaluate_error_details_and_unknown_events() -> None:
+    events = [
+        ev("loop_start", loop="x", max_iterations=1),
+        ev("some_future_event", 1, "a", anything=True),  # ignored, never a crash
+        ev("state_enter", 1, "a"),
+        *action(1, "a", "make", 1500, 2),
+        ev(
+            "evaluate",
+            1,
+            "a",
+            type="llm_structured",
+            verdict="error",
+            details={"error": "judge answered no JSON"},
+        ),
+        ev("route", 1, "a", **{"from": "a", "to": "b"}, verdict="error", via="on_error"),
+    ]
+    assert render(events).splitlines()[1:] == [
+        "   1/1  a  make",
+        '             error "judge answered no JSON" 1.50 s -> b',
+    ]
+
+
+def test_long_actions_are_clipped_to_the_width() -> None:
+    command = "echo " + "x" * 200
+    events = [ev("state_enter", 1, "s"), ev("action_start", 1, "s", action=command)]
+    line = render(events, width=60).splitlines()[0]
+    # 60 - 14 - len("s") = 45 characters of action, ending in "...".
+    assert line == "   1/0  s  " + command[:42] + "..."
+    narrow = render(events, width=10).splitlines()[0]
+    assert narrow == "   1/0  s  " + command[:17] + "..."  # never fewer than 20
+
+
+@pytest.mark.parametrize(
+    ("event", "line"),
+    [
+        (
+            {"outcome": "success", "final_state": "done", "steps": 1, "duration_ms": 5},
+            "ll: success at 'done' after 1 step in 5 ms",
+        ),
+        (
+            {
+                "outcome": "failure",
+                "final_state": "gave_up",
+                "steps": 12,
+                "duration_ms": 61_000,
+                "cost_usd": 1.5,
+                "error": "budget exceeded",
+            },
+            "ll: failure at 'gave_up' after 12 steps in 1m 01s, cost $1.5000: budget exceeded",
+        ),
+        (
+            {"outcome": "error", "final_state": "a", "steps": 0, "duration_ms": 0, "cost_usd": 0},
+            "ll: error at 'a' after 0 steps in 0 ms",
+        ),
+        (
+            {"outcome": "error", "final_state": "a", "steps": 2, "duration_ms": None, "error": ""},
+            "ll: error at 'a' after 2 steps in 0 ms",
+        ),
+    ],
+)
+def test_summary_line(event: Event, line: str) -> None:
+    assert summary_line({"event": "loop_complete", **event}) == line
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "clipped"),
+    [
+        ("short", 10, "short"),
+        ("  padded  ", 10, "padded"),
+        ("exactly10!", 10, "exactly10!"),
+        ("eleven chars", 10, "eleven..."),
+        ("first line\nsecond", 80, "first line..."),
+        ("a" * 10, 2, "a..."),
+        ("", 5, ""),
+    ],
+)
+def test_clip(text: str, width: int, clipped: str) -> None:
+    assert clip(text, width) == clipped
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (0, "0 ms"),
+        (999, "999 ms"),
+        (999.6, "1000 ms"),
+        (1000, "1.00 s"),
+        (59_999, "60.00 s"),
+        (60_000, "1m 00s"),
+        (3_725_000, "62m 05s"),
+        (None, "0 ms"),
+        ("12", "0 ms"),
+    ],
+)
+def test_duration(ms: object, text: str) -> None:
+    assert duration(ms) == text
+
+
+def test_json_renderer_writes_one_line_per_event() -> None:
+    out = io.StringIO()
+    renderer = JsonRenderer(out)
+    for event in RUN_EVENTS:
+        renderer(event)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == len(RUN_EVENTS)
+    assert [json.loads(line) for line in lines] == RUN_EVENTS
+    assert lines[0] == json.dumps(RUN_EVENTS[0], separators=(",", ":"))
+
+
+def test_json_renderer_keeps_non_ascii_and_escapes_newlines() -> None:
+    out = io.StringIO()
+    JsonRenderer(out)({"event": "x", "text": "café\nnext"})
+    assert out.getvalue() == '{"event":"x","text":"café\\nnext"}\n'
+
+
+def test_make_renderer_without_a_terminal() -> None:
+    # pytest captures stdout, so it is not a terminal here.
+    assert isinstance(make_renderer(json_mode=True, quiet=False, verbose=False), JsonRenderer)
+    plain = make_renderer(json_mode=False, quiet=True, verbose=False)
+    assert type(plain) is PlainRenderer
+    assert plain.quiet
