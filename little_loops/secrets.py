@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 MASK = "***"
+MASK_BYTES = MASK.encode()
 # Environment variable names whose values are treated as secrets (case-insensitive globs).
 SECRET_ENV_PATTERNS = ("*_KEY", "*_TOKEN", "*_SECRET", "*PASSWORD*", "*_API_KEY", "ANTHROPIC_*KEY*")
 # A shorter value would mask ordinary words and numbers all over the output.
@@ -31,6 +33,9 @@ class Redactor:
         self.values: tuple[str, ...] = tuple(sorted(unique, key=len, reverse=True))
         self._bytes = tuple(v.encode("utf-8") for v in self.values)
         self.longest = max((len(b) for b in self._bytes), default=0)
+        # One scan, leftmost match first and the longest secret at each place.
+        self.pattern_bytes = re.compile(b"|".join(re.escape(b) for b in self._bytes))
+        self._pattern_text = re.compile("|".join(re.escape(v) for v in self.values))
 
     @classmethod
     def for_run(
@@ -44,16 +49,10 @@ class Redactor:
         return bool(self.values)
 
     def text(self, text: str) -> str:
-        for value in self.values:
-            if value in text:
-                text = text.replace(value, MASK)
-        return text
+        return self._pattern_text.sub(MASK, text) if self.values else text
 
     def data(self, data: bytes) -> bytes:
-        for value in self._bytes:
-            if value in data:
-                data = data.replace(value, MASK.encode())
-        return data
+        return self.pattern_bytes.sub(MASK_BYTES, data) if self.values else data
 
     def obj(self, value: Any) -> Any:
         """A copy of a JSON-like value with every string redacted (keys too)."""
@@ -71,8 +70,10 @@ class Redactor:
 class RedactingStream:
     """Passes a byte stream on with secrets masked, even when one spans two chunks.
 
-    It holds back the last `longest - 1` bytes of each chunk until the next one arrives (or
-    `flush`), so a secret split across a chunk boundary is still found whole.
+    The last `longest - 1` raw bytes wait for the next chunk (or `flush`): a secret that
+    begins earlier than that is wholly inside what has arrived, so everything before that
+    point can be masked and passed on for good. A match that starts before the point and
+    ends after it is passed on whole.
     """
 
     def __init__(self, sink: Callable[[bytes], object], redactor: Redactor) -> None:
@@ -82,13 +83,25 @@ class RedactingStream:
         self._pending = b""
 
     def write(self, chunk: bytes) -> None:
-        data = self._redactor.data(self._pending + chunk)
-        if len(data) > self._keep:
-            cut = len(data) - self._keep
-            self._sink(data[:cut])
-            self._pending = data[cut:]
-        else:
+        if not self._redactor:
+            self._sink(chunk)
+            return
+        data = self._pending + chunk
+        limit = len(data) - self._keep
+        if limit <= 0:
             self._pending = data
+            return
+        out: list[bytes] = []
+        pos = 0
+        for match in self._redactor.pattern_bytes.finditer(data):
+            if match.start() >= limit:
+                break
+            out += (data[pos : match.start()], MASK_BYTES)
+            pos = match.end()
+        end = max(limit, pos)
+        out.append(data[pos:end])
+        self._sink(b"".join(out))
+        self._pending = data[end:]
 
     def flush(self) -> None:
         if self._pending:
