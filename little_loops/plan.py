@@ -48,6 +48,12 @@ def dry_run(loop: Loop, overrides: Mapping[str, str]) -> str:
     lines.append("routes:")
     for state in loop.states.values():
         lines.extend(_routes(state))
+    if loop.on_error is not None:
+        lines.append(f"  (any state) --error/timeout--> {loop.on_error}  (loop on_error)")
+    if loop.on_max_iterations is not None:
+        lines.append(
+            f"  (at max_iterations) --> {loop.on_max_iterations}  (loop on_max_iterations)"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -62,6 +62,7 @@ GREET_ROUTES = [
     "  wait --*--> done",
     "  done: terminal (success)",
     "  broken: terminal (failure)",
+    "  (any state) --error/timeout--> broken  (loop on_error)",
 ]
 
 
