@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import re
 import resource
 import statistics
 import subprocess
@@ -28,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-DOC = REPO / "docs" / "performance.md"
+sys.path.insert(0, str(REPO / "bench"))
+
+from _common import machine, write_section  # noqa: E402
 
 ONE_LINE = "head -c 200000000 /dev/zero | tr '\\0' x"
 LINES = "yes \"$(printf '%099d' 0)\" | head -c 20000000"
@@ -127,21 +127,6 @@ def measure_pair(floor: str, kind: str, repeat: int) -> tuple[dict[str, float], 
     return _summary(floors), measured
 
 
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{os.cpu_count()} CPUs (nproc), {cpu}, Python {platform.python_version()}, "
-        f"{platform.system()} {platform.release()}"
-    )
-
-
 def report(repeat: int) -> tuple[list[tuple[str, str, str, str, str]], bool]:
     a_bare, a_ll = measure_pair("bare-one-line", "ll-one-line", repeat)
     b_bare, b_ll = measure_pair("bare-lines", "ll-lines", repeat)
@@ -199,19 +184,6 @@ def table(rows: list[tuple[str, str, str, str, str]]) -> str:
     return "\n".join(lines)
 
 
-def write_docs(body: str) -> None:
-    """Replace (or add) the `## Actions` section, leaving every other section alone."""
-    text = DOC.read_text() if DOC.exists() else "# Performance\n"
-    section = f"## Actions\n\n{body.strip()}\n"
-    pattern = re.compile(r"^## Actions\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-    if pattern.search(text):
-        text = pattern.sub(lambda _m: section + "\n", text, count=1).rstrip("\n") + "\n"
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text(text)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs per case (median)")
@@ -239,7 +211,7 @@ def main() -> int:
             "the benchmark set, found in /proc after the step returned. On a machine shared with "
             "other jobs the (a) wall ratio moves between runs (1.8x to 2.4x seen here).\n"
         )
-        write_docs(body)
+        write_section("Actions", body)
     return 0 if ok else 1
 
 

@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -26,7 +23,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DOC = REPO / "docs" / "performance.md"
+sys.path.insert(0, str(REPO / "bench"))
+
+from _common import machine, write_section  # noqa: E402
+
 sys.path.insert(0, str(REPO / "tests"))
 
 from llm_server import LlmServer  # noqa: E402
@@ -100,21 +100,6 @@ def bench(n: int) -> dict[str, float | int]:
     }
 
 
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"Machine: {os.cpu_count()} CPUs (nproc), {cpu}, Python {platform.python_version()}, "
-        f"{platform.system()} {platform.release()}."
-    )
-
-
 def table(r: dict[str, float | int]) -> str:
     overhead_ok = "ok" if r["overhead_ms"] <= 20 else "MISSED"
     cached_ok = "ok" if r["cached_requests"] == 0 else "MISSED"
@@ -135,19 +120,6 @@ def table(r: dict[str, float | int]) -> str:
     )
 
 
-def write_docs(body: str) -> None:
-    """Replace (or add) the `## Judge` section, leaving every other section alone."""
-    text = DOC.read_text() if DOC.exists() else "# Performance\n"
-    section = f"## Judge\n\n{body.strip()}\n"
-    pattern = re.compile(r"^## Judge\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-    if pattern.search(text):
-        text = pattern.sub(lambda _m: section + "\n", text, count=1).rstrip("\n") + "\n"
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text(text)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=300, help="timed calls per measure (median)")
@@ -160,7 +132,7 @@ def main() -> int:
             "the test server (`tests/llm_server.py`, in-process, answering at once) over one "
             "keep-alive connection; each figure is the median of that many calls after a "
             "first, untimed one.",
-            machine(),
+            f"Machine: {machine()}.",
             table(result),
             "The overhead covers building and sanitising the judge's input (4 KB of output), "
             "the SDK's request building and response handling, schema validation of the "
@@ -173,7 +145,7 @@ def main() -> int:
     )
     print(body)
     if args.write_docs:
-        write_docs(body)
+        write_section("Judge", body)
     ok = result["overhead_ms"] <= 20 and result["cached_requests"] == 0
     return 0 if ok else 1
 

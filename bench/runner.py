@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -28,12 +26,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from _common import DOC, machine, write_section  # noqa: E402
 
 from little_loops.loader import load  # noqa: E402 - after the sys.path line
 from little_loops.runner import Runner, RunOptions  # noqa: E402
 from little_loops.store import atomic_write_text  # noqa: E402
 
-DOC = REPO / "docs" / "performance.md"
 TARGET_MS = 0.5
 LOOP = """\
 name: bench-steps
@@ -106,18 +106,6 @@ def persistence(steps: int, base: Path, size: int, fsync: bool) -> float:
     return time.perf_counter() - started
 
 
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPUs (nproc), {cpu}, Python {platform.python_version()}"
-
-
 def measure(steps: int, repeat: int, where: Path, fsync: bool) -> dict[str, float]:
     floors, runs, diffs, persists, logic, layer = [], [], [], [], [], []
     for _ in range(repeat):
@@ -170,17 +158,6 @@ def report(rows: list[tuple[str, dict[str, float]]], steps: int, repeat: int) ->
     return "\n".join(lines) + "\n"
 
 
-def write_docs(body: str, notes: str) -> None:
-    text = DOC.read_text() if DOC.exists() else "# Performance\n"
-    section = f"## Runner\n\n{body.strip()}\n\n{notes.strip()}\n"
-    pattern = re.compile(r"^## Runner\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-    if pattern.search(text):
-        text = pattern.sub(lambda _m: section + "\n", text, count=1).rstrip("\n") + "\n"
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOC.write_text(text)
-
-
 NOTES = """\
 Each step writes five events to `events.jsonl` (buffered, one write before the action starts
 and one before the state file) and replaces `state.json` atomically: a new file is written
@@ -223,7 +200,7 @@ def main() -> None:
     body = report(rows, args.steps, args.repeat)
     print(body)
     if args.write_docs:
-        write_docs(body, NOTES)
+        write_section("Runner", f"{body.strip()}\n\n{NOTES.strip()}")
         print(f"wrote the Runner section of {DOC}")
 
 

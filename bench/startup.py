@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -29,7 +27,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DOC = REPO / "docs" / "performance.md"
+sys.path.insert(0, str(REPO / "bench"))
+
+from _common import machine, write_section  # noqa: E402
+
 TARGETS = {"ll --help": 0.08, "ll validate (50 states)": 0.15}
 
 
@@ -82,21 +83,6 @@ def median_wall(argv: list[str], repeat: int, env: dict[str, str]) -> float:
         )
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{os.cpu_count()} CPUs (nproc), {cpu}, Python {platform.python_version()}, "
-        f"{platform.system()} {platform.release()}"
-    )
 
 
 def install() -> str:
@@ -175,18 +161,6 @@ def report(results: list[tuple[str, float]], repeat: int) -> str:
     )
 
 
-def write_docs(body: str) -> None:
-    """Replace (or add) the `## Start-up` section, leaving every other section alone."""
-    text = DOC.read_text() if DOC.exists() else "# Performance\n"
-    section = f"## Start-up\n\n{body.strip()}\n"
-    pattern = re.compile(r"^## Start-up\n.*?(?=^## |\Z)", re.MULTILINE | re.DOTALL)
-    if pattern.search(text):
-        text = pattern.sub(lambda _m: section + "\n", text, count=1).rstrip("\n") + "\n"
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOC.write_text(text)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15, help="runs per command (median)")
@@ -195,7 +169,7 @@ def main() -> int:
     body = report(measure(args.repeat), args.repeat)
     print(body)
     if args.write_docs:
-        write_docs(body)
+        write_section("Start-up", body)
     return 0
 
 
