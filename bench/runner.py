@@ -32,7 +32,7 @@ from _common import DOC, machine, write_section  # noqa: E402
 
 from little_loops.loader import load  # noqa: E402 - after the sys.path line
 from little_loops.runner import Runner, RunOptions  # noqa: E402
-from little_loops.store import atomic_write_text  # noqa: E402
+from little_loops.store import RunDir  # noqa: E402
 
 TARGET_MS = 0.5
 LOOP = """\
@@ -97,12 +97,12 @@ def action_layer(steps: int, base: Path) -> float:
 
 
 def persistence(steps: int, base: Path, size: int, fsync: bool) -> float:
-    """Seconds for `steps` atomic replacements of a state.json of `size` bytes."""
-    target = base / "state.json"
-    text = "x" * max(size - 1, 1) + "\n"
+    """Seconds for `steps` state.json replacements of `size` bytes, as the runner makes them."""
+    run = RunDir.create(base, "persistence")
+    data = {"pad": "x" * max(size - 30, 1)}
     started = time.perf_counter()
     for _ in range(steps):
-        atomic_write_text(target, text, fsync=fsync)
+        run.write_state(data, fsync=fsync)
     return time.perf_counter() - started
 
 
@@ -160,21 +160,22 @@ def report(rows: list[tuple[str, dict[str, float]]], steps: int, repeat: int) ->
 
 NOTES = """\
 Each step writes five events to `events.jsonl` (buffered, one write before the action starts
-and one before the state file) and replaces `state.json` atomically: a new file is written
-beside it and renamed over it, so a reader or a `kill -9` never sees half a file. `--fsync`
-adds an fsync of that file per step, for runs that must also survive a power cut.
+and one before the state file) and replaces `state.json` whole: the new state is written into
+the run's spare file `.state.next` and the two names are swapped in one atomic rename
+(`RENAME_EXCHANGE`; a temp file renamed over state.json where that is unavailable), so a
+reader or a `kill -9` never sees half a file. `--fsync` adds an fsync per step, for runs that
+must also survive a power cut.
 
 The last three columns take the overhead apart, each timed alone in the same folder:
-"state.json replace alone" is N replacements of a file of the same size (on ext4, renaming a
-freshly written file over an existing one makes the kernel allocate its blocks at once,
-`auto_da_alloc`, which costs far more than on tmpfs); "runner without processes" is the whole
-loop with the action answered in process, so everything the runner does per step (interpolation,
-evaluation, routing, five events, state.json), with nothing to wait for; "run_shell over the
-floor" is what the action layer adds to a bare `subprocess.run` (two pipes read as they fill,
-a new process group, a pidfd to see the exit, the check that no member of the group is left).
-The parts add up to less than the whole: alternating Python work with process start-up makes
-each slower than alone on this 2-CPU virtual machine (1,000 x `subprocess.run` plus 0.06 ms of
-event and state writing took 1.05 ms a step where the two alone took 0.81 + 0.06 ms).
+"state.json replace alone" is N replacements of a state of the same size, made as the runner
+makes them; "runner without processes" is the whole loop with the action answered in process,
+so everything the runner does per step (interpolation, evaluation, routing, five events,
+state.json) with nothing to wait for; "run_shell over the floor" is what the action layer adds
+to a bare `subprocess.run` (two pipes read as they fill, a new process group, a pidfd to see
+the exit, the check that no member of the group is left). The parts add up to less than the
+whole: alternating Python work with process start-up makes each slower than alone on this
+2-CPU virtual machine (1,000 x `subprocess.run` plus 0.06 ms of event and state writing took
+1.05 ms a step where the two alone took 0.81 + 0.06 ms).
 """
 
 

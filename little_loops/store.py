@@ -6,6 +6,7 @@ import json
 import os
 import re
 import secrets
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,42 @@ def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, target)
+
+
+class _Exchange:
+    """`renameat2(RENAME_EXCHANGE)` through libc, where the platform and file system have it."""
+
+    def __init__(self) -> None:
+        self.usable = sys.platform.startswith("linux")
+        self._call: Any = None
+
+    def swap(self, a: str, b: str) -> bool:
+        """Swap two paths atomically; False (and never again) when the call is unavailable."""
+        if self._call is None:
+            try:
+                import ctypes
+
+                libc = ctypes.CDLL(None, use_errno=True)
+                call = libc.renameat2
+                call.argtypes = [
+                    ctypes.c_int,
+                    ctypes.c_char_p,
+                    ctypes.c_int,
+                    ctypes.c_char_p,
+                    ctypes.c_uint,
+                ]
+                self._call = call
+            except (OSError, AttributeError):
+                self.usable = False
+                return False
+        at_fdcwd, rename_exchange = -100, 2
+        if self._call(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+            return True
+        self.usable = False  # EINVAL/ENOSYS: this file system or kernel cannot; fall back
+        return False
+
+
+_EXCHANGE = _Exchange()
 
 
 class RunDir:
@@ -81,12 +118,29 @@ class RunDir:
         return Path(f"{self._steps}{os.sep}{step:04d}-{safe}{suffix}.log")
 
     def write_state(self, data: dict[str, Any], *, fsync: bool = False) -> None:
-        data = {"version": STATE_VERSION, **data}
-        atomic_write_text(
-            self.state_path,
-            _ENCODE(data) + "\n",
-            fsync=fsync,
-        )
+        """Replace state.json whole: readers and a `kill -9` see the old file or the new one.
+
+        The new state is written into `.state.next` (a file of the run, reused every step)
+        and the two names are swapped in one atomic rename (Linux `RENAME_EXCHANGE`). That
+        spares creating and deleting a file per step, which on ext4 costs several times the
+        write. Where the swap is not available, a temp file is renamed over state.json.
+        """
+        text = _ENCODE({"version": STATE_VERSION, **data}) + "\n"
+        state = os.fspath(self.state_path)
+        if _EXCHANGE.usable and os.path.exists(state):
+            spare = os.fspath(self.root / ".state.next")
+            fd = os.open(spare, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                raw = text.encode("utf-8")
+                os.pwrite(fd, raw, 0)
+                os.ftruncate(fd, len(raw))
+                if fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            if _EXCHANGE.swap(spare, state):
+                return
+        atomic_write_text(self.state_path, text, fsync=fsync)
 
     def read_state(self) -> dict[str, Any]:
         """The run's state; a corrupt, truncated or future-version file is a clear error."""

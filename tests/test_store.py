@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from little_loops import store
 from little_loops.errors import EXIT_RUN_ERROR, RunError
 from little_loops.store import (
     RUNS,
@@ -330,3 +331,27 @@ def test_find_run(tmp_path: Path) -> None:
     with pytest.raises(RunError) as exc:
         find_run(tmp_path, "2027")
     assert exc.value.message == f"no run '2027' under {tmp_path / RUNS}; see 'll list' for run ids"
+
+
+def test_state_is_swapped_in_whole_every_step(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "20260101-000000-x-abcd")
+    for step in range(1, 6):
+        run.write_state({"step": step, "pad": "x" * (100 - step * 10)})
+        assert run.read_state()["step"] == step
+    spare = run.root / ".state.next"
+    if store._EXCHANGE.usable:
+        # the previous state is what the spare holds after the swap
+        assert json.loads(spare.read_text())["step"] == 4
+    leftovers = [p.name for p in run.root.iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+def test_state_falls_back_to_temp_and_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store._EXCHANGE, "usable", False)
+    run = RunDir.create(tmp_path, "20260101-000000-x-abcd")
+    run.write_state({"step": 1})
+    run.write_state({"step": 2})
+    assert run.read_state()["step"] == 2
+    assert not (run.root / ".state.next").exists()
