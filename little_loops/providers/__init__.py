@@ -92,6 +92,11 @@ class RetryPolicy:
 DEFAULT_POLICY = RetryPolicy()
 
 
+def token_count(value: object) -> int:
+    """A usage field as a whole number of tokens; anything else (missing, bool, text) is 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def status_flags(status: int) -> dict[str, Any]:
     """The details flags for an HTTP error status."""
     flags: dict[str, Any] = {"api_error": True, "status": status}

@@ -14,6 +14,7 @@ from . import (
     is_retryable_status,
     parse_retry_after,
     status_flags,
+    token_count,
     with_retries,
 )
 
@@ -162,11 +163,7 @@ def parse_message(body: object, raw_text: str = "") -> JudgeReply:
         answer=answer,
         text=text,
         model=str(body.get("model") or ""),
-        input_tokens=_int(usage.get("input_tokens")),
-        output_tokens=_int(usage.get("output_tokens")),
+        input_tokens=token_count(usage.get("input_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
         stop_reason=stop_reason if isinstance(stop_reason, str) else None,
     )
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import JudgeReply, JudgeRequest, ProviderError
+from . import JudgeReply, JudgeRequest, ProviderError, token_count
 
 
 class ClaudeCliProvider:
@@ -96,8 +96,8 @@ def parse_result(returncode: int, stdout: str, stderr: str) -> JudgeReply:
         answer=answer if isinstance(answer, Mapping) else None,
         text=text if isinstance(text, str) else "",
         model=_model_of(result),
-        input_tokens=_int(usage.get("input_tokens")),
-        output_tokens=_int(usage.get("output_tokens")),
+        input_tokens=token_count(usage.get("input_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
         cost_usd=float(cost) if isinstance(cost, int | float) else None,
         stop_reason=subtype if isinstance(subtype, str) else None,
     )
@@ -108,7 +108,3 @@ def _model_of(result: Mapping[str, Any]) -> str:
     if isinstance(usage, Mapping) and usage:
         return str(next(iter(usage)))
     return ""
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -22,6 +22,7 @@ from . import (
     is_retryable_status,
     parse_retry_after,
     status_flags,
+    token_count,
     with_retries,
 )
 
@@ -143,11 +144,7 @@ def parse_chat(body_text: str) -> JudgeReply:
         answer=None,
         text=content,
         model=str(body.get("model") or ""),
-        input_tokens=_int(usage.get("prompt_tokens")),
-        output_tokens=_int(usage.get("completion_tokens")),
+        input_tokens=token_count(usage.get("prompt_tokens")),
+        output_tokens=token_count(usage.get("completion_tokens")),
         stop_reason=finish if isinstance(finish, str) else None,
     )
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
