@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .errors import LoopError
+from .errors import LoadError, LoopError
 
 
 class _Group(click.Group):
@@ -21,6 +21,11 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except LoadError as exc:
+            # An invalid loop file: every problem, one line each, as `ll validate` shows them.
+            for diagnostic in exc.diagnostics:
+                click.echo(diagnostic.format(), err=True)
+            ctx.exit(exc.exit_code)
         except LoopError as exc:
             click.echo(f"ll: error: {exc.message}", err=True)
             ctx.exit(exc.exit_code)

@@ -398,9 +398,7 @@ def test_ll_run_reports_a_paradigm_error_at_its_line(tmp_path: Path) -> None:
     path = write(tmp_path, CONVERGENCE + "tolerance: -1\n")
     result = ll("run", str(path), cwd=tmp_path)
     assert result.returncode == 2
-    assert (
-        result.stderr == f"ll: error: {path}:6:12: error: 'tolerance' must be at least 0, not -1\n"
-    )
+    assert result.stderr == f"{path}:6:12: error: 'tolerance' must be at least 0, not -1\n"
 
 
 def test_ll_run_stalled_convergence_exits_1(tmp_path: Path) -> None:
