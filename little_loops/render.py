@@ -159,7 +159,8 @@ class PlainRenderer:
         parts = [str(v.get("verdict", "?"))]
         details = v.get("details") or {}
         confidence = details.get("confidence")
-        if v.get("type") not in (None, "exit_code") and isinstance(confidence, int | float):
+        judged = v.get("type") not in (None, "exit_code") and v.get("verdict") != "error"
+        if judged and isinstance(confidence, int | float):
             parts.append(f"{confidence:.2f}")
         reason = details.get("reason") or details.get("error")
         if isinstance(reason, str) and reason:
