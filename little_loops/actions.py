@@ -17,6 +17,7 @@ import os
 import selectors
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -287,13 +288,26 @@ def _clip(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_DEVNULL: int | None = None
+
+
+def _devnull() -> int:
+    """One /dev/null for every action's stdin, opened once (Popen would open one per action)."""
+    global _DEVNULL
+    if _DEVNULL is None:
+        _DEVNULL = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    return _DEVNULL
+
+
 def _check_cwd(cwd: Path) -> None:
-    if not os.path.exists(cwd):
+    try:
+        is_dir = stat.S_ISDIR(os.stat(cwd).st_mode)  # one system call on the hot path
+    except OSError:
         raise ActionStartError(
             f"cannot run action: working directory {str(cwd)!r} does not exist; create it or "
             "fix 'working_dir:' in the loop file"
-        )
-    if not os.path.isdir(cwd):
+        ) from None
+    if not is_dir:
         raise ActionStartError(
             f"cannot run action: working directory {str(cwd)!r} is not a directory; "
             "fix 'working_dir:' in the loop file"
@@ -460,7 +474,7 @@ def _execute(
             argv,
             cwd=cwd,
             env=None if env is None else dict(env),
-            stdin=subprocess.DEVNULL,
+            stdin=_devnull(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
