@@ -89,6 +89,8 @@ class RunDir:
         self.state_path = root / "state.json"
         self.events_path = root / "events.jsonl"
         self._steps = os.fspath(root / "steps")
+        self._state = os.fspath(self.state_path)
+        self._spare = os.fspath(root / ".state.next")
         self._safe: dict[str, str] = {}
 
     @classmethod
@@ -126,9 +128,8 @@ class RunDir:
         write. Where the swap is not available, a temp file is renamed over state.json.
         """
         text = _ENCODE({"version": STATE_VERSION, **data}) + "\n"
-        state = os.fspath(self.state_path)
+        state, spare = self._state, self._spare
         if _EXCHANGE.usable and os.path.exists(state):
-            spare = os.fspath(self.root / ".state.next")
             fd = os.open(spare, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
                 raw = text.encode("utf-8")
