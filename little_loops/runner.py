@@ -670,6 +670,7 @@ class Runner:
             self._lock.release()
             self._lock = None
         self._sink.close()
+        self.run_dir.close()
 
 
 def _same(text: str) -> str:
