@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RunError
+from .events import ENCODE
 
 STATE_VERSION = 1
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_ENCODE = ENCODE
 RUNS = Path(".loops") / "runs"
 
 

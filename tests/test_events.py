@@ -8,7 +8,18 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from little_loops.events import EVENT_NAMES, Emitter, Event, JsonlSink, read_events, utc_now
+from hypothesis import given
+from hypothesis import strategies as st
+
+from little_loops.events import (
+    ENCODE,
+    EVENT_NAMES,
+    Emitter,
+    Event,
+    JsonlSink,
+    read_events,
+    utc_now,
+)
 from little_loops.secrets import Redactor
 
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
@@ -168,3 +179,14 @@ def test_written_events_read_back(tmp_path: Path) -> None:
     sink.flush()
     assert read_events(path) == sent
     sink.close()
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=20,
+    )
+)
+def test_encode_matches_compact_json_dumps(value: object) -> None:
+    assert ENCODE(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
