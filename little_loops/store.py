@@ -52,7 +52,7 @@ class _Exchange:
         self.usable = sys.platform.startswith("linux")
         self._call: Any = None
 
-    def swap(self, a: str, b: str) -> bool:
+    def swap(self, a: bytes, b: bytes) -> bool:
         """Swap two paths atomically; False (and never again) when the call is unavailable."""
         if self._call is None:
             try:
@@ -72,7 +72,7 @@ class _Exchange:
                 self.usable = False
                 return False
         at_fdcwd, rename_exchange = -100, 2
-        if self._call(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        if self._call(at_fdcwd, a, at_fdcwd, b, rename_exchange) == 0:
             return True
         self.usable = False  # EINVAL/ENOSYS: this file system or kernel cannot; fall back
         return False
@@ -92,6 +92,7 @@ class RunDir:
         self._steps = os.fspath(root / "steps")
         self._state = os.fspath(self.state_path)
         self._spare = os.fspath(root / ".state.next")
+        self._state_b, self._spare_b = os.fsencode(self._state), os.fsencode(self._spare)
         self._fds: list[int] | None = None  # [spare, state] while swapping
         self._sizes: list[int] = [0, 0]
         self._safe: dict[str, str] = {}
@@ -152,7 +153,7 @@ class RunDir:
             os.ftruncate(fd, len(raw))
         if fsync:
             os.fsync(fd)
-        if not _EXCHANGE.swap(self._spare, self._state):
+        if not _EXCHANGE.swap(self._spare_b, self._state_b):
             return False
         # The file just written is state.json now; the old state.json is the next spare.
         self._fds.reverse()
