@@ -153,6 +153,7 @@ def run_shell(
     log_path: Path | None = None,
     tail_bytes: int = DEFAULT_TAIL_BYTES,
     on_output: OutputHook | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> ActionResult:
     """Run `[shell, "-c", command]` in a new process group, stdin from /dev/null.
 
@@ -163,7 +164,10 @@ def run_shell(
     """
     _check_cwd(cwd)
     try:
-        run = _execute([shell, "-c", command], cwd, env, timeout, log_path, tail_bytes, on_output)
+        run = _execute(
+            [shell, "-c", command], cwd, env, timeout, log_path, tail_bytes, on_output,
+            on_start=on_start,
+        )  # fmt: skip
     except FileNotFoundError:
         raise ActionStartError(
             f"cannot run shell action: shell {shell!r} not found; install it or set 'shell:' "
@@ -195,6 +199,7 @@ def run_slash(
     log_path: Path | None = None,
     tail_bytes: int = DEFAULT_TAIL_BYTES,
     on_output: OutputHook | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> ActionResult:
     """Run `claude -p PROMPT --output-format stream-json --verbose FLAGS` like a shell action.
 
@@ -210,7 +215,15 @@ def run_slash(
     started = time.monotonic()
     try:
         run = _execute(
-            argv, cwd, env, timeout, log_path, tail_bytes, on_output, on_stdout=parser.feed
+            argv,
+            cwd,
+            env,
+            timeout,
+            log_path,
+            tail_bytes,
+            on_output,
+            on_stdout=parser.feed,
+            on_start=on_start,
         )
     except (FileNotFoundError, PermissionError) as exc:
         problem = "not found" if isinstance(exc, FileNotFoundError) else "not executable"
@@ -465,6 +478,7 @@ def _execute(
     tail_bytes: int,
     on_output: OutputHook | None,
     on_stdout: Callable[[bytes], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> _Run:
     """Start argv in its own group and pump its output until it and its group are gone."""
     sink = _Sink(_Tail(tail_bytes), _Tail(tail_bytes), log_path, on_output, on_stdout)
@@ -487,6 +501,8 @@ def _execute(
     try:
         _GUARD.watch(proc.pid)
         sink.attach(proc)
+        if on_start is not None:
+            on_start(proc.pid)  # runs while the child starts up, off the critical path
         deadline = None if timeout is None else started + max(timeout, 0.0)
         timed_out = _pump(proc, sink, deadline)
         sink.unwatch_exit()

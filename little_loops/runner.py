@@ -449,14 +449,24 @@ class Runner:
 
     def _act(self, step: int, state: State, attempt: int, command: str) -> actions.ActionResult:
         assert state.action_type is not None
-        self._emit(
-            "action_start",
-            step=step,
-            state=state.name,
-            action=command,
-            action_type=state.action_type,
-        )
-        self._sink.flush()
+        action_type = state.action_type
+        announced: list[bool] = []
+
+        def started(_pid: int = 0) -> None:
+            # Called once the process exists, so this bookkeeping overlaps its start-up;
+            # called afterwards instead when the action could not start at all.
+            if announced:
+                return
+            announced.append(True)
+            self._emit(
+                "action_start",
+                step=step,
+                state=state.name,
+                action=command,
+                action_type=action_type,
+            )
+            self._sink.flush()
+
         timeout = self._action_timeout(state)
         remaining = self._remaining()
         if remaining is not None:
@@ -490,6 +500,7 @@ class Runner:
                     timeout=timeout,
                     log_path=log,
                     on_output=on_output,
+                    on_start=started,
                 )
             else:
                 result = actions.run_shell(
@@ -500,8 +511,10 @@ class Runner:
                     timeout=timeout,
                     log_path=log,
                     on_output=on_output,
+                    on_start=started,
                 )
         finally:
+            started()  # a no-op when the process started; the event still comes first
             for stream in streams:
                 stream.flush()
             if log_file is not None:
