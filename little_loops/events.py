@@ -11,7 +11,6 @@ from typing import IO, Any
 Event = dict[str, Any]
 
 
-
 def _compact_encoder() -> Callable[[Any], str]:
     """Compact, UTF-8-keeping JSON, the encoder built once.
 
