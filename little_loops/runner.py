@@ -241,6 +241,7 @@ class Runner:
             redact=self.redactor.obj if self.redactor else None,
         )
         self._judge: Any = None
+        self._entering: tuple[int, str] | None = None  # a state_enter not yet written
         self._cwd = loop.cwd
         self._t0 = time.monotonic() - progress.elapsed_ms / 1000.0
 
@@ -357,7 +358,8 @@ class Runner:
     # -- one state -----------------------------------------------------------------------
 
     def _run_state(self, step: int, state: State) -> _StepResult:
-        self._emit("state_enter", step=step, state=state.name)
+        # Written with the step's next event: for an action, while its process starts up.
+        self._entering = (step, state.name)
         retry = state.retry
         # A resumed run continues the retry count of the step it was cut off in.
         attempt = max(self.progress.attempt, 1)
@@ -630,6 +632,9 @@ class Runner:
     def _emit(
         self, name: str, *, step: int | None = None, state: str | None = None, **fields: Any
     ) -> Event:
+        if self._entering is not None:
+            entering, self._entering = self._entering, None
+            self.emitter.emit("state_enter", None, step=entering[0], state=entering[1])
         return self.emitter.emit(name, fields, step=step, state=state)
 
     def _persist(self) -> None:
