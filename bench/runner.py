@@ -159,8 +159,8 @@ def report(rows: list[tuple[str, dict[str, float]]], steps: int, repeat: int) ->
 
 
 NOTES = """\
-Each step writes five events to `events.jsonl` (buffered, one write before the action starts
-and one before the state file) and replaces `state.json` whole: the new state is written into
+Each step writes five events to `events.jsonl` (buffered: one write while the action's process
+starts up, one before the state file) and replaces `state.json` whole: the new state is written into
 the run's spare file `.state.next` and the two names are swapped in one atomic rename
 (`RENAME_EXCHANGE`; a temp file renamed over state.json where that is unavailable), so a
 reader or a `kill -9` never sees half a file. `--fsync` adds an fsync per step, for runs that
