@@ -73,9 +73,9 @@ def utc_now() -> str:
 class JsonlSink:
     """Appends one JSON object a line.
 
-    Lines are buffered until `flush`, which the runner calls before each action starts (so
-    `ll logs -f` shows a running step) and before it writes state.json (so the log is never
-    behind the state). A crash loses at most the events of the step it cut off, which a
+    Lines are buffered until `flush`, which the runner calls once an action's process has
+    started (so `ll logs -f` shows a running step) and before it writes state.json (so the
+    log is never behind the state). A crash loses at most the events of the step it cut off, which a
     resumed run re-runs anyway.
     """
 
