@@ -66,7 +66,6 @@ class PlainRenderer:
         self.width = width
         self.cap = 0
         self.path: list[str] = []
-        self._step: int | None = None
         self._shown: int | None = None  # the step whose header line is out
         self._action_ms: object = None
         self._exit: object = None
@@ -99,7 +98,6 @@ class PlainRenderer:
 
     def on_state_enter(self, event: Event) -> None:
         self.path.append(str(event.get("state")))
-        self._step = event.get("step")
         self._action_ms = self._exit = None
         self._verdict = {}
 

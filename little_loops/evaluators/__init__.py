@@ -57,10 +57,18 @@ _REGISTRY: dict[str, str] = {
 EVALUATOR_TYPES: tuple[str, ...] = tuple(_REGISTRY)
 
 
+_LOADED: dict[str, Evaluator] = {}
+
+
 def get(type_name: str) -> Evaluator:
-    """The evaluator function for a type name (KeyError for an unknown type)."""
-    module_name, _, attr = _REGISTRY[type_name].partition(":")
-    fn: Evaluator = getattr(importlib.import_module(module_name), attr)
+    """The evaluator function for a type name (KeyError for an unknown type).
+
+    Imported on first use and kept: this runs once per step.
+    """
+    fn = _LOADED.get(type_name)
+    if fn is None:
+        module_name, _, attr = _REGISTRY[type_name].partition(":")
+        fn = _LOADED[type_name] = getattr(importlib.import_module(module_name), attr)
     return fn
 
 
