@@ -31,6 +31,7 @@ from little_loops.errors import LoopError, RunError
 from little_loops.model import EMPTY
 
 OutputHook = Callable[[str, bytes], None]
+StrPath = str | os.PathLike[str]
 
 KILL_GRACE_S = 0.75  # between SIGTERM and SIGKILL of a process group
 KILL_WAIT_S = 2.0  # for SIGKILLed members to be gone (bounded: a process stuck in D state)
@@ -150,7 +151,7 @@ def run_shell(
     cwd: Path,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    log_path: Path | None = None,
+    log_path: StrPath | None = None,
     tail_bytes: int = DEFAULT_TAIL_BYTES,
     on_output: OutputHook | None = None,
     on_start: Callable[[int], None] | None = None,
@@ -196,7 +197,7 @@ def run_slash(
     cwd: Path,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    log_path: Path | None = None,
+    log_path: StrPath | None = None,
     tail_bytes: int = DEFAULT_TAIL_BYTES,
     on_output: OutputHook | None = None,
     on_start: Callable[[int], None] | None = None,
@@ -348,7 +349,7 @@ class _Tail:
             self.trimmed = True
 
     def text(self) -> str:
-        if self.limit == 0:
+        if self.limit == 0 or not self.buf:
             return ""
         data = memoryview(self.buf)[-self.limit :]
         if self.trimmed or len(self.buf) > self.limit:
@@ -381,7 +382,7 @@ class _Sink:
         self,
         stdout: _Tail,
         stderr: _Tail,
-        log_path: Path | None,
+        log_path: StrPath | None,
         on_output: OutputHook | None,
         on_stdout: Callable[[bytes], None] | None,
     ) -> None:
@@ -399,22 +400,17 @@ class _Sink:
         self.total = 0
         self.pidfd: int | None = None
 
-    def attach(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        for name, pipe, tail in (
-            ("stdout", proc.stdout, self.stdout),
-            ("stderr", proc.stderr, self.stderr),
-        ):
-            fd = pipe.fileno()
+    def attach(self, stdout: int, stderr: int, pid: int) -> None:
+        """Watch the read ends of the child's pipes, and its exit."""
+        for name, fd, tail in (("stdout", stdout, self.stdout), ("stderr", stderr, self.stderr)):
             os.set_blocking(fd, False)
             self.sel.register(fd, selectors.EVENT_READ)
             self.streams[fd] = (name, tail)
             self.open.add(fd)
-        self.watch_exit(proc.pid)
+        self.watch_exit(pid)
 
     def close(self) -> None:
-        """Release the selector, the pidfd and the log; the pipes belong to the Popen."""
+        """Release the selector, the pidfd and the log; the pipes belong to `_Pipes`."""
         self.unwatch_exit()
         self.sel.close()
         if self.log is not None:
@@ -450,7 +446,7 @@ class _Sink:
         self.total += len(chunk)
         if self.log_path is not None:
             if self.log is None:
-                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                os.makedirs(os.path.dirname(os.fspath(self.log_path)) or ".", exist_ok=True)
                 self.log = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - see close()
             self.log.write(chunk)
         tail.add(chunk)
@@ -474,14 +470,14 @@ def _execute(
     cwd: Path,
     env: Mapping[str, str] | None,
     timeout: float | None,
-    log_path: Path | None,
+    log_path: StrPath | None,
     tail_bytes: int,
     on_output: OutputHook | None,
     on_stdout: Callable[[bytes], None] | None = None,
     on_start: Callable[[int], None] | None = None,
 ) -> _Run:
     """Start argv in its own group and pump its output until it and its group are gone."""
-    sink = _Sink(_Tail(tail_bytes), _Tail(tail_bytes), log_path, on_output, on_stdout)
+    pipes = _Pipes()
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -489,20 +485,23 @@ def _execute(
             cwd=cwd,
             env=None if env is None else dict(env),
             stdin=_devnull(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=pipes.out_w,
+            stderr=pipes.err_w,
             start_new_session=True,
-            bufsize=0,
         )
     except BaseException:
-        sink.close()
+        pipes.close()
         raise
     # From here on, whatever happens (even an interrupt between two lines), the group dies.
+    sink: _Sink | None = None
     try:
+        pipes.close_writers()  # the child has them: end of file comes when its group is done
         _GUARD.watch(proc.pid)
-        sink.attach(proc)
+        # Everything from here to the wait overlaps the child's start-up.
+        sink = _Sink(_Tail(tail_bytes), _Tail(tail_bytes), log_path, on_output, on_stdout)
+        sink.attach(pipes.out_r, pipes.err_r, proc.pid)
         if on_start is not None:
-            on_start(proc.pid)  # runs while the child starts up, off the critical path
+            on_start(proc.pid)
         deadline = None if timeout is None else started + max(timeout, 0.0)
         timed_out = _pump(proc, sink, deadline)
         sink.unwatch_exit()
@@ -514,10 +513,9 @@ def _execute(
         raise
     finally:
         _GUARD.forget(proc.pid)
-        sink.close()
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        if sink is not None:
+            sink.close()
+        pipes.close()
     return _Run(
         stdout=sink.stdout,
         stderr=sink.stderr,
@@ -526,6 +524,40 @@ def _execute(
         output_bytes=sink.total,
         duration_ms=_ms_since(started),
     )
+
+
+class _Pipes:
+    """An action's stdout and stderr pipes, made here rather than by Popen.
+
+    Popen would wrap each read end in a file object this module never reads through; raw
+    descriptors are cheaper to make and to close, and each action pays for them twice.
+    """
+
+    __slots__ = ("err_r", "err_w", "held", "out_r", "out_w")
+
+    def __init__(self) -> None:
+        self.held: list[int] = []
+        try:
+            self.out_r, self.out_w = self._pipe()
+            self.err_r, self.err_w = self._pipe()
+        except BaseException:
+            self.close()
+            raise
+
+    def _pipe(self) -> tuple[int, int]:
+        read_end, write_end = os.pipe()  # close-on-exec: only the dup2'd copies reach the child
+        self.held += (read_end, write_end)
+        return read_end, write_end
+
+    def close_writers(self) -> None:
+        for fd in (self.out_w, self.err_w):
+            if fd in self.held:
+                self.held.remove(fd)
+                os.close(fd)
+
+    def close(self) -> None:
+        while self.held:
+            os.close(self.held.pop())
 
 
 def _pump(proc: subprocess.Popen[bytes], sink: _Sink, deadline: float | None) -> bool:

@@ -595,6 +595,18 @@ def _compile(template: str) -> _Compiled:
     return _Compiled(tuple(parts), error, last_quoted)
 
 
+def literal_text(template: str) -> str | None:
+    """The text of a template without placeholders (escapes resolved), else None.
+
+    The runner asks before building a scope: a command such as `make test` is rendered
+    every step, and has nothing to resolve.
+    """
+    compiled = _compile(template)
+    if compiled.error is not None or not all(isinstance(part, str) for part in compiled.parts):
+        return None
+    return "".join(compiled.parts)  # type: ignore[arg-type]
+
+
 def _needs_quoting(p: Placeholder) -> bool:
     if p.modifier == "q":
         return True

@@ -30,10 +30,10 @@ from .errors import (
 )
 from .evaluators import EvalInput, evaluate
 from .events import Emitter, Event, JsonlSink, Listener, utc_now
-from .interpolate import render, resolve_context
+from .interpolate import literal_text, render, resolve_context
 from .model import Loop, State, Verdict
 from .secrets import RedactingStream, Redactor
-from .store import LoopLock, RunDir, new_run_id
+from .store import LoopLock, RunDir, new_run_id, state_head
 
 OUTCOME_EXIT = {
     "success": EXIT_SUCCESS,
@@ -122,10 +122,10 @@ class Progress:
     exit_code: int | None = None
     error: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, names: tuple[str, ...] | None = None) -> dict[str, Any]:
         # Shallow on purpose: this runs after every step and json.dumps walks the rest.
         # The path grows with every step, so it stays out (events.jsonl records it).
-        return {name: getattr(self, name) for name in _PERSISTED}
+        return {name: getattr(self, name) for name in names or _PERSISTED}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Progress:
@@ -133,6 +133,18 @@ class Progress:
 
 
 _PERSISTED = tuple(name for name in Progress.__dataclass_fields__ if name != "path")
+# Set when the run starts (or resumes) and never changed by a step: encoded once per run.
+_FIXED = (
+    "run_id",
+    "loop_file",
+    "loop_sha256",
+    "started_at",
+    "context",
+    "max_iterations",
+    "pid",
+    "options",
+)
+_CHANGING = tuple(name for name in _PERSISTED if name not in _FIXED)
 
 
 @dataclass(frozen=True)
@@ -224,6 +236,10 @@ class Runner:
         progress.pid = os.getpid()
         self.progress = progress
         self.redactor = Redactor.for_run(self.env, progress.context, loop.secrets)
+        fixed = progress.to_dict(_FIXED)
+        # Secret context values are never written down; a resumed run takes them afresh.
+        fixed["context"] = {k: v for k, v in progress.context.items() if k not in loop.secrets}
+        self._state_head = state_head(self.redactor.obj(fixed) if self.redactor else fixed)
         self._lock: LoopLock | None = None
         if not self.options.allow_concurrent:
             # Before the run directory exists, so a refused start leaves nothing behind.
@@ -473,14 +489,14 @@ class Runner:
         remaining = self._remaining()
         if remaining is not None:
             timeout = min(timeout, remaining)
-        log: Path | None = self.run_dir.step_log(step, state.name, attempt)
+        log: str | None = self.run_dir.step_log(step, state.name, attempt)
         on_output = self.options.on_output
         streams: list[RedactingStream] = []
         log_file = None
         if self.redactor:
             # Output is masked on its way to the log and the terminal, never written raw.
             assert log is not None
-            log_file = log.open("ab")
+            log_file = open(log, "ab")  # noqa: SIM115 - closed in the finally below
             streams.append(RedactingStream(log_file.write, self.redactor))
             if on_output is not None:
                 verbose = on_output
@@ -564,6 +580,9 @@ class Runner:
     # -- helpers -------------------------------------------------------------------------
 
     def _render(self, template: str, step: int, state: State, attempt: int, *, shell: bool) -> str:
+        text = literal_text(template)
+        if text is not None:
+            return text
         p = self.progress
         elapsed_ms = self._elapsed_ms()
         scope: dict[str, Mapping[str, Any]] = {
@@ -640,13 +659,10 @@ class Runner:
     def _persist(self) -> None:
         self._sink.flush()
         self.progress.elapsed_ms = self._elapsed_ms()
-        data = self.progress.to_dict()
+        data = self.progress.to_dict(_CHANGING)
         if self.redactor:
             data = self.redactor.obj(data)
-            data["context"] = {
-                k: v for k, v in data["context"].items() if k not in set(self.loop.secrets)
-            }
-        self.run_dir.write_state(data, fsync=self.options.fsync)
+        self.run_dir.write_state(data, fsync=self.options.fsync, head=self._state_head)
 
     def _finish(
         self, outcome: str, final_state: str, error: str | None, exit_code: int | None = None

@@ -54,6 +54,22 @@ def wait_for_members(pgid: int, count: int, seconds: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+def open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_no_descriptor_outlives_an_action(tmp_path: Path) -> None:
+    run_shell("true", cwd=tmp_path)  # the guard process and /dev/null are opened once
+    before = open_fds()
+    run_shell("echo out; echo err >&2", cwd=tmp_path, log_path=tmp_path / "x.log")
+    run_shell("exit 3", cwd=tmp_path)
+    run_shell("printf x; sleep 5", cwd=tmp_path, timeout=0.2)
+    run_shell("sleep 5 & echo bg", cwd=tmp_path)
+    with pytest.raises(ActionStartError):
+        run_shell("true", shell=str(tmp_path / "no-shell"), cwd=tmp_path)
+    assert open_fds() == before
+
+
 # -- shell: capture ---------------------------------------------------------------------------
 
 

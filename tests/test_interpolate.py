@@ -17,6 +17,7 @@ from little_loops.errors import RunError, UndefinedVariable
 from little_loops.interpolate import (
     Placeholder,
     PlaceholderError,
+    literal_text,
     placeholders,
     render,
     resolve_context,
@@ -383,3 +384,25 @@ def test_context_errors() -> None:
 def test_context_uses_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LL_TEST_VALUE", "from-env")
     assert resolve_context({"a": "${env.LL_TEST_VALUE}"}, {}) == {"a": "from-env"}
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ("make test", "make test"),
+        ("", ""),
+        ("echo $HOME $(pwd) $", "echo $HOME $(pwd) $"),
+        ("echo $${not.a.placeholder}", "echo ${not.a.placeholder}"),
+        ("echo ${context.x}", None),
+        ("echo ${captured.x.output|raw} done", None),
+        ("echo ${nope.x}", None),  # an error is never literal text
+        ("echo ${", None),
+    ],
+)
+def test_literal_text_is_what_render_gives_for_a_template_without_placeholders(
+    template: str, expected: str | None
+) -> None:
+    assert literal_text(template) == expected
+    if expected is not None:
+        assert render(template, {}, shell=True) == expected
+        assert render(template, {}, shell=False) == expected

@@ -24,6 +24,7 @@ from little_loops.store import (
     list_runs,
     new_run_id,
     pid_alive,
+    state_head,
 )
 
 
@@ -101,6 +102,25 @@ def test_write_and_read_state_round_trip(tmp_path: Path) -> None:
     assert sorted(p.name for p in run.root.iterdir()) == ["state.json", "steps"]
 
 
+@pytest.mark.parametrize(
+    ("fixed", "changing"),
+    [
+        ({"run_id": "r1", "context": {"k": 'v\n"q"'}, "pid": 7}, {"step": 3, "prev": {}}),
+        ({"run_id": "r1"}, {}),
+        ({}, {"step": 1}),
+        ({}, {}),
+    ],
+)
+def test_state_head_plus_changing_fields_is_the_whole_state(
+    tmp_path: Path, fixed: dict[str, object], changing: dict[str, object]
+) -> None:
+    run = RunDir.create(tmp_path, "r1")
+    for _ in range(2):  # the first write is a plain one, the second a swap
+        run.write_state(changing, head=state_head(fixed))
+        assert run.read_state() == {"version": STATE_VERSION, **fixed, **changing}
+    assert run.state_path.read_text(encoding="utf-8").endswith("}\n")
+
+
 def test_read_state_missing(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path, "r1")
     with pytest.raises(RunError) as exc:
@@ -151,14 +171,14 @@ def test_read_state_other_version(tmp_path: Path, version: object, shown: str) -
 def test_step_log_names(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path, "r1")
     steps = run.root / "steps"
-    assert run.step_log(1, "fix") == steps / "0001-fix.log"
-    assert run.step_log(12, "fix", attempt=1) == steps / "0012-fix.log"
-    assert run.step_log(12, "fix", attempt=3) == steps / "0012-fix-attempt3.log"
-    assert run.step_log(7, "run tests/now!") == steps / "0007-run_tests_now_.log"
-    assert run.step_log(7, "../../etc") == steps / "0007-.._.._etc.log"
-    assert run.step_log(7, "a.b-c_D") == steps / "0007-a.b-c_D.log"
-    assert run.step_log(12345, "x") == steps / "12345-x.log"
-    assert run.step_log(7, "../../etc").parent == steps  # never escapes the steps directory
+    assert Path(run.step_log(1, "fix")) == steps / "0001-fix.log"
+    assert Path(run.step_log(12, "fix", attempt=1)) == steps / "0012-fix.log"
+    assert Path(run.step_log(12, "fix", attempt=3)) == steps / "0012-fix-attempt3.log"
+    assert Path(run.step_log(7, "run tests/now!")) == steps / "0007-run_tests_now_.log"
+    assert Path(run.step_log(7, "../../etc")) == steps / "0007-.._.._etc.log"
+    assert Path(run.step_log(7, "a.b-c_D")) == steps / "0007-a.b-c_D.log"
+    assert Path(run.step_log(12345, "x")) == steps / "12345-x.log"
+    assert Path(run.step_log(7, "../../etc")).parent == steps  # never escapes the steps directory
 
 
 HOLDER = textwrap.dedent(
