@@ -79,7 +79,7 @@ def runner_without_processes(steps: int, base: Path, fsync: bool) -> float:
         output="", stderr="", exit_code=0, duration_ms=0, timed_out=False, output_bytes=0
     )
     real = actions.run_shell
-    actions.run_shell = lambda *args, **kwargs: canned  # type: ignore[assignment]
+    actions.run_shell = lambda *args, **kwargs: canned
     try:
         return runner(steps, base, fsync)[0]
     finally:
@@ -163,8 +163,9 @@ Each step writes five events to `events.jsonl` (buffered: one write while the ac
 starts up, one before the state file) and replaces `state.json` whole: the new state is written into
 the run's spare file `.state.next` and the two names are swapped in one atomic rename
 (`RENAME_EXCHANGE`; a temp file renamed over state.json where that is unavailable), so a
-reader or a `kill -9` never sees half a file. `--fsync` adds an fsync per step, for runs that
-must also survive a power cut.
+reader or a `kill -9` never sees half a file. The fields that a step never changes (run id,
+loop file and digest, context, options) are encoded once when the run starts. `--fsync` adds
+an fsync per step, for runs that must also survive a power cut.
 
 The last three columns take the overhead apart, each timed alone in the same folder:
 "state.json replace alone" is N replacements of a state of the same size, made as the runner
@@ -172,10 +173,10 @@ makes them; "runner without processes" is the whole loop with the action answere
 so everything the runner does per step (interpolation, evaluation, routing, five events,
 state.json) with nothing to wait for; "run_shell over the floor" is what the action layer adds
 to a bare `subprocess.run` (two pipes read as they fill, a new process group, a pidfd to see
-the exit, the check that no member of the group is left). The parts add up to less than the
-whole: alternating Python work with process start-up makes each slower than alone on this
-2-CPU virtual machine (1,000 x `subprocess.run` plus 0.06 ms of event and state writing took
-1.05 ms a step where the two alone took 0.81 + 0.06 ms).
+the exit, the check that no member of the group is left). The parts do not simply add up: the
+work done while the child starts up (building the reader, two events) costs nothing on the
+critical path, and the work between two actions runs slower right after a process exits than
+it does alone (cold caches on this 2-CPU virtual machine).
 """
 
 
