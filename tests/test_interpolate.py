@@ -349,7 +349,12 @@ def test_single_quote() -> None:
 
 
 def test_context_overrides_and_references() -> None:
-    context = {"dir": "build", "out": "${context.dir}/out", "n": 3, "flag": True}
+    context: dict[str, str | int | float | bool] = {
+        "dir": "build",
+        "out": "${context.dir}/out",
+        "n": 3,
+        "flag": True,
+    }
     got = resolve_context(context, {"dir": "dist"}, env={})
     assert got == {"dir": "dist", "out": "dist/out", "n": "3", "flag": "true"}
 

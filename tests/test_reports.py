@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -195,9 +194,8 @@ def test_junit_error_and_timeout_verdicts_are_failures_with_the_reason(tmp_path:
     suite = junit(tmp_path, s).find("testsuite")
     assert suite is not None
     cases = suite.findall("testcase")
-    types = [
-        (c.find("failure").get("type") if c.find("failure") is not None else None) for c in cases
-    ]
+    failures = [c.find("failure") for c in cases]
+    types = [None if f is None else f.get("type") for f in failures]
     assert types == ["error", "timeout", "failure_uncertain", None, "failure"]
     assert cases[0].find("failure").get("message").endswith(": exit code 2: no make")  # type: ignore[union-attr]
     assert cases[1].find("failure").get("message").endswith("the action timed out after 5s")  # type: ignore[union-attr]
@@ -564,7 +562,7 @@ states:
 
 
 @pytest.fixture
-def loop_file(tmp_path: Path) -> Iterator[Path]:
+def loop_file(tmp_path: Path) -> Path:
     path = tmp_path / "ci-demo.yaml"
     path.write_text(textwrap.dedent(LOOP), encoding="utf-8")
     return path
