@@ -65,7 +65,7 @@ class PlainRenderer:
         self.quiet = quiet
         self.width = width
         self.cap = 0
-        self.path: list[str] = []
+        self._entered: dict[int, str] = {}  # step -> state; a re-run step replaces its entry
         self._shown: int | None = None  # the step whose header line is out
         self._action_ms: object = None
         self._exit: object = None
@@ -96,8 +96,15 @@ class PlainRenderer:
             f"ll: {verb} {event.get('loop')} (run {event['run_id']}, at most {self.cap} steps)"
         )
 
+    @property
+    def path(self) -> list[str]:
+        """The states entered, one a step, in step order."""
+        return [self._entered[step] for step in sorted(self._entered)]
+
     def on_state_enter(self, event: Event) -> None:
-        self.path.append(str(event.get("state")))
+        step = event.get("step")
+        key = step if isinstance(step, int) else max(self._entered, default=0) + 1
+        self._entered[key] = str(event.get("state"))
         self._action_ms = self._exit = None
         self._verdict = {}
 
@@ -138,8 +145,13 @@ class PlainRenderer:
         )
 
     def on_loop_complete(self, event: Event) -> None:
-        if self.path:
-            self.write(f"{'':13}path: " + " -> ".join(self.path))
+        # Only finished steps: a step cut off by an interruption is re-run when resumed.
+        steps = event.get("steps")
+        path = [
+            s for k, s in sorted(self._entered.items()) if not isinstance(steps, int) or k <= steps
+        ]
+        if path:
+            self.write(f"{'':13}path: " + " -> ".join(path))
         self.final(summary_line(event), "green" if event.get("outcome") == "success" else "red")
 
     # -- helpers -------------------------------------------------------------------------

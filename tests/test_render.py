@@ -174,6 +174,47 @@ def test_resumed_run_maintain_route_and_notices() -> None:
     ]
 
 
+def test_path_counts_a_step_cut_off_and_re_run_once() -> None:
+    """`ll logs` of a run interrupted in step 2 and resumed: the path has one entry a step."""
+
+    def complete(outcome: str, steps: int) -> Event:
+        return ev(
+            "loop_complete",
+            final_state="wait",
+            outcome=outcome,
+            steps=steps,
+            duration_ms=10,
+            error=None,
+            cost_usd=0,
+        )
+
+    def finished(step: int) -> list[Event]:
+        return [
+            ev("state_enter", step, "wait"),
+            *action(step, "wait", "sleep 1", 5, 0),
+            ev("evaluate", step, "wait", type="exit_code", verdict="success", details={}),
+            ev("route", step, "wait", **{"from": "wait", "to": "wait"}, verdict="success", via="x"),
+        ]
+
+    first = [
+        ev("loop_start", loop="slow", max_iterations=3),
+        *finished(1),
+        ev("state_enter", 2, "wait"),
+        ev("action_start", 2, "wait", action="sleep 1", action_type="shell"),
+        complete("interrupted", 1),
+    ]
+    second = [
+        ev("loop_start", loop="slow", max_iterations=3, resumed=True),
+        *finished(2),
+        *finished(3),
+        complete("max_iterations", 3),
+    ]
+    paths = [line.strip() for line in render(first + second).splitlines() if "path:" in line]
+    assert paths == ["path: wait", "path: wait -> wait -> wait"]
+    resumed_alone = [line.strip() for line in render(second).splitlines() if "path:" in line]
+    assert resumed_alone == ["path: wait -> wait"]
+
+
 def test_evaluate_error_details_and_unknown_events() -> None:
     events = [
         ev("loop_start", loop="x", max_iterations=1),
