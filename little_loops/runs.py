@@ -32,6 +32,7 @@ class RunInfo:
     elapsed_ms: int
     cost_usd: float
     pid: int
+    error: str | None = None
 
 
 def info(run_dir: RunDir) -> RunInfo:
@@ -54,6 +55,7 @@ def info(run_dir: RunDir) -> RunInfo:
         elapsed_ms=int(state.get("elapsed_ms", 0)),
         cost_usd=float(state.get("cost_usd", 0.0)),
         pid=pid,
+        error=state.get("error") if isinstance(state.get("error"), str) else None,
     )
 
 
@@ -175,7 +177,9 @@ def status_text(base: Path, run_id: str | None) -> str:
     lines = [
         f"run:     {i.run_id}",
         f"loop:    {i.loop} ({i.file})",
-        f"status:  {i.status}" + (f" ({i.outcome})" if i.outcome else ""),
+        f"status:  {i.status}"
+        + (f" ({i.outcome})" if i.outcome and i.outcome != i.status else "")
+        + (f": {i.error}" if i.error else ""),
         f"state:   {i.current}",
         f"step:    {i.step}/{i.max_iterations}",
         f"elapsed: {_duration(elapsed)}",

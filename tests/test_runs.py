@@ -200,9 +200,15 @@ def test_status_text_keeps_the_last_five_verdicts(tmp_path: Path) -> None:
 
 def test_status_text_of_an_interrupted_run_says_how_to_resume(tmp_path: Path) -> None:
     result = run(tmp_path, PASS, "ok")
-    set_state(result.run_id, tmp_path, status="interrupted", outcome="interrupted")
+    set_state(
+        result.run_id,
+        tmp_path,
+        status="interrupted",
+        outcome="interrupted",
+        error="terminated (SIGTERM)",
+    )
     text = status_text(tmp_path, result.run_id)
-    assert "status:  interrupted (interrupted)\n" in text
+    assert "status:  interrupted: terminated (SIGTERM)\n" in text
     assert text.endswith(f"resume with: ll resume {result.run_id}\n")
     assert "pid:" not in text
 
