@@ -149,6 +149,8 @@ class RunDir:
         which on ext4 costs several times the write. The two files stay open and trade places
         every step. Where the swap is not available, a temp file is renamed over state.json.
         """
+        if "version" in data:  # e.g. a state read back, changed and written again
+            data = {k: v for k, v in data.items() if k != "version"}
         body = _ENCODE(data)
         if head is None:
             head = _HEAD

@@ -121,6 +121,15 @@ def test_state_head_plus_changing_fields_is_the_whole_state(
     assert run.state_path.read_text(encoding="utf-8").endswith("}\n")
 
 
+def test_a_state_read_back_and_written_again_has_one_version_key(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "r1")
+    run.write_state({"step": 1})
+    state = run.read_state()
+    state["step"] = 2
+    run.write_state(state)
+    assert run.state_path.read_text(encoding="utf-8") == '{"version":1,"step":2}\n'
+
+
 def test_read_state_missing(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path, "r1")
     with pytest.raises(RunError) as exc:
