@@ -602,9 +602,10 @@ def literal_text(template: str) -> str | None:
     every step, and has nothing to resolve.
     """
     compiled = _compile(template)
-    if compiled.error is not None or not all(isinstance(part, str) for part in compiled.parts):
+    texts = [part for part in compiled.parts if isinstance(part, str)]
+    if compiled.error is not None or len(texts) != len(compiled.parts):
         return None
-    return "".join(compiled.parts)  # type: ignore[arg-type]
+    return "".join(texts)
 
 
 def _needs_quoting(p: Placeholder) -> bool:
