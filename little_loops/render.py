@@ -147,11 +147,11 @@ class PlainRenderer:
     def on_loop_complete(self, event: Event) -> None:
         # Only finished steps: a step cut off by an interruption is re-run when resumed.
         steps = event.get("steps")
-        path = [
-            s for k, s in sorted(self._entered.items()) if not isinstance(steps, int) or k <= steps
-        ]
-        if path:
-            self.write(f"{'':13}path: " + " -> ".join(path))
+        if isinstance(steps, int):
+            for cut_off in [step for step in self._entered if step > steps]:
+                del self._entered[cut_off]
+        if self._entered:
+            self.write(f"{'':13}path: " + " -> ".join(self.path))
         self.final(summary_line(event), "green" if event.get("outcome") == "success" else "red")
 
     # -- helpers -------------------------------------------------------------------------

@@ -55,7 +55,7 @@ def info(run_dir: RunDir) -> RunInfo:
         elapsed_ms=int(state.get("elapsed_ms", 0)),
         cost_usd=float(state.get("cost_usd", 0.0)),
         pid=pid,
-        error=state.get("error") if isinstance(state.get("error"), str) else None,
+        error=error if isinstance(error := state.get("error"), str) else None,
     )
 
 
