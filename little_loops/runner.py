@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import actions, router
+from . import actions, reasons, router
 from .errors import (
     EXIT_BUDGET,
     EXIT_FAILURE,
@@ -31,7 +31,7 @@ from .errors import (
 from .evaluators import EvalInput, evaluate
 from .events import Emitter, Event, JsonlSink, Listener, utc_now
 from .interpolate import literal_text, render, resolve_context
-from .model import Loop, State, Verdict
+from .model import Loop, State, Verdict, base_verdict
 from .secrets import RedactingStream, Redactor
 from .store import LoopLock, RunDir, new_run_id, state_head
 
@@ -174,6 +174,7 @@ class _Finish(Exception):
 class _StepResult:
     verdict: Verdict
     action: actions.ActionResult | None
+    reason: str | None = None  # one line, for a verdict other than success
 
 
 class Runner:
@@ -322,7 +323,7 @@ class Runner:
                 "error",
                 state.name,
                 f"state '{state.name}' gave verdict '{result.verdict.verdict}' "
-                "and has no route for it",
+                "and has no route for it" + (f": {result.reason}" if result.reason else ""),
             )
         self._emit(
             "route",
@@ -406,6 +407,7 @@ class Runner:
 
     def _attempt(self, step: int, state: State, attempt: int) -> _StepResult:
         action = None
+        command: str | None = None
         if state.action is not None:
             command = self._render(
                 state.action, step, state, attempt, shell=state.action_type == "shell"
@@ -414,15 +416,15 @@ class Runner:
             if action.timed_out:
                 self._check_deadline(state.name)
                 verdict = Verdict("timeout", {"timeout_s": self._action_timeout(state)})
-                return self._evaluated(step, state, verdict, action, "timeout")
+                return self._evaluated(step, state, verdict, action, "timeout", command)
             if action.error is not None:
                 verdict = Verdict("error", {"error": action.error, **dict(action.details)})
-                return self._evaluated(step, state, verdict, action, "action")
+                return self._evaluated(step, state, verdict, action, "action", command)
         if state.terminal:
             return _StepResult(Verdict("success"), action)
         spec = state.evaluate
         if spec is None:
-            return self._evaluated(step, state, Verdict("success"), action, "none")
+            return self._evaluated(step, state, Verdict("success"), action, "none", command)
         judged = _uses_judge(spec)
         # The judge (a remote model, a cache file) never sees a secret value.
         mask = self.redactor.text if judged and self.redactor else _same
@@ -441,7 +443,7 @@ class Runner:
             judge=self._judge_session() if judged else None,
         )
         verdict = evaluate(spec, inp)
-        return self._evaluated(step, state, verdict, action, spec.type)
+        return self._evaluated(step, state, verdict, action, spec.type, command)
 
     def _evaluated(
         self,
@@ -450,11 +452,28 @@ class Runner:
         verdict: Verdict,
         action: actions.ActionResult | None,
         kind: str,
+        command: str | None = None,
     ) -> _StepResult:
         cost = float(verdict.details.get("cost_usd") or 0.0)
         if action is not None:
             cost += action.cost_usd
         self.progress.cost_usd += cost
+        why: dict[str, Any] = {}
+        if verdict.verdict != "success":
+            # Why it did not succeed, and what it printed last: the terminal, JUnit and the
+            # stop message all read these two fields.
+            why["reason"] = reasons.step_reason(
+                verdict.verdict,
+                verdict.details,
+                exit_code=action.exit_code if action else None,
+                stderr=action.stderr if action else "",
+                stdout=action.output if action else "",
+                command=command,
+                action_type=state.action_type,
+            )
+            base = base_verdict(verdict.verdict) or verdict.verdict
+            if action is not None and base in reasons.BAD_VERDICTS:
+                why["tail"] = reasons.output_tail(action.output, action.stderr)
         self._emit(
             "evaluate",
             step=step,
@@ -462,8 +481,9 @@ class Runner:
             type=kind,
             verdict=verdict.verdict,
             details=dict(verdict.details),
+            **why,
         )
-        return _StepResult(verdict, action)
+        return _StepResult(verdict, action, why.get("reason"))
 
     def _act(self, step: int, state: State, attempt: int, command: str) -> actions.ActionResult:
         assert state.action_type is not None
