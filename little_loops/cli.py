@@ -278,6 +278,8 @@ def _execute(
 
     if verbose:
         options = dataclasses.replace(options, on_output=output_streamer(json_mode))
+    elif not (quiet or json_mode):  # a terminal's report is shown without -v
+        options = dataclasses.replace(options, on_terminal_output=output_streamer(False))
     listeners = [make_renderer(json_mode=json_mode, quiet=quiet, verbose=verbose)]
     listeners += _reporters(loop, junit_xml, json_mode)
     with signals_as_exceptions():
