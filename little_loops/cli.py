@@ -243,7 +243,8 @@ def resume(
     """Continue an interrupted run from its last finished step.
 
     Finished steps are neither re-run nor re-judged; a step cut off mid-action runs again
-    from its start. Without RUN_ID, the latest resumable run of this directory.
+    from its start. Without RUN_ID, the latest resumable run of this directory. RUN_ID may
+    also be a run directory's path, to resume from elsewhere; actions run where the run began.
 
     \b
     Example:

@@ -268,6 +268,24 @@ def test_a_failing_terminal_shows_its_output_and_stderr(tmp_path: Path) -> None:
     assert "fatal: could not read from remote repository" in lines
 
 
+def test_terminal_output_hides_secrets(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "loop.yaml",
+        """
+        name: secretive
+        initial: tell
+        context: {token: ""}
+        secrets: [token]
+        states:
+          tell: {action: 'echo "token is ${context.token}"', terminal: true}
+        """,
+    )
+    proc = ll("run", path, "--set", "token=hunter2-very-secret", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout
+    assert "token is ***" in proc.stdout.splitlines()
+    assert "hunter2-very-secret" not in proc.stdout
+
+
 def test_a_terminal_action_output_is_shown_in_a_terminal(tmp_path: Path) -> None:
     path = write(tmp_path / "loop.yaml", SHOWN)
     master, slave = pty.openpty()
