@@ -325,7 +325,7 @@ class Runner:
         p.attempt = 0
         p.path.append(state.name)
         self._remember(state, result)
-        if state.terminal or (p.on_max_used and state.name == self.loop.on_max_iterations):
+        if self._ends_run(state):
             self._after_terminal(state, result)
             return
         decision = router.route(self.loop, state, result.verdict.verdict)
@@ -441,7 +441,7 @@ class Runner:
                 state.action, step, state, attempt, shell=state.action_type == "shell"
             )
             action = self._act(step, state, attempt, command)
-            if state.terminal:
+            if self._ends_run(state):
                 self._show_terminal_output(action)
             self._capture_output(state, action)
             if action.timed_out:
@@ -600,6 +600,11 @@ class Runner:
             output_bytes=result.output_bytes,
         )
         return result
+
+    def _ends_run(self, state: State) -> bool:
+        """A terminal, or the `on_max_iterations` state once the limit sent the run there."""
+        on_max = self.progress.on_max_used and state.name == self.loop.on_max_iterations
+        return state.terminal or on_max
 
     def _show_terminal_output(self, action: actions.ActionResult) -> None:
         show = self.options.on_terminal_output
