@@ -194,6 +194,8 @@ def test_a_failing_report_at_max_iterations_keeps_exit_4_and_says_why(tmp_path: 
     assert (
         end["error"] == "terminal state 'report' gave verdict 'error': exit code 5: no mail server"
     )
+    piped = ll("run", path, "--allow-concurrent", cwd=tmp_path)
+    assert "no mail server" in piped.stdout.splitlines()  # the report's output is shown
 
 
 def test_a_terminal_slash_action_counts_by_the_cli_result(
