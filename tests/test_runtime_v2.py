@@ -541,6 +541,50 @@ def test_validate_rejects_reading_the_own_verdict(tmp_path: Path) -> None:
     ) in proc.stdout + proc.stderr
 
 
+def test_validate_checks_every_evaluator_text_for_the_own_verdict_fields(tmp_path: Path) -> None:
+    from little_loops.loader import try_load
+
+    path = write(
+        tmp_path / "loop.yaml",
+        """
+        name: own
+        initial: a
+        on_error: done
+        states:
+          a:
+            action: echo 1
+            capture: first
+            next: b
+          b:
+            action: echo 2
+            capture: c
+            evaluate:
+              type: any
+              of:
+                - type: llm_structured
+                  prompt: "was ${captured.c.confidence} ok after ${captured.first.verdict}?"
+                - {type: output_numeric, operator: eq, target: "${captured.c.reason}"}
+                - {type: output_contains, source: "${captured.c.output}", pattern: "2"}
+            next: done
+          done: {terminal: true}
+        """,
+    )
+    _, diagnostics = try_load(path)
+    found = [(d.line, d.code, d.message.split(":")[0]) for d in diagnostics]
+    assert found == [
+        (
+            17,
+            "own-capture-verdict",
+            "'${captured.c.confidence}' in 'evaluate.of[0].prompt' of state 'b'",
+        ),
+        (
+            18,
+            "own-capture-verdict",
+            "'${captured.c.reason}' in 'evaluate.of[1].target' of state 'b'",
+        ),
+    ]
+
+
 # -- 5. ${loop.run_dir} and ${loop.dir} --------------------------------------------------------
 
 
