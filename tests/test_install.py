@@ -132,6 +132,15 @@ def test_install_lines_are_found_in_every_kind_of_block(tmp_path: Path) -> None:
     assert found == [("3", "-q ."), ("6", "./tools/little-loops"), ("9", "dist/*.whl")]
 
 
+def test_readme_says_how_to_get_ll_on_path_and_what_not_to_install() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    after = quick.split("<!-- test-command -->", 1)[1].split("```", 2)[2]  # prose after both
+    assert "`. .venv/bin/activate`" in after
+    assert "`little-loops`" in after
+    assert "never with `pip install little-loops`" in " ".join(after.split())
+
+
 def test_pyproject_names_the_distribution_and_both_commands() -> None:
     text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     project = text.split("[project]", 1)[1].split("\n[", 1)[0]
