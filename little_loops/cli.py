@@ -7,7 +7,7 @@ Everything else is imported inside the command that needs it.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
@@ -145,6 +145,13 @@ def _output_options(f: Any) -> Any:
                 type=click.Path(dir_okay=False),
                 help="Write a JUnit XML report to FILE.",
             ),
+            click.option(
+                "--heartbeat",
+                type=click.FloatRange(min=0),
+                metavar="SECONDS",
+                help="Without a terminal, print a 'still running' line this often while a "
+                "step runs (default 30; 0: never).",
+            ),
         ]
     ):
         f = option(f)
@@ -171,6 +178,7 @@ def run(
     quiet: bool,
     verbose: bool,
     junit_xml: str | None,
+    heartbeat: float | None,
     claude: str | None,
     claude_flags: str | None,
     model: str | None,
@@ -221,7 +229,8 @@ def run(
         fsync=fsync,
         allow_concurrent=allow_concurrent,
     )
-    _execute(loop, options, None, None, run_id, json_mode, quiet, verbose, junit_xml)
+    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat)
+    _execute(loop, options, None, None, run_id, display)
 
 
 @main.command(short_help="Continue an interrupted run from its last finished step.")
@@ -239,6 +248,7 @@ def resume(
     quiet: bool,
     verbose: bool,
     junit_xml: str | None,
+    heartbeat: float | None,
 ) -> None:
     """Continue an interrupted run from its last finished step.
 
@@ -256,19 +266,22 @@ def resume(
     loop, options, progress, run_dir = prepare_resume(
         Path.cwd(), run_id, force=force, overrides=_parse_sets(sets)
     )
-    _execute(loop, options, progress, run_dir, None, json_mode, quiet, verbose, junit_xml)
+    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat)
+    _execute(loop, options, progress, run_dir, None, display)
+
+
+class _Display(NamedTuple):
+    """The output options shared by `ll run` and `ll resume`."""
+
+    json_mode: bool
+    quiet: bool
+    verbose: bool
+    junit_xml: str | None
+    heartbeat: float | None
 
 
 def _execute(
-    loop: Any,
-    options: Any,
-    progress: Any,
-    run_dir: Any,
-    run_id: str | None,
-    json_mode: bool,
-    quiet: bool,
-    verbose: bool,
-    junit_xml: str | None,
+    loop: Any, options: Any, progress: Any, run_dir: Any, run_id: str | None, display: _Display
 ) -> None:
     """Run (or resume) with the chosen display and reports, then exit with the run's code."""
     import dataclasses
@@ -276,10 +289,21 @@ def _execute(
     from .render import make_renderer, output_streamer
     from .runner import Runner, signals_as_exceptions
 
-    if verbose:
-        options = dataclasses.replace(options, on_output=output_streamer(json_mode))
-    listeners = [make_renderer(json_mode=json_mode, quiet=quiet, verbose=verbose)]
-    listeners += _reporters(loop, junit_xml, json_mode)
+    json_mode = display.json_mode
+    renderer = make_renderer(
+        json_mode=json_mode,
+        quiet=display.quiet,
+        verbose=display.verbose,
+        heartbeat=display.heartbeat,
+    )
+    # The renderer keeps the latest output line for its spinner and heartbeat.
+    hooks = [getattr(renderer, "output", None)]
+    if display.verbose:
+        hooks.append(output_streamer(json_mode))
+    on_output = _fan_out([hook for hook in hooks if hook is not None])
+    if on_output is not None:
+        options = dataclasses.replace(options, on_output=on_output)
+    listeners = [renderer, *_reporters(loop, display.junit_xml, json_mode)]
     with signals_as_exceptions():
         runner = Runner(
             loop, options, listeners=listeners, progress=progress, run_dir=run_dir, run_id=run_id
@@ -292,6 +316,18 @@ def _execute(
             err=True,
         )
     sys.exit(result.exit_code)
+
+
+def _fan_out(hooks: list[Any]) -> Any:
+    """One output hook calling each of `hooks`, or the single one, or None."""
+    if len(hooks) <= 1:
+        return hooks[0] if hooks else None
+
+    def both(name: str, chunk: bytes) -> None:
+        for hook in hooks:
+            hook(name, chunk)
+
+    return both
 
 
 def _reporters(loop: Any, junit_xml: str | None, json_mode: bool) -> list[Any]:
