@@ -357,10 +357,10 @@ def _start_background(loop_name: str) -> None:
     import time
     from pathlib import Path
 
-    from .store import RUNS, new_run_id
+    from .store import loops_dir, new_run_id
 
     run_id = new_run_id(loop_name)
-    root = Path.cwd() / RUNS / run_id
+    root = loops_dir(Path.cwd()) / "runs" / run_id
     (root / "steps").mkdir(parents=True)
     args = [a for a in sys.argv[1:] if a != "--background"]
     with open(root / "output.log", "ab") as out:

@@ -121,8 +121,8 @@ def _infos(base: Path) -> list[RunInfo]:
 
 
 def list_text(base: Path) -> str:
-    """`ll list`: every run in this directory."""
-    infos = _infos(base)
+    """`ll list`: every run in this directory, newest first (as `ll history`)."""
+    infos = _infos(base)[::-1]
     if not infos:
         return "no runs here yet; start one with 'll run FILE'\n"
     rows = [["RUN", "LOOP", "STATUS", "STEP", "STARTED (UTC)", "DURATION"]]

@@ -115,16 +115,16 @@ def test_list_text(tmp_path: Path) -> None:
     many = run(tmp_path, MANY, "many")
     table = rows(list_text(tmp_path))
     assert table[0] == ["RUN", "LOOP", "STATUS", "STEP", "STARTED (UTC)", "DURATION"]
-    assert [r[:4] for r in table[1:]] == [
-        [ok.run_id, "ok", "success", "2/50"],
-        [bad.run_id, "bad", "failure", "2/50"],
+    assert [r[:4] for r in table[1:]] == [  # newest first, as `ll history`
         [many.run_id, "many", "max_iterations", "7/7"],
+        [bad.run_id, "bad", "failure", "2/50"],
+        [ok.run_id, "ok", "success", "2/50"],
     ]
     for r in table[1:]:
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", r[4])
         assert re.fullmatch(r"\d+\.\ds", r[5])
     lines = list_text(tmp_path).splitlines()
-    assert lines[0].index("LOOP") == lines[1].index("  ok  ") + 2  # columns line up
+    assert lines[0].index("LOOP") == lines[3].index("  ok  ") + 2  # columns line up
 
 
 def test_list_text_shows_unfinished_statuses_and_skips_corrupt_runs(
@@ -138,8 +138,8 @@ def test_list_text_shows_unfinished_statuses_and_skips_corrupt_runs(
     RunDir.open(tmp_path, third.run_id).state_path.write_text("{", encoding="utf-8")
     table = rows(list_text(tmp_path))
     assert [r[:3] for r in table[1:]] == [
-        [first.run_id, "first", "interrupted"],
         [second.run_id, "second", "crashed"],
+        [first.run_id, "first", "interrupted"],
     ]
 
 
@@ -161,6 +161,13 @@ def test_history_text_filters_by_loop_and_lists_newest_first(tmp_path: Path) -> 
     by_path = [r[1] for r in rows(history_text(tmp_path, str(tmp_path / "lint.yaml")))[1:]]
     assert by_path == [other.run_id]
     assert history_text(tmp_path, "nope") == "no runs of 'nope' here yet\n"
+
+
+def test_list_and_history_show_runs_in_the_same_order(tmp_path: Path) -> None:
+    ids = [run(tmp_path, PASS, name).run_id for name in ("a", "b", "c")]
+    listed = [r[0] for r in rows(list_text(tmp_path))[1:]]
+    history = [r[1] for r in rows(history_text(tmp_path, None))[1:]]
+    assert listed == history == ids[::-1]
 
 
 def test_history_shows_cost(tmp_path: Path) -> None:
