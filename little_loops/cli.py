@@ -445,16 +445,26 @@ def stop(run_id: str) -> None:
     click.echo(stop_run(Path.cwd(), run_id), nl=False)
 
 
-@main.command(short_help="Show a run's events; -f follows a running one.")
+@main.command(short_help="Show a run's events, or a step's output; -f follows a running run.")
 @click.argument("run_id", required=False)
 @click.option("-f", "--follow", is_flag=True, help="Keep showing new events until the run ends.")
 @click.option("--json", "json_mode", is_flag=True, help="Print the raw events.")
-def logs(run_id: str | None, follow: bool, json_mode: bool) -> None:
+@click.option(
+    "--step",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Print what step N's action printed (every attempt, in order) instead of the events.",
+)
+def logs(run_id: str | None, follow: bool, json_mode: bool, step: int | None) -> None:
     """Show a run's events as readable lines (the latest run when RUN_ID is omitted).
+
+    A step that did not succeed shows its reason and the last lines it printed; --step N
+    prints everything step N's action printed, from the run's log files.
 
     \b
     Example:
       ll logs -f 20261122-041430-fix-lint-3fa2
+      ll logs 20261122-041430-fix-lint-3fa2 --step 3
     """
     from pathlib import Path
 
@@ -463,8 +473,36 @@ def logs(run_id: str | None, follow: bool, json_mode: bool) -> None:
     from .store import find_run
 
     run_dir = find_run(Path.cwd(), run_id)
+    if step is not None:
+        if follow or json_mode:
+            raise click.UsageError("--step prints a step's output; it takes no -f or --json")
+        _print_step(run_dir, step)
+        return
     listener = JsonRenderer() if json_mode else PlainRenderer()
     follow_run(run_dir, listener, follow=follow)
+    if not json_mode:
+        click.echo(f"ll: a step's whole output: ll logs {run_dir.run_id} --step N", err=True)
+
+
+def _print_step(run_dir: Any, step: int) -> None:
+    """Copy a step's logs to stdout as they are; a header before each when it was retried."""
+    from .runs import step_outputs
+
+    outputs = step_outputs(run_dir, step)
+    out = sys.stdout.buffer
+    for item in outputs:
+        if len(outputs) > 1:
+            out.write(f"== step {step} ({item.state}), attempt {item.attempt} ==\n".encode())
+        if item.log is None:
+            click.echo(
+                f"ll: step {step} ({item.state}) attempt {item.attempt} printed nothing", err=True
+            )
+            continue
+        data = item.log.read_bytes()
+        out.write(data)
+        if data and not data.endswith(b"\n"):
+            out.write(b"\n")
+        out.flush()
 
 
 @main.command(short_help="Draw a loop's states and routes (Mermaid or DOT).")

@@ -294,9 +294,7 @@ class PlainRenderer:
         self._step_ms = self._whole_step_ms(event)
 
     def on_retry(self, event: Event) -> None:
-        self._result(
-            f"-> retry {event.get('attempt')} in {float(event.get('delay_s') or 0):.2f} s"
-        )
+        self._result(f"-> retry {event.get('attempt')} in {float(event.get('delay_s') or 0):.2f} s")
         self._shown = None
 
     def on_route(self, event: Event) -> None:
@@ -307,7 +305,9 @@ class PlainRenderer:
         self._result(f"-> {event.get('to')}")
 
     def on_judge_fail_open(self, event: Event) -> None:
-        self.write(f"{_INDENT}judge failed; fail_open counts it as success: {event.get('error', '')}")
+        self.write(
+            f"{_INDENT}judge failed; fail_open counts it as success: {event.get('error', '')}"
+        )
 
     def on_lock_reclaimed(self, event: Event) -> None:
         self.write(

@@ -267,9 +267,9 @@ class JUnitReport:
     run to run. A `failure`, `error` or `timeout` verdict (also `_uncertain`) that stopped the
     run, or a failing terminal, is a `<failure type=VERDICT>` with the step's reason and the
     last lines it printed; such a verdict that a route took onward (the loop handled it) is a
-    passed case whose `<system-out>` says so; a step cut off before it was judged is `<skipped>`. A last test case,
-    `outcome`, fails when the run did not end at a success terminal: `<failure>` for a failure
-    terminal, `<error>` for any other ending (error, limits, timeout, interruption). The file
+    passed case whose `<system-out>` says so; a step cut off before it was judged is
+    `<skipped>`. A last test case, `outcome`, fails when the run did not end at a success
+    terminal: `<failure>` for a failure terminal, `<error>` for any other ending (error, limits, timeout, interruption). The file
     is replaced, not appended to: use one file per run and publish them together.
     """
 
@@ -485,7 +485,8 @@ class GitHubReport:
     Annotations point at the loop file's line of each failing state: steps with a `failure`,
     `error` or `timeout` verdict, grouped by state, verdict and the first line of the reason,
     after one for the run's ending when it was not a success. A verdict that stopped the run
-    is an error; one a route took onward (the loop handled it) is a warning; at most 10, then one `::notice` saying how many were cut.
+    is an error; one a route took onward (the loop handled it) is a warning. At most 10, then
+    one `::notice` saying how many were cut.
     `summary_path` (`$GITHUB_STEP_SUMMARY`) gets the outcome, steps, time, cost, the judge's
     verdicts with confidence and reasons, and the path taken (a Mermaid diagram when `loop`
     is given).

@@ -18,7 +18,9 @@ STATE_VERSION = 1
 _ENCODE = ENCODE
 LOOPS = Path(".loops")
 RUNS = LOOPS / "runs"
-_GITIGNORE = "# Written by ll: runs, locks and caches, not source. Delete this file to track them.\n*\n"
+_GITIGNORE = (
+    "# Written by ll: runs, locks and caches, not source. Delete this file to track them.\n*\n"
+)
 
 
 def loops_dir(base: Path) -> Path:

@@ -208,7 +208,13 @@ def test_junit_routed_failures_pass_and_the_stopping_one_fails_with_reason_and_t
         "outcome",
     ]
     failures = [c.find("failure") for c in cases]
-    assert [None if f is None else f.get("type") for f in failures] == [None, None, None, "error", None]
+    assert [None if f is None else f.get("type") for f in failures] == [
+        None,
+        None,
+        None,
+        "error",
+        None,
+    ]
     out = [c.findtext("system-out") or "" for c in cases]
     assert "reason: exit code 2: no make" in out[0]
     assert "reason: the action timed out after 5s" in out[1]
