@@ -270,7 +270,8 @@ class JUnitReport:
     passed case whose `<system-out>` says so; a step cut off before it was judged is
     `<skipped>`. A last test case, `outcome`, fails when the run did not end at a success
     terminal: `<failure>` for a failure terminal, `<error>` for any other ending (error,
-    limits, timeout, interruption). The file is replaced, not appended to: use one file per run and publish them together.
+    limits, timeout, interruption). The file is replaced, not appended to: use one file per
+    run and publish them together.
     """
 
     def __init__(self, path: Path, loop_file: str, *, base_dir: Path | None = None) -> None:
