@@ -660,3 +660,54 @@ def test_ll_run_in_github_actions(tmp_path: Path, loop_file: Path) -> None:
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("### ✅ ll: ci-demo — success")
     assert "```mermaid\nflowchart TD\n" in text
+
+
+STOPS = """
+name: stops
+initial: fetch
+states:
+  fetch:
+    action: |
+      echo "  % Total"
+      echo "curl: (6) Could not resolve host: example.invalid" >&2
+      exit 6
+    next: done
+  done: {terminal: true}
+"""
+
+
+def test_ll_run_reports_carry_the_reason_and_output(tmp_path: Path) -> None:
+    path = tmp_path / "stops.yaml"
+    path.write_text(textwrap.dedent(STOPS), encoding="utf-8")
+    report = tmp_path / "junit.xml"
+    env = {
+        **os.environ,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_WORKSPACE": str(tmp_path),
+    }
+    proc = subprocess.run(
+        [*LL, "run", str(path), "--junit-xml", str(report), "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    reason = "exit code 6: curl: (6) Could not resolve host: example.invalid"
+    assert f"(step 1): {reason}" in proc.stdout, proc.stdout + proc.stderr
+    case = ET.parse(report).getroot().find("testsuite/testcase")
+    assert case is not None
+    assert case.get("name") == "fetch (visit 1)"
+    out = case.findtext("system-out") or ""
+    assert f"reason: {reason}" in out
+    assert out.endswith(
+        "last 1 lines of output:\ncurl: (6) Could not resolve host: example.invalid"
+    )
+    failure = case.find("failure")
+    if proc.returncode != 0:  # the run stopped at fetch (SPEC v2: `next` takes success only)
+        assert failure is not None
+        assert failure.get("message") == f"state 'fetch' gave verdict 'error': {reason}"
+        assert "curl: (6)" in (failure.text or "")
+    else:  # routed onward by `next` (before SPEC v2): the loop handled it, nothing failed
+        assert failure is None
+        assert "routed to 'done'" in out
