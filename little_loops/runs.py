@@ -190,7 +190,8 @@ def status_text(base: Path, run_id: str | None) -> str:
     if verdicts:
         lines.append("last verdicts:")
         for e in verdicts:
-            reason = (e.get("details") or {}).get("reason") or (e.get("details") or {}).get("error")
+            details = e.get("details") or {}
+            reason = e.get("reason") or details.get("reason") or details.get("error")
             note = f" - {reason}" if isinstance(reason, str) and reason else ""
             lines.append(f"  step {e.get('step')} {e.get('state')}: {e.get('verdict')}{note}")
     if i.status in ("interrupted", "crashed"):

@@ -190,8 +190,9 @@ def test_status_text_of_a_finished_run(tmp_path: Path) -> None:
     assert lines[6:] == [
         "cost:    $0.0000",
         "last verdicts:",
+        # The step's reason: the evaluator's error and the last line the action printed.
         "  step 1 count: error - the output is not a number; print only the number, "
-        "or point `source` at it",
+        "or point `source` at it: not-a-number",
     ]
     assert status_text(tmp_path, result.run_id[:20]) == status_text(tmp_path, result.run_id)
 
