@@ -445,7 +445,7 @@ def stop(run_id: str) -> None:
     click.echo(stop_run(Path.cwd(), run_id), nl=False)
 
 
-@main.command(short_help="Show a run's events, or a step's output; -f follows a running run.")
+@main.command(short_help="Show a run's events (-f: follow), or a step's output.")
 @click.argument("run_id", required=False)
 @click.option("-f", "--follow", is_flag=True, help="Keep showing new events until the run ends.")
 @click.option("--json", "json_mode", is_flag=True, help="Print the raw events.")
