@@ -608,8 +608,8 @@ class Runner:
 
     def _show_terminal_output(self, action: actions.ActionResult) -> None:
         show = self.options.on_terminal_output
-        if show is None or self.options.on_output is not None:
-            return  # nobody asked, or --verbose streamed it already
+        if show is None:
+            return  # nobody asked (--quiet, --json), or --verbose streamed it already
         for name, text in (("stdout", action.output), ("stderr", action.stderr)):
             if text:
                 if self.redactor:
