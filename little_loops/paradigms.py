@@ -176,11 +176,17 @@ def _is_slash(action: str) -> bool:
 
 
 def _then(action: str, target: str) -> dict[str, Any]:
-    """A state that runs `action` and goes to `target` whatever its verdict."""
+    """A state that runs `action` and goes to `target` whatever its verdict.
+
+    `next` is only the success route (SPEC section 6), so `on_failure` and `on_error` (which
+    also takes `timeout`) name the same target.
+    """
     body: dict[str, Any] = {"action": action}
     if _is_slash(action):
         body["evaluate"] = {"type": "exit_code"}  # no judge: the verdict routes nowhere else
     body["next"] = target
+    body["on_failure"] = target
+    body["on_error"] = target
     return body
 
 
@@ -404,6 +410,7 @@ name: @NAME@
 description: Check; while the check fails, fix and check again.
 initial: check
 max_iterations: 10            # a safety cap on steps (state executions)
+on_error: give_up             # a step that could not run, timed out, or a failed `next` step
 context:
   marker: .@NAME@.fixed       # used below as ${context.marker}
 states:
@@ -412,11 +419,10 @@ states:
     action: test -f ${context.marker}
     on_success: done
     on_failure: fix
-    on_error: give_up         # 'error', and 'timeout' too
   fix:
     # A shell command, or a Claude Code slash command such as /ll:check_code fix.
     action: touch ${context.marker} && echo fixed
-    next: check               # whatever the verdict
+    next: check               # when it succeeds; otherwise the loop's on_error
   done:
     action: rm -f ${context.marker} && echo all good    # a terminal's action runs too
     terminal: true

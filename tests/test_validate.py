@@ -143,7 +143,7 @@ def test_strict_reports_each_verdict_that_would_stop_the_run(tmp_path: Path) -> 
     assert ll("validate", "--strict", str(path)).returncode == 0
 
 
-def test_strict_leaves_a_paradigms_own_routes_alone(tmp_path: Path) -> None:
+def test_strict_finds_nothing_to_add_to_a_paradigms_routes(tmp_path: Path) -> None:
     path = tmp_path / "goal.yaml"
     path.write_text("name: g\nparadigm: goal\ngoal: a marker exists\ntools: [test -f m, touch m]\n")
     result = ll("validate", "--strict", str(path))
