@@ -11,7 +11,9 @@ Choices SPEC section 9 leaves open (docs/loop-reference.md, "Paradigms"):
 - After `fix_NAME`, an invariants loop starts again at the first check, so `all_valid` means
   every check passed in one sweep with no fix in between.
 - A slash action whose verdict is not used (fix, apply, steps) is evaluated by `exit_code`,
-  so no judge is paid for a verdict that routes nowhere else.
+  so no judge is paid for a verdict that routes nowhere else; such a step goes on whatever
+  its verdict (`next` plus `on_failure`/`on_error` to the same state), as SPEC section 9
+  describes, since `next` alone would stop the run on a failure.
 - `check_done` runs no action: `until` reads the last step's output (`source` defaults to
   `${prev.output}`); `exit_code` there means the last step's exit code; `llm_structured`
   is refused, since the judge would see no output.
