@@ -37,6 +37,8 @@ from .router import STOPS, fallbacks
 
 # The source name `run_overlay` uses for the jump to `on_max_iterations` (no route event marks it).
 MAX_ITERATIONS = "$max_iterations"
+# The target names `run_overlay` uses for a run that stopped at a state (SPEC section 6, rule 5).
+STOPPED = {1: "$stopped:1", 3: "$stopped:3"}
 
 EdgeKind = Literal["normal", "uncertain", "error", "note"]
 NodeKind = Literal["state", "success", "failure", "start", "note", "stop"]
@@ -45,6 +47,7 @@ _START_ID = "ll_start"
 _ON_ERROR_ID = "ll_on_error"
 _MAX_ID = "ll_max_iterations"
 _STOP_IDS = {STOPS["failure"]: "ll_stop_1", STOPS["error"]: "ll_stop_3"}
+_STOP_TAKEN = {STOPS["failure"]: STOPPED[1], STOPS["error"]: STOPPED[3]}
 _DESCRIPTION_CHARS = 48
 
 
@@ -151,8 +154,9 @@ def _picture(
                 continue  # the loop's on_error: drawn once, from its note
             if stop_id not in stop_nodes:
                 stop_nodes[stop_id] = _Node(stop_id, where, "stop")
+            hit = (state.name, _STOP_TAKEN[where]) in taken
             for verdict in verdicts:
-                add(ids[state.name], stop_id, "error", verdict, was_taken=False)
+                add(ids[state.name], stop_id, "error", verdict, was_taken=hit)
 
     nodes.extend(stop_nodes[i] for i in sorted(stop_nodes))
     if loop.on_error is not None and loop.on_error in ids:
@@ -353,7 +357,9 @@ def run_overlay(run_dir: Path) -> tuple[dict[str, int], set[tuple[str, str]]]:
     """Visit counts per state and the (from, to) pairs routed, read from a run's events.jsonl.
 
     A step entered twice (cut off mid-action, then resumed) counts once. The jump to
-    `on_max_iterations`, which no route event records, appears as `(MAX_ITERATIONS, state)`.
+    `on_max_iterations`, which no route event records, appears as `(MAX_ITERATIONS, state)`;
+    a run that ended with exit code 1 or 3 appears as `(final state, STOPPED[code])`, which
+    the drawing uses only where that state has an edge to a stop.
     """
     from .events import read_events
 
@@ -385,6 +391,10 @@ def overlay_from_events(
             if isinstance(src, str) and isinstance(dst, str):
                 taken.add((src, dst))
                 expected = dst
+        elif name == "loop_complete":
+            final, code = event.get("final_state"), event.get("exit_code")
+            if isinstance(final, str) and isinstance(code, int) and code in STOPPED:
+                taken.add((final, STOPPED[code]))
     visits: dict[str, int] = {}
     for state in by_step.values():
         visits[state] = visits.get(state, 0) + 1

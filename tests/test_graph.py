@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from little_loops.errors import RunError
-from little_loops.graph import MAX_ITERATIONS, dot, draw, mermaid, run_overlay
+from little_loops.graph import MAX_ITERATIONS, STOPPED, dot, draw, mermaid, run_overlay
 from little_loops.model import Evaluate, Loop, Route, State
 
 REPO = Path(__file__).resolve().parent.parent
@@ -347,6 +347,21 @@ def test_run_overlay_counts_visits_and_routes(tmp_path: Path) -> None:
     visits, taken = run_overlay(run)
     assert visits == {"check-src": 1, "fix": 1, "ask.human": 1}
     assert taken == {("check-src", "fix"), ("fix", "fix"), (MAX_ITERATIONS, "ask.human")}
+
+
+def test_run_overlay_marks_where_a_run_stopped(tmp_path: Path) -> None:
+    run = write_events(
+        tmp_path / "r",
+        [
+            {"event": "state_enter", "step": 1, "state": "check-src"},
+            {"event": "loop_complete", "final_state": "check-src", "exit_code": 3},
+        ],
+    )
+    assert run_overlay(run)[1] == {("check-src", STOPPED[3])}
+    odd = write_events(
+        tmp_path / "odd", [{"event": "loop_complete", "final_state": "a", "exit_code": [1]}]
+    )
+    assert run_overlay(odd)[1] == set()
 
 
 def test_run_overlay_without_events_is_a_run_error(tmp_path: Path) -> None:

@@ -208,6 +208,24 @@ def test_dry_run_and_graph_show_the_stops(tmp_path: Path, ll_cmd: list[str]) -> 
     assert '-.->|"error / timeout"| ll_stop_3' in graph.stdout
 
 
+def test_graph_of_a_stopped_run_highlights_the_stop(tmp_path: Path, ll_cmd: list[str]) -> None:
+    path = write(tmp_path, BUILD)
+    assert run(ll_cmd, path).returncode == 3
+    (run_dir,) = (tmp_path / ".loops" / "runs").iterdir()
+    graph = subprocess.run(
+        [*ll_cmd, "graph", str(path), "--run", run_dir.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert graph.returncode == 0, graph.stderr
+    assert 's0 ==>|"error / timeout"| ll_stop_3' in graph.stdout
+    assert 's0 -.->|"failure"| ll_stop_1' in graph.stdout  # drawn, not taken
+    assert 's0 -->|"success (next)"| s1' in graph.stdout
+
+
 # -- the implicit judge of slash states ------------------------------------------------------
 
 JUDGED = {"verdict": "failure", "confidence": 0.9, "reason": "no tests were run"}
