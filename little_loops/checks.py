@@ -11,7 +11,7 @@ from .evaluators import possible_verdicts
 from .evaluators.deterministic import OPERATORS, parse_json_path
 from .interpolate import Placeholder, PlaceholderError, scan
 from .model import ERROR_VERDICTS, Evaluate, Loop, Pos, Route, State
-from .router import CURRENT, route, route_hint, stop
+from .router import CURRENT, route, route_hint
 from .schema import Locate, NodePath, subject
 
 # The fields each namespace offers (SPEC sections 3 and 7); `env` and `context` take any name.
@@ -238,9 +238,6 @@ def _check_coverage(ctx: _Ctx, state: State) -> Iterator[Diagnostic]:
         )
 
 
-STOPS = "unrouted-stop"
-
-
 def stops(loop: Loop, file: str) -> list[Diagnostic]:
     """`ll validate --strict`: a warning for each verdict that would stop the run at a state.
 
@@ -255,15 +252,14 @@ def stops(loop: Loop, file: str) -> list[Diagnostic]:
         for verdict in sorted(possible):
             if route(loop, state, verdict) is not None:
                 continue
-            outcome, _ = stop(state, verdict, None)
-            code = "3" if outcome == "error" else "1"
+            code = 3 if verdict in ERROR_VERDICTS else 1
             out.append(
                 Diagnostic(
                     file,
                     state.pos.line,
                     state.pos.col,
                     "warning",
-                    STOPS,
+                    "unrouted-stop",
                     f"state '{state.name}' can give verdict '{verdict}', which nothing routes, "
                     f"so the run would stop there (exit {code}); {route_hint(state, verdict)}",
                 )
