@@ -27,7 +27,7 @@ def route(loop: Loop, state: State, verdict: str) -> Decision | None:
     return Decision(target, decision.via)
 
 
-def goes_the_error_way(state: State, verdict: str) -> bool:
+def _error_way(state: State, verdict: str) -> bool:
     """True when rule 4 applies: `error`/`timeout`, or anything but success at a `next` state."""
     if verdict in ERROR_VERDICTS:
         return True
@@ -51,11 +51,12 @@ def _match(loop: Loop, state: State, verdict: str) -> Decision | None:
     if verdict not in ERROR_VERDICTS and "_" in routes:
         return Decision(routes["_"].target, "_")
     # 4. the error way: _error, on_error (on_timeout matched in 1.), then the loop's on_error
-    if not goes_the_error_way(state, verdict):
+    if not _error_way(state, verdict):
         return None
-    for key in ("_error", "error"):
-        if key in routes:
-            return Decision(routes[key].target, routes[key].via if key == "error" else "_error")
+    if "_error" in routes:
+        return Decision(routes["_error"].target, "_error")
+    if "error" in routes:
+        return Decision(routes["error"].target, routes["error"].via)
     if loop.on_error is not None:
         return Decision(loop.on_error, "loop.on_error")
     # 5. nothing: the run stops here
