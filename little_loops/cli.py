@@ -247,7 +247,8 @@ def resume(
     """Continue an interrupted run from its last finished step.
 
     Finished steps are neither re-run nor re-judged; a step cut off mid-action runs again
-    from its start. Without RUN_ID, the latest resumable run of this directory.
+    from its start. Without RUN_ID, the latest resumable run of this directory. RUN_ID may
+    also be a run directory's path, to resume from elsewhere; actions run where the run began.
 
     \b
     Example:
@@ -282,6 +283,8 @@ def _execute(
 
     if verbose:
         options = dataclasses.replace(options, on_output=output_streamer(json_mode))
+    elif not (quiet or json_mode):  # a terminal's report is shown without -v
+        options = dataclasses.replace(options, on_terminal_output=output_streamer(False))
     listeners = [make_renderer(json_mode=json_mode, quiet=quiet, verbose=verbose)]
     listeners += _reporters(loop, junit_xml, json_mode)
     with signals_as_exceptions():

@@ -612,8 +612,10 @@ class _Builder:
             evaluate = self.evaluate(raw_eval, (*at, "evaluate"))
         elif action_type == "shell":
             evaluate = Evaluate(type="exit_code", pos=self.smap.key(at))
-        elif action_type == "slash" and any(
-            raw.get(k) for k in ("route", "on_success", "on_failure")
+        elif (
+            action_type == "slash"
+            and raw.get("terminal") is not True
+            and any(raw.get(k) for k in ("route", "on_success", "on_failure"))
         ):
             # Branching on a slash step's result asks the judge, and only success or failure.
             evaluate = Evaluate(
