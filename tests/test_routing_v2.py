@@ -265,8 +265,8 @@ def test_a_slash_next_state_asks_no_judge(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert len(fake_claude.calls()) == 2
     assert judge.requests == []
-    (verdict,) = [e for e in events(path) if e["event"] == "evaluate"]
-    assert verdict["verdict"] == "success"
+    judged = [(e["state"], e["verdict"]) for e in events(path) if e["event"] == "evaluate"]
+    assert judged == [("fix", "success"), ("done", "success")]
 
 
 def test_a_failing_slash_next_state_stops_in_error_without_a_judge(
