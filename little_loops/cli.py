@@ -32,7 +32,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="ll")
+@click.version_option(__version__)  # named after the command run: ll or little-loops
 def main() -> None:
     """Run loops: finite-state machines written in YAML. Each state runs a shell or
     Claude Code command, an evaluator turns the result into a verdict, and the
