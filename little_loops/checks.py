@@ -10,8 +10,8 @@ from .errors import Diagnostic, Severity
 from .evaluators import possible_verdicts
 from .evaluators.deterministic import OPERATORS, parse_json_path
 from .interpolate import Placeholder, PlaceholderError, scan
-from .model import Evaluate, Loop, Pos, Route, State
-from .router import CURRENT, route
+from .model import ERROR_VERDICTS, Evaluate, Loop, Pos, Route, State
+from .router import CURRENT, route, route_hint
 from .schema import Locate, NodePath, subject
 
 # The fields each namespace offers (SPEC sections 3 and 7); `env` and `context` take any name.
@@ -30,7 +30,8 @@ FIELDS: Mapping[str, tuple[str, ...]] = {
     "loop": ("name", "run_id", "run_dir", "dir", "started_at", "elapsed_ms", "elapsed"),
 }
 _VERDICT_WORD = re.compile(r"^[a-z][a-z0-9_]*$")
-_ROUTE_KEYS = ("route", "on_success", "on_failure")
+# Keys that route by verdict, which `next` (the success route) cannot stand beside.
+_NOT_WITH_NEXT = ("route", "on_success")
 
 # Any route problem outside a single state: coverage is not checked then.
 WHOLE_LOOP = "*"
@@ -170,15 +171,15 @@ def _check_routes(
         yield ctx.diag(
             nxt.pos, "error", "unknown-target", f"state '{name}' has 'next' naming {problem}"
         )
-    mixed = sorted({found.via for _, found in entries if found.via in _ROUTE_KEYS})
+    mixed = sorted({found.via for _, found in entries if found.via in _NOT_WITH_NEXT})
     if mixed:
         keys = " and ".join(f"'{k}'" for k in mixed)
         yield ctx.diag(
             nxt.pos,
             "error",
             "next-with-routes",
-            f"state '{name}' has 'next', which routes every verdict, and also {keys}; use one "
-            "or the other ('on_error' and 'on_timeout' may stay beside 'next')",
+            f"state '{name}' has 'next', which is its success route, and also {keys}; use one "
+            "or the other ('on_failure', 'on_error' and 'on_timeout' may stay beside 'next')",
         )
 
 
@@ -209,22 +210,23 @@ def _check_state_keys(ctx: _Ctx, state: State) -> Iterator[Diagnostic]:
 
 
 def _check_coverage(ctx: _Ctx, state: State) -> Iterator[Diagnostic]:
+    """A state that branches on its verdict must say where each one goes (SPEC section 6).
+
+    `error`/`timeout`, and every non-success verdict of a `next` state, may stop the run
+    instead; `stops` lists those for `ll validate --strict`.
+    """
     possible = possible_verdicts(state.evaluate, action_type=state.action_type)
-    for verdict in sorted(possible):
-        if route(ctx.loop, state, verdict) is not None:
-            continue
-        if verdict == "error":
-            fix = "add 'on_error: STATE' (or a loop-wide 'on_error')"
-        elif verdict == "timeout":
-            fix = "add 'on_timeout: STATE' or 'on_error: STATE'"
-        else:
-            fix = f"add '{verdict}: STATE' under 'route:', or a default '_: STATE'"
-        yield ctx.diag(
-            state.pos,
-            "error",
-            "uncovered-verdict",
-            f"state '{state.name}' can give verdict '{verdict}' but nothing routes it; {fix}",
-        )
+    if state.next is None:
+        for verdict in sorted(possible - ERROR_VERDICTS):
+            if route(ctx.loop, state, verdict) is not None:
+                continue
+            yield ctx.diag(
+                state.pos,
+                "error",
+                "uncovered-verdict",
+                f"state '{state.name}' can give verdict '{verdict}' but nothing routes it; add "
+                f"'{verdict}: STATE' under 'route:', or a default '_: STATE'",
+            )
     for verdict, found in state.routes.items():
         if verdict.startswith("_") or verdict in possible:
             continue
@@ -235,6 +237,35 @@ def _check_coverage(ctx: _Ctx, state: State) -> Iterator[Diagnostic]:
             f"state '{state.name}' routes '{verdict}', a verdict it never gives "
             f"(it can give: {', '.join(sorted(possible))})",
         )
+
+
+def stops(loop: Loop, file: str) -> list[Diagnostic]:
+    """`ll validate --strict`: a warning for each verdict that would stop the run at a state.
+
+    These are the verdicts SPEC section 6 lets stop a run (`error`/`timeout`, and the
+    non-success verdicts of a `next` state); teams that want every path explicit route them.
+    """
+    out: list[Diagnostic] = []
+    for state in loop.states.values():
+        if state.terminal:
+            continue
+        possible = possible_verdicts(state.evaluate, action_type=state.action_type)
+        for verdict in sorted(possible):
+            if route(loop, state, verdict) is not None:
+                continue
+            code = 3 if verdict in ERROR_VERDICTS else 1
+            out.append(
+                Diagnostic(
+                    file,
+                    state.pos.line,
+                    state.pos.col,
+                    "warning",
+                    "unrouted-stop",
+                    f"state '{state.name}' can give verdict '{verdict}', which nothing routes, "
+                    f"so the run would stop there (exit {code}); {route_hint(state, verdict)}",
+                )
+            )
+    return out
 
 
 def _check_evaluator(

@@ -50,7 +50,11 @@ def main() -> None:
 
 @main.command(short_help="Check loop files; report every problem at its line.")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=True))
-@click.option("--strict", is_flag=True, help="Treat warnings as errors.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Treat warnings as errors, and warn of every verdict that would stop a run.",
+)
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )

@@ -20,6 +20,7 @@ import yaml
 
 from . import checks
 from .errors import Diagnostic, LoadError
+from .evaluators.judge_input import PASS_FAIL_SCHEMA
 from .model import (
     ActionType,
     Evaluate,
@@ -609,13 +610,19 @@ class _Builder:
         evaluate: Evaluate | None
         if isinstance(raw_eval, dict):
             evaluate = self.evaluate(raw_eval, (*at, "evaluate"))
-        elif action_type == "slash" and raw.get("terminal") is True:
-            evaluate = None  # the CLI's own result: success, or error when it failed
-        elif action_type is not None:
-            kind = "exit_code" if action_type == "shell" else "llm_structured"
-            evaluate = Evaluate(type=kind, pos=self.smap.key(at))
+        elif action_type == "shell":
+            evaluate = Evaluate(type="exit_code", pos=self.smap.key(at))
+        elif (
+            action_type == "slash"
+            and raw.get("terminal") is not True
+            and any(raw.get(k) for k in ("route", "on_success", "on_failure"))
+        ):
+            # Branching on a slash step's result asks the judge, and only success or failure.
+            evaluate = Evaluate(
+                type="llm_structured", pos=self.smap.key(at), schema=PASS_FAIL_SCHEMA
+            )
         else:
-            evaluate = None
+            evaluate = None  # a `next` or terminal slash step: the CLI's own result, no judge
         entries = self.route_entries(raw, at)
         routes: dict[str, Route] = {}
         for verdict, found in entries:

@@ -11,7 +11,9 @@ Choices SPEC section 9 leaves open (docs/loop-reference.md, "Paradigms"):
 - After `fix_NAME`, an invariants loop starts again at the first check, so `all_valid` means
   every check passed in one sweep with no fix in between.
 - A slash action whose verdict is not used (fix, apply, steps) is evaluated by `exit_code`,
-  so no judge is paid for a verdict that routes nowhere else.
+  so no judge is paid for a verdict that routes nowhere else; such a step goes on whatever
+  its verdict (`next` plus `on_failure`/`on_error` to the same state), as SPEC section 9
+  describes, since `next` alone would stop the run on a failure.
 - `check_done` runs no action: `until` reads the last step's output (`source` defaults to
   `${prev.output}`); `exit_code` there means the last step's exit code; `llm_structured`
   is refused, since the judge would see no output.
@@ -176,11 +178,17 @@ def _is_slash(action: str) -> bool:
 
 
 def _then(action: str, target: str) -> dict[str, Any]:
-    """A state that runs `action` and goes to `target` whatever its verdict."""
+    """A state that runs `action` and goes to `target` whatever its verdict.
+
+    `next` is only the success route (SPEC section 6), so `on_failure` and `on_error` (which
+    also takes `timeout`) name the same target.
+    """
     body: dict[str, Any] = {"action": action}
     if _is_slash(action):
         body["evaluate"] = {"type": "exit_code"}  # no judge: the verdict routes nowhere else
     body["next"] = target
+    body["on_failure"] = target
+    body["on_error"] = target
     return body
 
 
@@ -404,6 +412,7 @@ name: @NAME@
 description: Check; while the check fails, fix and check again.
 initial: check
 max_iterations: 10            # a safety cap on steps (state executions)
+on_error: give_up             # a step that could not run, timed out, or a failed `next` step
 context:
   marker: .@NAME@.fixed       # used below as ${context.marker}
 states:
@@ -412,11 +421,10 @@ states:
     action: test -f ${context.marker}
     on_success: done
     on_failure: fix
-    on_error: give_up         # 'error', and 'timeout' too
   fix:
     # A shell command, or a Claude Code slash command such as /ll:check_code fix.
     action: touch ${context.marker} && echo fixed
-    next: check               # whatever the verdict
+    next: check               # when it succeeds; otherwise the loop's on_error
   done:
     action: rm -f ${context.marker} && echo all good    # a terminal's action runs too
     terminal: true

@@ -332,12 +332,8 @@ class Runner:
         if decision is None:
             p.last_route = None
             self._persist()
-            raise _Finish(
-                "error",
-                state.name,
-                f"state '{state.name}' gave verdict '{result.verdict.verdict}' "
-                "and has no route for it" + (f": {result.reason}" if result.reason else ""),
-            )
+            outcome, message = router.stop(state, result.verdict.verdict, result.reason)
+            raise _Finish(outcome, state.name, message)
         self._emit(
             "route",
             step=step,

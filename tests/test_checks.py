@@ -189,9 +189,9 @@ CASES = {
     "next-with-routes": (
         OK.replace("    next: check", "    next: check\n    on_success: done"),
         [
-            "loop.yaml:11:11: error: state 'fix' has 'next', which routes every verdict, and "
-            "also 'on_success'; use one or the other ('on_error' and 'on_timeout' may stay "
-            "beside 'next')",
+            "loop.yaml:11:11: error: state 'fix' has 'next', which is its success route, and "
+            "also 'on_success'; use one or the other ('on_failure', 'on_error' and 'on_timeout' "
+            "may stay beside 'next')",
         ],
     ),
     "uncovered-verdict": (
@@ -202,15 +202,10 @@ CASES = {
             "loop.yaml:8:3: warning: state 'fix' cannot be reached from initial state 'check'",
         ],
     ),
-    "uncovered-error": (
+    # error/timeout need no route: unrouted, they stop the run (SPEC section 6)
+    "unrouted-error-is-fine": (
         OK.replace("on_error: failed\n", ""),
-        [
-            "loop.yaml:4:3: error: state 'check' can give verdict 'error' but nothing routes "
-            "it; add 'on_error: STATE' (or a loop-wide 'on_error')",
-            "loop.yaml:4:3: error: state 'check' can give verdict 'timeout' but nothing routes "
-            "it; add 'on_timeout: STATE' or 'on_error: STATE'",
-            "loop.yaml:12:3: warning: state 'failed' cannot be reached from initial state 'check'",
-        ],
+        ["loop.yaml:12:3: warning: state 'failed' cannot be reached from initial state 'check'"],
     ),
     "unused-route": (
         OK.replace("    on_failure: fix", "    on_failure: fix\n    route: {blocked: fix}"),
@@ -374,9 +369,11 @@ def test_every_problem_is_reported_in_one_pass_sorted_by_line(tmp_path: Path) ->
 
 
 def test_current_is_a_valid_target(tmp_path: Path) -> None:
-    assert lines(tmp_path, OK.replace("next: check", "next: $current")) == [
-        "loop.yaml:9:3: warning: state 'fix' has no path to a terminal state; a run that "
-        "gets there can only end at a limit"
+    looping = OK.replace("next: check", "next: $current").replace("on_error: failed\n", "")
+    assert lines(tmp_path, looping) == [
+        "loop.yaml:8:3: warning: state 'fix' has no path to a terminal state; a run that "
+        "gets there can only end at a limit",
+        "loop.yaml:12:3: warning: state 'failed' cannot be reached from initial state 'check'",
     ]
 
 

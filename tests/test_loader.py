@@ -104,6 +104,34 @@ def test_action_types_and_default_evaluators(loop: Loop) -> None:
     assert loop.states["done"].evaluate is None
 
 
+SLASH_DEFAULTS = """\
+name: slash
+initial: moves_on
+states:
+  moves_on: {action: /ll:fix, next: branches}
+  branches: {action: /ll:review, on_success: also_routes, on_failure: report}
+  also_routes: {action: /ll:review, route: {success: beside, failure: report}}
+  beside: {action: /ll:fix, next: report, on_failure: report}
+  report: {action: /ll:report, terminal: true}
+"""
+
+
+def test_slash_default_evaluator_follows_how_the_state_routes(tmp_path: Path) -> None:
+    # SPEC section 3: the CLI's own result for next/terminal, else a success/failure judge
+    path = tmp_path / "slash.yaml"
+    path.write_text(SLASH_DEFAULTS)
+    states = load(path).states
+    assert states["moves_on"].evaluate is None
+    assert states["report"].evaluate is None
+    for name in ("branches", "also_routes", "beside"):
+        spec = states[name].evaluate
+        assert spec is not None
+        assert spec.type == "llm_structured"
+        assert spec.schema is not None
+        assert spec.schema["properties"]["verdict"]["enum"] == ["success", "failure"]
+        assert spec.prompt is None  # the default prompt
+
+
 def test_state_fields(loop: Loop) -> None:
     check, fix, escalate = (loop.states[n] for n in ("check", "fix", "escalate"))
     assert check.pos == Pos(10, 3)

@@ -195,7 +195,13 @@ def test_compiled_goal_states(tmp_path: Path) -> None:
                 "action": "test -f marker",
                 "route": {"success": "done", "failure": "fix", "_error": "fix"},
             },
-            "fix": {"action": "/ll:fix it", "evaluate": {"type": "exit_code"}, "next": "evaluate"},
+            "fix": {
+                "action": "/ll:fix it",
+                "evaluate": {"type": "exit_code"},
+                "next": "evaluate",
+                "on_failure": "evaluate",
+                "on_error": "evaluate",
+            },
             "done": {"description": "the goal is met", "terminal": True},
         },
     }

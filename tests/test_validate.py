@@ -96,6 +96,60 @@ def test_shipped_loops_validate_strictly() -> None:
     assert (result.returncode, result.stdout) == (0, "")
 
 
+# The first loop a newcomer writes: no on_error, no `broken` state (SPEC section 6).
+FIRST = """\
+name: first
+initial: check
+states:
+  check:
+    action: test -f marker
+    on_success: done
+    on_failure: fix
+  fix:
+    action: touch marker
+    next: check
+  done: {terminal: true}
+"""
+
+
+def test_a_first_loop_without_error_routes_is_silent(tmp_path: Path) -> None:
+    path = tmp_path / "first.yaml"
+    path.write_text(FIRST)
+    result = ll("validate", str(path))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_strict_reports_each_verdict_that_would_stop_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "first.yaml"
+    path.write_text(FIRST)
+    result = ll("validate", "--strict", str(path))
+    assert result.returncode == 2
+    hint = "(or a loop-wide 'on_error')"
+    assert result.stdout.splitlines() == [
+        f"{path}:4:3: warning: state 'check' can give verdict 'error', which nothing routes, so "
+        f"the run would stop there (exit 3); add 'on_error: STATE' {hint}",
+        f"{path}:4:3: warning: state 'check' can give verdict 'timeout', which nothing routes, "
+        f"so the run would stop there (exit 3); add 'on_timeout: STATE' {hint}",
+        f"{path}:8:3: warning: state 'fix' can give verdict 'error', which nothing routes, so "
+        f"the run would stop there (exit 3); add 'on_error: STATE' {hint}",
+        f"{path}:8:3: warning: state 'fix' can give verdict 'failure', which nothing routes, so "
+        f"the run would stop there (exit 1); add 'on_failure: STATE' {hint}",
+        f"{path}:8:3: warning: state 'fix' can give verdict 'timeout', which nothing routes, "
+        f"so the run would stop there (exit 3); add 'on_timeout: STATE' {hint}",
+    ]
+    # a loop-wide on_error routes every one of them
+    covered = FIRST.replace("initial: check\n", "initial: check\non_error: done\n")
+    path.write_text(covered)
+    assert ll("validate", "--strict", str(path)).returncode == 0
+
+
+def test_strict_finds_nothing_to_add_to_a_paradigms_routes(tmp_path: Path) -> None:
+    path = tmp_path / "goal.yaml"
+    path.write_text("name: g\nparadigm: goal\ngoal: a marker exists\ntools: [test -f m, touch m]\n")
+    result = ll("validate", "--strict", str(path))
+    assert (result.returncode, result.stdout) == (0, "")
+
+
 def deep_flow(depth: int) -> bytes:
     return b"[" * depth + b"]" * depth
 
