@@ -182,3 +182,35 @@ def quote(text: str) -> str:
     if '"' not in text and "\\" not in text:
         return f'"{text}"'
     return "'" + text.replace("'", "''") + "'"
+
+
+def comment_cuts_command(command: str, *, slash: bool) -> bool:
+    """Whether a YAML comment right after `command` took away part of what the author meant.
+
+    A slash command's text is a prompt, where `#` is text. In a shell command, a comment
+    that starts between words is a comment for the shell too, and cutting it changes
+    nothing; it matters when the cut leaves a quote, `$(`, `(` or a backquote open, or
+    an escaped space (`a\\ #b` is one word).
+    """
+    if slash:
+        return True
+    quote_char = ""  # the quote we are inside, if any
+    backquote = False
+    depth = 0  # open parentheses
+    escaped = False
+    for c in command:
+        if escaped:
+            escaped = False
+        elif quote_char == "'":
+            quote_char = "" if c == "'" else quote_char
+        elif c == "\\":
+            escaped = True
+        elif quote_char == '"':
+            quote_char = "" if c == '"' else quote_char
+        elif c in "'\"":
+            quote_char = c
+        elif c == "`":
+            backquote = not backquote
+        elif c in "()":
+            depth = depth + 1 if c == "(" else max(depth - 1, 0)
+    return bool(quote_char) or backquote or depth > 0 or escaped

@@ -613,24 +613,49 @@ _PARADIGM_ACTION_LISTS = frozenset({"tools", "steps"})
 
 
 def _cut_by_comment(doc: Mapping[str, Any], smap: SourceMap, file: str) -> list[Diagnostic]:
-    """Warnings for unquoted actions followed by a comment: ` #` ends the command there."""
+    """Warnings for unquoted actions a YAML comment cut short (` #` ends a plain value)."""
+    from .hints import comment_cuts_command
+
     out = []
     for at, pos in smap.comments.items():
-        is_action = (
-            (len(at) == 3 and at[0] == "states" and at[2] == "action")
-            or (len(at) == 3 and at[0] == "constraints" and at[2] in ("check", "fix"))
-            or at in _PARADIGM_ACTIONS
-            or (len(at) == 2 and at[0] in _PARADIGM_ACTION_LISTS)
-        )
-        if not is_action or (at[0] != "states" and "paradigm" not in doc):
+        command = _action_at(doc, at)
+        if command is None:
             continue
+        given = _value_at(doc, (*at[:-1], "action_type")) if at[0] == "states" else None
+        slash = given == "slash" or (given != "shell" and guess_action_type(command) == "slash")
+        if not comment_cuts_command(command, slash=slash):
+            continue  # the shell would have read the same comment
         message = (
-            f"{subject(at)} ends where ' #' starts a YAML comment, so the rest of the line is "
-            "not part of the command; quote the whole action if the '#' belongs to it, or "
-            "put the comment on a line of its own"
+            f"{subject(at)} is cut short: ' #' starts a YAML comment, so the rest of the line "
+            "is not part of the command; quote the whole action"
         )
         out.append(Diagnostic(file, pos.line, pos.col, "warning", "action-cut-by-comment", message))
     return out
+
+
+def _action_at(doc: Mapping[str, Any], at: NodePath) -> str | None:
+    """The action at `at`, when `at` is where a state or a paradigm file holds one."""
+    in_state = len(at) == 3 and at[0] == "states" and at[2] == "action"
+    in_paradigm = "paradigm" in doc and (
+        at in _PARADIGM_ACTIONS
+        or (len(at) == 2 and at[0] in _PARADIGM_ACTION_LISTS)
+        or (len(at) == 3 and at[0] == "constraints" and at[2] in ("check", "fix"))
+    )
+    if not (in_state or in_paradigm):
+        return None
+    value = _value_at(doc, at)
+    return value if isinstance(value, str) else None
+
+
+def _value_at(doc: Any, at: NodePath) -> Any:
+    for part in at:
+        if isinstance(doc, dict) and isinstance(part, str):
+            doc = doc.get(part)
+        elif isinstance(doc, list) and isinstance(part, int) and 0 <= part < len(doc):
+            doc = doc[part]
+        else:
+            return None
+    return doc
 
 
 def _is_num(value: Any) -> bool:

@@ -237,7 +237,7 @@ CASES = {
         ),
         [
             "loop.yaml:11:48: error: 'evaluate.operator' of state 'fix' must be one of: eq, ne, "
-            "lt, le, gt, ge; got 'gte' (did you mean 'gt'?)",
+            "lt, le, gt, ge; got 'gte' (did you mean 'ge'?)",
         ],
     ),
     "bad-json-path": (
