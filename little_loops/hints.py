@@ -184,16 +184,16 @@ def quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def comment_cuts_command(command: str, *, slash: bool) -> bool:
-    """Whether a YAML comment right after `command` took away part of what the author meant.
+def comment_cuts_command(command: str, comment: str, *, slash: bool) -> bool:
+    """Whether the YAML comment `#comment` right after `command` took away part of it.
 
-    A slash command's text is a prompt, where `#` is text. In a shell command, a comment
-    that starts between words is a comment for the shell too, and cutting it changes
-    nothing; it matters when the cut leaves a quote, `$(`, `(` or a backquote open, or
-    an escaped space (`a\\ #b` is one word).
+    A slash command's text is a prompt, where `#42` is text (`# note`, with a space, reads
+    as the author's comment). In a shell command, a comment that starts between words is a
+    comment for the shell too, and cutting it changes nothing; it matters when the cut
+    leaves a quote, `$(`, `(` or a backquote open, or an escaped space (`a\\ #b` is one word).
     """
     if slash:
-        return True
+        return comment[:1] not in ("", " ", "\t")
     quote_char = ""  # the quote we are inside, if any
     backquote = False
     depth = 0  # open parentheses

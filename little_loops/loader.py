@@ -177,13 +177,13 @@ def _decode(data: bytes, file: str) -> str | Diagnostic:
 class SourceMap:
     """Line and column of each node (`values`) and of each mapping key (`keys`), by path.
 
-    `comments` holds where a YAML comment starts on the line a plain (unquoted) value ends:
-    `action: make test # all` runs `make test`, which the author may not have meant.
+    `comments` holds where a YAML comment starts on the line a plain (unquoted) value ends,
+    and its text: `action: /fix issue #42` sends `/fix issue`, which the author may not mean.
     """
 
     values: dict[NodePath, Pos] = field(default_factory=dict)
     keys: dict[NodePath, Pos] = field(default_factory=dict)
-    comments: dict[NodePath, Pos] = field(default_factory=dict)
+    comments: dict[NodePath, tuple[Pos, str]] = field(default_factory=dict)
 
     def value(self, path: NodePath) -> Pos:
         """Where the node at `path` starts, or its nearest recorded ancestor."""
@@ -317,7 +317,8 @@ class _Composer:
         rest = self.lines[end.line][end.column :]
         stripped = rest.lstrip(" \t")
         if stripped.startswith("#") and len(stripped) < len(rest):
-            self.smap.comments[path] = Pos(end.line + 1, end.column + len(rest) - len(stripped) + 1)
+            col = end.column + len(rest) - len(stripped) + 1
+            self.smap.comments[path] = (Pos(end.line + 1, col), stripped[1:])
 
     def key(self, event: yaml.ScalarEvent, pos: Pos) -> None:
         top = self.stack[-1]
@@ -617,13 +618,13 @@ def _cut_by_comment(doc: Mapping[str, Any], smap: SourceMap, file: str) -> list[
     from .hints import comment_cuts_command
 
     out = []
-    for at, pos in smap.comments.items():
+    for at, (pos, comment) in smap.comments.items():
         command = _action_at(doc, at)
         if command is None:
             continue
         given = _value_at(doc, (*at[:-1], "action_type")) if at[0] == "states" else None
         slash = given == "slash" or (given != "shell" and guess_action_type(command) == "slash")
-        if not comment_cuts_command(command, slash=slash):
+        if not comment_cuts_command(command, comment, slash=slash):
             continue  # the shell would have read the same comment
         message = (
             f"{subject(at)} is cut short: ' #' starts a YAML comment, so the rest of the line "
