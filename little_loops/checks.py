@@ -353,6 +353,12 @@ def _placeholder_problem(
     if ns == "context":
         if path[0] not in ctx.loop.context:
             keys = ctx.loop.context
+            if path == ("run_dir",):  # upstream little-loops' scratch folder
+                return (
+                    "unknown-context",
+                    "there is no context key 'run_dir'; the run's own folder is "
+                    "'${loop.run_dir}' here",
+                )
             return (
                 "unknown-context",
                 f"there is no context key '{path[0]}'{_suggest(path[0], keys)}; "

@@ -24,6 +24,10 @@ _OPERATOR_ALIASES: Mapping[str, str] = {
     "at_least": "ge",
 }
 
+_NO_FRAGMENTS = (
+    "remove it: ll has no fragment libraries; write the keys out, or share them within one "
+    "file with YAML anchors (&name, then <<: *name)"
+)
 # Keys of upstream little-loops that mean something else here, or are spelt otherwise.
 # `{v}` is the value the author gave (or a stand-in when it is not a short scalar).
 _UPSTREAM_STATE_KEYS: Mapping[str, tuple[str, str]] = {
@@ -33,10 +37,13 @@ _UPSTREAM_STATE_KEYS: Mapping[str, tuple[str, str]] = {
     "on_blocked": ("write 'route: {{blocked: {v}}}' (beside any other 'route:' entries)", "STATE"),
     "max_retries": ("write 'retry: {{max_attempts: N}}' (N counts the first attempt too)", "N"),
     "failure": ("write 'outcome: failure' on the terminal state", ""),
+    "fragment": (_NO_FRAGMENTS, ""),
 }
 _UPSTREAM_TOP_KEYS: Mapping[str, tuple[str, str]] = {
     "max_steps": ("write 'max_iterations: {v}'", "N"),
     "on_max_steps": ("write 'on_max_iterations: {v}'", "STATE"),
+    "import": (_NO_FRAGMENTS, ""),
+    "scope": ("remove it: ll has no counterpart ('working_dir' only sets where actions run)", ""),
     "on_handoff": (
         "remove it: here every slash action runs in a session of its own (claude -p), "
         "so there is no hand-off to handle",
@@ -111,6 +118,8 @@ def upstream_action_type(value: Any) -> str | None:
 
 def may_route(key: str, routing: frozenset[str]) -> bool:
     """Whether an unknown key may be a misspelt routing key, so routing checks must wait."""
+    if key in _UPSTREAM_TOP_KEYS and key != "on_max_steps":
+        return False  # a known name that routes nothing
     if key.startswith("on_") or key in _UPSTREAM_STATE_KEYS:
         return True
     import difflib

@@ -486,11 +486,11 @@ def _reader_error(exc: yaml.YAMLError, text: str, file: str) -> Diagnostic:
 
 
 def _sorted(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
-    """Sorted by position, each message kept to one printable line."""
-    out = [
+    """Sorted by position, each message kept to one printable line, each said once."""
+    out = {
         d if d.message.isprintable() else dataclasses.replace(d, message=_printable(d.message))
         for d in diagnostics
-    ]
+    }
     return sorted(out, key=lambda d: (d.file, d.line, d.col, d.severity, d.message))
 
 

@@ -16,7 +16,8 @@ Choices SPEC section 9 leaves open (docs/loop-reference.md, "Paradigms"):
   `${prev.output}`); `exit_code` there means the last step's exit code; `llm_structured`
   is refused, since the judge would see no output.
 - `finally` (an extra) is an action that every end state runs; the loop-wide keys
-  `action_timeout`, `shell`, `working_dir`, `secrets`, `llm`, `max_cost_usd` pass through.
+  `action_timeout`, `shell`, `working_dir`, `secrets`, `llm`, `max_cost_usd`, `metadata`
+  and top-level `x-` keys pass through.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ PASS_THROUGH = (
     "llm",
     "secrets",
     "context",
+    "metadata",
 )
 
 
@@ -159,7 +161,7 @@ class _Out:
         self.graft(("name",), ("name",))
         if "description" in self.top:
             doc["description"] = self.top.pop("description")
-        for key in PASS_THROUGH:
+        for key in (*PASS_THROUGH, *(k for k in self.doc if k.startswith("x-"))):
             if key in self.doc:
                 doc[key] = self.doc[key]
                 self.graft((key,), (key,))

@@ -349,6 +349,231 @@ CASES = {
 }
 
 
+STEPS_WITH_COLON = (
+    "name: g\nparadigm: imperative\nsteps:\n  - echo Result: ok\nuntil: {type: exit_code}\n"
+)
+
+
+def _with_evaluator(evaluate: str) -> str:
+    return OK.replace("    action: make fix", f"    action: make fix\n    evaluate: {evaluate}")
+
+
+def _in_fix(action: str) -> str:
+    return OK.replace("action: make fix", f"action: {action}")
+
+
+# Authoring hints: a slip or an upstream little-loops name, and the line that says how to fix it.
+# tests/test_validate.py runs each through the real `ll validate` too.
+HINTS: dict[str, tuple[str, list[str]]] = {
+    "cut-by-comment-slash": (
+        _in_fix("/ll:fix issue #42"),
+        [
+            "loop.yaml:10:27: warning: 'action' of state 'fix' is cut short: ' #' starts a YAML "
+            "comment, so the rest of the line is not part of the command; quote the whole action",
+        ],
+    ),
+    "cut-by-comment-open-quote": (
+        _in_fix('echo "issue #42" # note'),
+        [
+            "loop.yaml:10:25: warning: 'action' of state 'fix' is cut short: ' #' starts a YAML "
+            "comment, so the rest of the line is not part of the command; quote the whole action",
+        ],
+    ),
+    "colon-in-action": (
+        _in_fix("echo Result: ok"),
+        [
+            "loop.yaml:10:24: error: invalid YAML: ': ' inside the value of 'action' (mapping "
+            'values are not allowed here); quote the whole action: action: "echo Result: ok"',
+        ],
+    ),
+    "colon-in-value": (
+        _in_fix("make fix\n    description: Note: this"),
+        [
+            "loop.yaml:11:22: error: invalid YAML: ': ' inside the value of 'description' "
+            "(mapping values are not allowed here); quote the whole value: description: "
+            '"Note: this"',
+        ],
+    ),
+    "colon-in-list-item": (
+        STEPS_WITH_COLON,
+        [
+            "loop.yaml:4:5: error: 'steps[0]' must be text, not a mapping; a ': ' inside text "
+            'starts a mapping in YAML: quote the whole text, "echo Result: ok"',
+        ],
+    ),
+    "env-variable": (
+        _in_fix("make fix ${HOME}"),
+        [
+            "loop.yaml:10:13: error: unknown namespace 'HOME' in '${HOME}'; write '$${HOME}' for "
+            "the shell's variable, or '${env.HOME}' (in 'action' of state 'fix')",
+        ],
+    ),
+    "shell-expansion": (
+        _in_fix("make fix ${TARGET:-all}"),
+        [
+            "loop.yaml:10:13: error: '${TARGET:-all}' is not a valid placeholder; write "
+            "'$${TARGET:-all}' for the shell's own expansion (in 'action' of state 'fix')",
+        ],
+    ),
+    "upstream-shell-modifier": (
+        _in_fix("make fix ${context.input:shell}") + "context: {input: x}\n",
+        [
+            "loop.yaml:10:13: error: '${context.input:shell}' is not a valid placeholder; "
+            "upstream little-loops' ':shell' is written '|q' here: '${context.input|q}' (in "
+            "'action' of state 'fix')",
+        ],
+    ),
+    "operator-lte": (
+        _with_evaluator("{type: output_numeric, operator: lte, target: 1}"),
+        [
+            "loop.yaml:11:48: error: 'evaluate.operator' of state 'fix' must be one of: eq, ne, "
+            "lt, le, gt, ge; got 'lte' (did you mean 'le'?)",
+        ],
+    ),
+    "operator-double-equals": (
+        _with_evaluator("{type: output_numeric, operator: ==, target: 1}"),
+        [
+            "loop.yaml:11:48: error: 'evaluate.operator' of state 'fix' must be one of: eq, ne, "
+            "lt, le, gt, ge; got '==' (did you mean 'eq'?)",
+        ],
+    ),
+    "operator-less-than": (
+        _with_evaluator("{type: output_json, path: .n, operator: <, target: 1}"),
+        [
+            "loop.yaml:11:55: error: 'evaluate.operator' of state 'fix' must be one of: eq, ne, "
+            "lt, le, gt, ge; got '<' (did you mean 'lt'?)",
+        ],
+    ),
+    "operator-equals": (
+        _with_evaluator("{type: output_numeric, operator: equals, target: 1}"),
+        [
+            "loop.yaml:11:48: error: 'evaluate.operator' of state 'fix' must be one of: eq, ne, "
+            "lt, le, gt, ge; got 'equals' (did you mean 'eq'?)",
+        ],
+    ),
+    "operator-greater-or-equal-symbol": (
+        _with_evaluator("\n      type: output_numeric\n      operator: >=\n      target: 1"),
+        [
+            "loop.yaml:13:18: error: write 'operator: ge' for '>=': operators are words here "
+            "(eq, ne, lt, le, gt, ge), and YAML reads a bare '>' as syntax",
+        ],
+    ),
+    "operator-not-equal-symbol": (
+        _with_evaluator("\n      type: output_numeric\n      operator: !=\n      target: 1"),
+        [
+            "loop.yaml:13:17: error: write 'operator: ne' for '!=': operators are words here "
+            "(eq, ne, lt, le, gt, ge), and YAML reads a bare '!' as syntax",
+        ],
+    ),
+    "upstream-on-yes": (
+        OK.replace("on_success: done", "on_yes: done"),
+        [
+            "loop.yaml:7:5: error: unknown key 'on_yes' in state 'check'; 'on_yes' is upstream "
+            "little-loops' name: write 'on_success: done'",
+        ],
+    ),
+    "upstream-on-no": (
+        OK.replace("on_failure: fix", "on_no: fix"),
+        [
+            "loop.yaml:8:5: error: unknown key 'on_no' in state 'check'; 'on_no' is upstream "
+            "little-loops' name: write 'on_failure: fix'",
+        ],
+    ),
+    "upstream-on-partial": (
+        OK.replace("    on_failure: fix", "    on_failure: fix\n    on_partial: fix"),
+        [
+            "loop.yaml:9:5: error: unknown key 'on_partial' in state 'check'; 'on_partial' is "
+            "upstream little-loops' name: write 'route: {partial: fix}' (beside any other "
+            "'route:' entries)",
+        ],
+    ),
+    "upstream-on-blocked": (
+        OK.replace("    on_failure: fix", "    on_failure: fix\n    on_blocked: $current"),
+        [
+            "loop.yaml:9:5: error: unknown key 'on_blocked' in state 'check'; 'on_blocked' is "
+            "upstream little-loops' name: write 'route: {blocked: $current}' (beside any other "
+            "'route:' entries)",
+        ],
+    ),
+    "upstream-max-retries": (
+        _in_fix("make fix\n    max_retries: 2"),
+        [
+            "loop.yaml:11:5: error: unknown key 'max_retries' in state 'fix'; 'max_retries' is "
+            "upstream little-loops' name: write 'retry: {max_attempts: N}' (N counts the first "
+            "attempt too)",
+        ],
+    ),
+    "upstream-failure-true": (
+        OK.replace("outcome: failure", "failure: true"),
+        [
+            "loop.yaml:13:28: error: unknown key 'failure' in state 'failed'; 'failure' is "
+            "upstream little-loops' name: write 'outcome: failure' on the terminal state",
+        ],
+    ),
+    "upstream-on-handoff": (
+        OK + "on_handoff: spawn\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'on_handoff' at the top level; 'on_handoff' is "
+            "upstream little-loops' name: remove it: here every slash action runs in a session "
+            "of its own (claude -p), so there is no hand-off to handle",
+        ],
+    ),
+    "upstream-max-steps": (
+        OK + "max_steps: 40\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'max_steps' at the top level; 'max_steps' is "
+            "upstream little-loops' name: write 'max_iterations: 40'",
+        ],
+    ),
+    "upstream-on-max-steps": (
+        OK + "on_max_steps: failed\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'on_max_steps' at the top level; 'on_max_steps' "
+            "is upstream little-loops' name: write 'on_max_iterations: failed'",
+        ],
+    ),
+    "label-category": (
+        OK + "category: ci\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'category' at the top level; labels go under "
+            "'metadata:' (metadata: {category: ci})",
+        ],
+    ),
+    "label-labels": (
+        OK + "labels: [ci, nightly]\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'labels' at the top level; labels go under "
+            "'metadata:' (metadata: {labels: ...})",
+        ],
+    ),
+    "label-visibility": (
+        OK + "visibility: internal\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'visibility' at the top level; labels go under "
+            "'metadata:' (metadata: {visibility: internal})",
+        ],
+    ),
+    "upstream-action-type-prompt": (
+        _in_fix("Fix the failing tests\n    action_type: prompt"),
+        [
+            "loop.yaml:11:18: error: 'action_type' of state 'fix' must be one of: shell, slash; "
+            "got 'prompt'; 'prompt' is upstream little-loops' name: write 'action_type: slash' "
+            "(the action is sent to Claude Code as 'claude -p ACTION')",
+        ],
+    ),
+    "upstream-action-type-slash-command": (
+        _in_fix("/ll:fix\n    action_type: slash_command"),
+        [
+            "loop.yaml:11:18: error: 'action_type' of state 'fix' must be one of: shell, slash; "
+            "got 'slash_command'; 'slash_command' is upstream little-loops' name: write "
+            "'action_type: slash', or leave it out: an action whose first word is '/name' is a "
+            "slash command already",
+        ],
+    ),
+}
+CASES.update(HINTS)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_diagnostic_text(tmp_path: Path, case: str) -> None:
     text, expected = CASES[case]
