@@ -669,3 +669,169 @@ def test_literal_patterns_are_not_compiled(tmp_path: Path) -> None:
         "    action: make fix\n    evaluate: {type: output_contains, pattern: '(a', literal: true}",
     )
     assert lines(tmp_path, text) == []
+
+
+# -- one pass: a schema error hides only the checks that depend on what it broke -----------------
+
+
+def test_a_top_level_schema_error_hides_no_state_check(tmp_path: Path) -> None:
+    text = (
+        OK.replace("    on_failure: fix\n", "")
+        .replace("next: check", "next: chekc")
+        .replace("on_error: failed\n", "on_error: failed\ncategory: ci\n")
+    )
+    assert lines(tmp_path, text) == [
+        "loop.yaml:4:1: error: unknown key 'category' at the top level; labels go under "
+        "'metadata:' (metadata: {category: ci})",
+        "loop.yaml:6:3: error: state 'check' can give verdict 'failure' but nothing routes it; "
+        "add 'failure: STATE' under 'route:', or a default '_: STATE'",
+        "loop.yaml:11:11: error: state 'fix' has 'next' naming unknown state 'chekc' (did you "
+        "mean 'check'?)",
+    ]
+
+
+def test_a_misspelt_key_hides_nothing_else_in_its_state(tmp_path: Path) -> None:
+    text = OK.replace("    on_failure: fix\n", "    descripton: run the tests\n").replace(
+        "action: make test", "action: make test ${context.target}"
+    )
+    assert lines(tmp_path, text) == [
+        "loop.yaml:5:3: error: state 'check' can give verdict 'failure' but nothing routes it; "
+        "add 'failure: STATE' under 'route:', or a default '_: STATE'",
+        "loop.yaml:6:13: error: '${context.target}' in 'action' of state 'check': there is no "
+        "context key 'target'; define it under 'context:'",
+        "loop.yaml:8:5: error: unknown key 'descripton' in state 'check' (did you mean "
+        "'description'?); valid keys: action, action_type, capture, description, evaluate, "
+        "next, on_error, on_failure, on_maintain, on_success, on_timeout, outcome, retry, "
+        "route, terminal, timeout",
+        "loop.yaml:9:3: warning: state 'fix' cannot be reached from initial state 'check'",
+    ]
+
+
+def test_a_wrong_value_off_the_routes_keeps_the_graph_checks(tmp_path: Path) -> None:
+    text = "name: x\ninitial: a\nstates:\n  a: {action: 'true', timeout: soon, next: a}\n"
+    assert lines(tmp_path, text) == [
+        "loop.yaml:4:3: error: no state is terminal, so the run can only end at a limit; mark "
+        "the state where it should end with 'terminal: true'",
+        "loop.yaml:4:32: error: 'timeout' of state 'a' must be a number, not text ('soon')",
+    ]
+
+
+def test_a_broken_route_key_is_not_followed_by_guesses(tmp_path: Path) -> None:
+    # 'fix' is reachable only through the misspelt key: no unreachable or uncovered news.
+    text = OK.replace("on_failure: fix", "on_falure: fix")
+    assert len(lines(tmp_path, text)) == 1
+    text = OK.replace("on_failure: fix", "on_no: fix")
+    assert len(lines(tmp_path, text)) == 1
+    text = OK.replace("  done: {terminal: true}", "  done: {terminal: yes please}")
+    assert lines(tmp_path, text) == [
+        "loop.yaml:12:20: error: 'terminal' of state 'done' must be true or false, not text "
+        "('yes please')",
+    ]
+
+
+def test_a_context_value_of_the_wrong_type_is_still_a_defined_key(tmp_path: Path) -> None:
+    text = _in_fix("make fix ${context.files}") + "context: {files: [a, b]}\n"
+    assert lines(tmp_path, text) == [
+        "loop.yaml:14:18: error: 'context.files' must be text, a number or true or false, not a "
+        "list",
+    ]
+
+
+def test_a_paradigm_file_with_an_unknown_key_is_still_compiled_and_checked(
+    tmp_path: Path,
+) -> None:
+    text = (
+        "name: g\nparadigm: goal\ngoal: tests pass\ncategory: ci\n"
+        "tools:\n  - make test ${context.nope}\n  - make fix\n"
+    )
+    assert lines(tmp_path, text) == [
+        "loop.yaml:4:1: error: unknown key 'category' at the top level; labels go under "
+        "'metadata:' (metadata: {category: ci})",
+        "loop.yaml:6:5: error: '${context.nope}' in 'action' of state 'evaluate': there is no "
+        "context key 'nope'; define it under 'context:'",
+    ]
+
+
+def test_the_same_problem_twice_in_one_field_is_said_once(tmp_path: Path) -> None:
+    assert lines(tmp_path, _in_fix("cp ${context.a} ${context.a}.bak")) == [
+        "loop.yaml:10:13: error: '${context.a}' in 'action' of state 'fix': there is no "
+        "context key 'a'; define it under 'context:'",
+    ]
+
+
+def test_upstream_run_dir_names_loop_run_dir(tmp_path: Path) -> None:
+    assert lines(tmp_path, _in_fix("make fix > ${context.run_dir}/log")) == [
+        "loop.yaml:10:13: error: '${context.run_dir}' in 'action' of state 'fix': there is no "
+        "context key 'run_dir'; the run's own folder is '${loop.run_dir}' here",
+    ]
+
+
+# -- hints that must stay quiet --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        "make fix  # the usual fix",  # the shell would read the same comment
+        "/ll:fix now   # a note for people",  # '# ' with a space: the author's comment
+        "'echo \"a #b\"'",  # quoted: nothing is cut
+        "echo a#b",  # no space before '#': not a comment
+    ],
+)
+def test_comments_that_cut_nothing_give_no_warning(tmp_path: Path, action: str) -> None:
+    assert lines(tmp_path, _in_fix(action)) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "slash", "comment", "cut"),
+    [
+        ('echo "a', False, 'b"', True),
+        ("echo 'a", False, "b'", True),
+        ("echo $(date", False, " x)", True),
+        ("echo `date", False, "x`", True),
+        ("echo a\\", False, "b", True),
+        ("echo 'a' \"b\" $(c) `d`", False, " note", False),
+        ("/fix issue", True, "42", True),
+        ("/fix issue", True, " note", False),
+    ],
+)
+def test_comment_cuts_command(command: str, slash: bool, comment: str, cut: bool) -> None:
+    from little_loops.hints import comment_cuts_command
+
+    assert comment_cuts_command(command, comment, slash=slash) is cut
+
+
+def test_operator_aliases_name_real_operators() -> None:
+    from little_loops import hints
+    from little_loops.evaluators.deterministic import OPERATORS
+
+    assert hints.OPERATORS == OPERATORS
+    for word in ("gte", ">=", "=>", "lte", "<=", "==", "=", "equals", "!=", "<>", "<", ">", "GE"):
+        assert hints.operator_for(word) in OPERATORS, word
+    assert hints.operator_for("gte") == "ge"
+    assert hints.operator_for("lte") == "le"
+    assert hints.operator_for("banana") is None
+
+
+def test_x_keys_and_metadata_are_accepted_and_ignored(tmp_path: Path) -> None:
+    text = (
+        OK.replace("    action: make fix", "    action: make fix\n    x-owner: team-a")
+        .replace("  done: {terminal: true}", "  done: {terminal: true, x-note: [1, 2]}")
+        .replace(
+            "    on_failure: fix",
+            "    on_failure: fix\n"
+            "    evaluate: {type: exit_code, x-why: default}\n"
+            "    retry: {max_attempts: 2, x-a: 1}",
+        )
+        + "metadata: {category: ci, labels: [nightly], owner: {team: a}}\n"
+        + "x-anchors: &shared {timeout: 5}\n"
+        + "llm: {x-cost-center: 42}\n"
+    )
+    assert lines(tmp_path, text) == []
+    loop, _ = try_load(tmp_path / "loop.yaml")
+    assert loop is not None
+    check = loop.states["check"]
+    assert check.retry is not None
+    assert check.retry.max_attempts == 2
+    assert check.evaluate is not None
+    assert check.evaluate.type == "exit_code"
