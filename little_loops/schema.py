@@ -336,7 +336,8 @@ def _colon_hint(value: Any, types: list[str]) -> str:
         return ""
     from .hints import quote
 
-    return f"; a ': ' inside text starts a mapping in YAML: quote the whole text, {quote(f'{key}: {item}')}"
+    text = quote(f"{key}: {item}")
+    return f"; a ': ' inside text starts a mapping in YAML: quote the whole text, {text}"
 
 
 def _did_you_mean(word: str, options: list[str]) -> str:

@@ -570,6 +570,37 @@ HINTS: dict[str, tuple[str, list[str]]] = {
             "slash command already",
         ],
     ),
+    "upstream-import": (
+        OK + "import: [lib/common.yaml]\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'import' at the top level; 'import' is upstream "
+            "little-loops' name: remove it: ll has no fragment libraries; write the keys out, or "
+            "share them within one file with YAML anchors (&name, then <<: *name)",
+        ],
+    ),
+    "upstream-fragment": (
+        _in_fix("make fix\n    fragment: shell_exit"),
+        [
+            "loop.yaml:11:5: error: unknown key 'fragment' in state 'fix'; 'fragment' is "
+            "upstream little-loops' name: remove it: ll has no fragment libraries; write the "
+            "keys out, or share them within one file with YAML anchors (&name, then <<: *name)",
+        ],
+    ),
+    "upstream-scope": (
+        OK + "scope: [src]\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'scope' at the top level; 'scope' is upstream "
+            "little-loops' name: remove it: ll has no counterpart ('working_dir' only sets where "
+            "actions run)",
+        ],
+    ),
+    "upstream-run-dir": (
+        _in_fix("make fix > ${context.run_dir}/log"),
+        [
+            "loop.yaml:10:13: error: '${context.run_dir}' in 'action' of state 'fix': there is no "
+            "context key 'run_dir'; the run's own folder is '${loop.run_dir}' here",
+        ],
+    ),
 }
 CASES.update(HINTS)
 
@@ -759,13 +790,6 @@ def test_the_same_problem_twice_in_one_field_is_said_once(tmp_path: Path) -> Non
     ]
 
 
-def test_upstream_run_dir_names_loop_run_dir(tmp_path: Path) -> None:
-    assert lines(tmp_path, _in_fix("make fix > ${context.run_dir}/log")) == [
-        "loop.yaml:10:13: error: '${context.run_dir}' in 'action' of state 'fix': there is no "
-        "context key 'run_dir'; the run's own folder is '${loop.run_dir}' here",
-    ]
-
-
 # -- hints that must stay quiet --------------------------------------------------------------------
 
 
@@ -835,3 +859,10 @@ def test_x_keys_and_metadata_are_accepted_and_ignored(tmp_path: Path) -> None:
     assert check.retry.max_attempts == 2
     assert check.evaluate is not None
     assert check.evaluate.type == "exit_code"
+
+
+def test_troubleshooting_quotes_every_hint_as_printed() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "troubleshooting.md").read_text()
+    for case, (_, expected) in HINTS.items():
+        for line in expected:
+            assert line in text, case
