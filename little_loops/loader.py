@@ -615,6 +615,8 @@ _PARADIGM_ACTION_LISTS = frozenset({"tools", "steps"})
 
 def _cut_by_comment(doc: Mapping[str, Any], smap: SourceMap, file: str) -> list[Diagnostic]:
     """Warnings for unquoted actions a YAML comment cut short (` #` ends a plain value)."""
+    if not smap.comments:
+        return []
     from .hints import comment_cuts_command
 
     out = []
