@@ -59,9 +59,10 @@ def check_loop(
     """Every semantic problem of `loop`, unsorted.
 
     `route_entries` holds each state's routes as written, duplicates included (the model
-    keeps one route per verdict). States named in `tainted` already have schema errors, so
-    their verdict coverage is not checked; `whole` is false when the document had any
-    schema error, which skips the checks that need the whole graph to be right.
+    keeps one route per verdict). States named in `tainted` have schema errors in keys that
+    decide where a run goes, so their verdict coverage is not checked and the graph checks
+    assume they may go anywhere and may end the run; `whole` is false when such an error is
+    in a loop-wide key, which skips the checks that need the whole graph to be right.
     """
     ctx = _Ctx(loop, file, locate)
     entries = route_entries or {
@@ -87,7 +88,7 @@ def check_loop(
             out += _check_template(ctx, value, ("context", key), captures)
     # A wrong target already explains any odd reachability; do not pile warnings on it.
     if whole and not any(d.code in ("unknown-initial", "unknown-target") for d in out):
-        out += _check_graph(ctx)
+        out += _check_graph(ctx, tainted)
     return out
 
 
@@ -293,7 +294,7 @@ def _check_evaluator(
             "error",
             "unknown-operator",
             f"unknown operator '{spec.operator}' in {what}"
-            f"{_suggest(spec.operator, OPERATORS)}; use one of: {', '.join(OPERATORS)}",
+            f"{_suggest_operator(spec.operator)}; use one of: {', '.join(OPERATORS)}",
         )
     if spec.type == "output_json" and spec.path is not None:
         try:
@@ -350,12 +351,30 @@ def _check_template(ctx: _Ctx, text: str, at: NodePath, captures: set[str]) -> I
     pos = ctx.locate(at)
     for part in scan(text):
         if isinstance(part, PlaceholderError):
-            yield ctx.diag(pos, "error", "bad-placeholder", f"{part.message} (in {what})")
+            message = _placeholder_hint(text, part) or part.message
+            yield ctx.diag(pos, "error", "bad-placeholder", f"{message} (in {what})")
         elif isinstance(part, Placeholder):
             problem = _placeholder_problem(ctx, part, captures)
             if problem is not None:
                 code, message = problem
                 yield ctx.diag(pos, "error", code, f"'${{{part.name}}}' in {what}: {message}")
+
+
+def _placeholder_hint(text: str, part: PlaceholderError) -> str | None:
+    """A message that says how to write what the author meant (`$${HOME}`, `|q`), if known."""
+    close = text.find("}", part.start + 2)
+    if close < 0:
+        return None
+    from .hints import placeholder_message
+
+    return placeholder_message(text[part.start + 2 : close].strip())
+
+
+def _suggest_operator(word: str) -> str:
+    from .hints import operator_for
+
+    meant = operator_for(word)
+    return f" (did you mean '{meant}'?)" if meant in OPERATORS else _suggest(word, OPERATORS)
 
 
 def _placeholder_problem(
@@ -365,6 +384,12 @@ def _placeholder_problem(
     if ns == "context":
         if path[0] not in ctx.loop.context:
             keys = ctx.loop.context
+            if path == ("run_dir",):  # upstream little-loops' scratch folder
+                return (
+                    "unknown-context",
+                    "there is no context key 'run_dir'; the run's own folder is "
+                    "'${loop.run_dir}' here",
+                )
             return (
                 "unknown-context",
                 f"there is no context key '{path[0]}'{_suggest(path[0], keys)}; "
@@ -429,8 +454,10 @@ def _check_own_capture(
         yield from _check_own_capture(ctx, inner, (*at, "of", i), capture)
 
 
-def _edges(loop: Loop, state: State) -> set[str]:
-    """The states a run can go to from `state`."""
+def _edges(loop: Loop, state: State, tainted: frozenset[str]) -> set[str]:
+    """The states a run can go to from `state`; any state when its routing keys are broken."""
+    if state.name in tainted:
+        return set(loop.states)
     if state.terminal:
         if loop.maintain:
             return {state.on_maintain or loop.initial}
@@ -443,11 +470,12 @@ def _edges(loop: Loop, state: State) -> set[str]:
     return out & set(loop.states)
 
 
-def _check_graph(ctx: _Ctx) -> Iterator[Diagnostic]:
+def _check_graph(ctx: _Ctx, tainted: frozenset[str] = frozenset()) -> Iterator[Diagnostic]:
     loop = ctx.loop
     if loop.initial not in loop.states:
         return
-    terminals = {n for n, s in loop.states.items() if s.terminal}
+    # A state with broken routing keys may be meant as a terminal.
+    terminals = {n for n, s in loop.states.items() if s.terminal or n in tainted}
     if not terminals:
         yield ctx.diag(
             ctx.locate(("states",)),
@@ -457,7 +485,7 @@ def _check_graph(ctx: _Ctx) -> Iterator[Diagnostic]:
             "should end with 'terminal: true'",
         )
         return
-    edges = {name: _edges(loop, s) for name, s in loop.states.items()}
+    edges = {name: _edges(loop, s, tainted) for name, s in loop.states.items()}
     roots = {loop.initial}
     if loop.on_max_iterations is not None and loop.on_max_iterations in loop.states:
         roots.add(loop.on_max_iterations)

@@ -585,9 +585,9 @@ def compile_(file: str) -> None:
 def init(name: str, paradigm: str, force: bool) -> None:
     """Write a commented starter loop NAME.yaml (default: loop.yaml) that runs as it is.
 
-    Its first line points yaml-language-server at the schema shipped with ll
-    (relative to the new file when both sit under one folder, else absolute), for
-    completion and hover help in editors.
+    Its first line points yaml-language-server at ./loop.schema.json, for completion and
+    hover help in editors; ll init writes that file beside the loop too (or refreshes it
+    when an older ll wrote it). Commit both.
 
     \b
     Example:
@@ -598,8 +598,9 @@ def init(name: str, paradigm: str, force: bool) -> None:
     from .paradigms import write_starter
 
     path = Path(name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
-    write_starter(path, paradigm, force=force)
-    click.echo(f"ll: wrote {path} (paradigm: {paradigm}); try: ll run {path}")
+    schema = write_starter(path, paradigm, force=force)
+    also = f" and {schema} (for editors)" if schema is not None else ""
+    click.echo(f"ll: wrote {path} (paradigm: {paradigm}){also}; try: ll run {path}")
 
 
 @main.command(short_help="Print the JSON Schema of loop files, for editors.")

@@ -257,3 +257,40 @@ def test_recursive_and_explosive_aliases_are_refused(tmp_path: Path) -> None:
     levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
     bomb = write(tmp_path, "context:\n" + "".join(f"  {x}\n" for x in levels), "b.yaml")
     assert [d.code for d in try_load(bomb)[1]] == ["too-large"]
+
+
+def test_comments_after_plain_values_are_recorded_with_their_text() -> None:
+    from little_loops.loader import _compose
+
+    text = (
+        "a: echo x  # note\n"
+        "b: 'echo y' # quoted: the author chose where it ends\n"
+        "c: |\n  echo z # inside a block: text\n"
+        "d: [p, r]  # after a flow list\n"
+        "e: éé #42\n"
+    )
+    _, smap, diagnostics, complete = _compose(text, "x.yaml")
+    assert complete
+    assert diagnostics == []
+    assert smap.comments == {("a",): (Pos(1, 12), " note"), ("e",): (Pos(6, 7), "42")}
+
+
+def test_schema_issues_taint_only_what_they_break() -> None:
+    from little_loops.checks import WHOLE_LOOP
+    from little_loops.loader import _tainted
+    from little_loops.schema import SchemaIssue
+
+    def issue(path: tuple[str, ...], key: str | None = None) -> SchemaIssue:
+        return SchemaIssue(path, "unknown-key" if key else "wrong-type", "m", key)
+
+    assert _tainted([issue(("states", "a", "timeout"))]) == frozenset()
+    assert _tainted([issue(("states", "a"), "descripton")]) == frozenset()
+    assert _tainted([issue(("states", "a"), "on_falure")]) == {"a"}
+    assert _tainted([issue(("states", "a"), "on_yes")]) == {"a"}
+    assert _tainted([issue(("states", "a"), "nxt")]) == {"a"}
+    assert _tainted([issue(("states", "a", "evaluate", "type"))]) == {"a"}
+    assert _tainted([issue(("states",), "$bad")]) == {"$bad"}
+    assert _tainted([issue((), "category"), issue(("name",))]) == frozenset()
+    assert _tainted([issue((), "on_handoff")]) == frozenset()
+    assert _tainted([issue((), "on_eror")]) == {WHOLE_LOOP}
+    assert _tainted([issue(("on_error",))]) == {WHOLE_LOOP}
