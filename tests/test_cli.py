@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from llm_server import LlmServer, message
@@ -520,7 +521,9 @@ def test_list_and_history_agree_on_the_order(tmp_path: Path) -> None:
     path = loop_file(tmp_path, SIMPLE)
     for _ in range(2):
         assert ll("run", path, cwd=tmp_path).returncode == 0
-    ids = sorted(p.name for p in (tmp_path / ".loops" / "runs").iterdir())
+    runs = (tmp_path / ".loops" / "runs").iterdir()
+    # Oldest first by start time: two runs in the same second have ids that sort at random.
+    ids = [p.name for p in sorted(runs, key=lambda p: _state(p)["started_at"])]
     listed = [line.split()[0] for line in ll("list", cwd=tmp_path).stdout.splitlines()[1:]]
     history = [line.split()[2] for line in ll("history", cwd=tmp_path).stdout.splitlines()[1:]]
     assert listed == history == ids[::-1]
@@ -567,3 +570,8 @@ def test_judging_is_shown_and_counted_in_the_step_time(
     code, text = _run_in_pty([*LL, "run", str(path), "--no-cache"], tmp_path, tty_env)
     assert code == 0, text
     assert "review judging with claude-test-judge… 1." in text
+
+
+def _state(run_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run_dir / "state.json").read_text())
+    return data
