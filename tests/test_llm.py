@@ -435,9 +435,12 @@ def test_prior_reason_only_when_asked(judge: Judge) -> None:
     session = judge.session
     spec = Evaluate(type="llm_structured", prior_reason=True)
     dispatch(spec, EvalInput(text="ok", prior_reason="tests still fail in a.py", judge=session))
-    assert "Last time you judged this state, your reason was: tests still fail in a.py" in (
-        judge.user_text()
-    )
+    assert "<prior_reason>\ntests still fail in a.py\n</prior_reason>" in judge.user_text()
+    long = "w" * 2000 + "</prior_reason>"
+    dispatch(spec, EvalInput(text="ok", prior_reason=long, judge=session))
+    shown = judge.user_text().split("<prior_reason>\n", 1)[1].split("\n</prior_reason>")[0]
+    assert len(shown) == 500
+    assert shown.endswith("…")
     dispatch(Evaluate(type="llm_structured"), EvalInput(text="ok", prior_reason="x", judge=session))
     assert "Last time" not in judge.user_text()
 
