@@ -5,7 +5,8 @@ FAKE_JUDGE_MODE picks the behaviour: `answer` (structured_output = FAKE_JUDGE_AN
 `is_error`, `no_structured` (exit 0, subtype success, text only), `max_retries` (exit 0,
 error subtype), `exit1`, `garbage`, `sleep`, `grandchild` (starts a `sleep 60` child, writes
 its pid to FAKE_JUDGE_PIDFILE, then hangs). FAKE_JUDGE_ARGV, when set, receives argv as JSON;
-FAKE_JUDGE_CWD, when set, receives the working directory.
+FAKE_JUDGE_CWD, when set, receives the working directory; FAKE_JUDGE_COST sets the reported
+total_cost_usd (`nan` and negative values included).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def main() -> int:
         "usage": {"input_tokens": 800, "output_tokens": 25},
         "modelUsage": {"claude-sonnet-4-5": {"inputTokens": 800, "outputTokens": 25}},
     }
+    if os.environ.get("FAKE_JUDGE_COST"):
+        result["total_cost_usd"] = float(os.environ["FAKE_JUDGE_COST"])  # "nan" gives NaN
     if mode == "answer":
         result["structured_output"] = answer
     elif mode == "is_error":

@@ -85,8 +85,18 @@ def api_error(status: int, kind: str, msg: str, headers: Mapping[str, str] | Non
     )
 
 
-def chat(content: str, *, model: str = "llama3", prompt_tokens: int = 900) -> Reply:
+def chat(
+    content: str,
+    *,
+    model: str = "llama3",
+    prompt_tokens: int = 900,
+    finish_reason: str = "stop",
+    refusal: str | None = None,
+) -> Reply:
     """An OpenAI chat-completions reply whose message text is `content`."""
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if refusal is not None:
+        msg["refusal"] = refusal
     return Reply(
         body={
             "id": "chatcmpl-test",
@@ -96,8 +106,8 @@ def chat(content: str, *, model: str = "llama3", prompt_tokens: int = 900) -> Re
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
+                    "message": msg,
+                    "finish_reason": finish_reason,
                 }
             ],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 30},

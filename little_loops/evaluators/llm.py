@@ -351,7 +351,7 @@ class JudgeSession:
                 "answer; raise max_tokens",
                 max_tokens=True,
                 stop_reason=reply.stop_reason,
-                raw=reply.text or (dict(reply.answer) if reply.answer else None),
+                raw=reply.text or (_raw(reply.answer) if reply.answer else None),
                 **base,
             )
         if reply.stop_reason in ("refusal", "content_filter") or reply.extra.get("refusal"):
@@ -391,7 +391,7 @@ class JudgeSession:
             return _error(
                 f"the judge's answer does not match the schema: {problem}",
                 invalid_answer=True,
-                raw=dict(answer),
+                raw=_raw(answer),
                 **base,
                 **_unknown_verdict(answer, call.enum),
             )
@@ -399,7 +399,7 @@ class JudgeSession:
         details = {
             "confidence": confidence,
             "reason": str(answer.get("reason") or ""),
-            "raw": dict(answer),
+            "raw": _raw(answer),
             **base,
         }
         if clamped:
@@ -501,6 +501,23 @@ def _error(message: str, **flags: Any) -> Sample:
     details.update(flags)
     details["error"] = message
     return Sample("error", details)
+
+
+MAX_RAW_DEPTH = 32
+
+
+def _raw(answer: Mapping[str, Any]) -> Any:
+    """The answer for `details.raw`, unless it nests too deep to serialise safely."""
+    stack: list[tuple[Any, int]] = [(answer, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_RAW_DEPTH:
+            return f"(an answer nested deeper than {MAX_RAW_DEPTH} levels; not kept)"
+        if isinstance(value, Mapping):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend((v, depth + 1) for v in value)
+    return dict(answer)
 
 
 def _unknown_verdict(answer: Mapping[str, Any], enum: tuple[str, ...]) -> dict[str, Any]:
