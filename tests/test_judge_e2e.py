@@ -66,6 +66,24 @@ def loop_file(
     return path
 
 
+def chain_file(
+    tmp_path: Path, judged: list[tuple[str, str]], action: str = "echo 3 passed"
+) -> Path:
+    """A loop of judged states run one after the other (`next:`), whatever their verdicts:
+    one `ll` process exercises several settings."""
+    lines = ["name: chain", f"initial: {judged[0][0]}", "max_iterations: 20", "states:"]
+    names = [name for name, _ in judged] + ["done"]
+    for (name, evaluate), following in zip(judged, names[1:], strict=True):
+        lines += [f"  {name}:", f"    action: {json.dumps(action)}", "    evaluate:"]
+        lines.append("      type: llm_structured")
+        lines.append(textwrap.indent(textwrap.dedent(evaluate).strip("\n"), "      "))
+        lines.append(f"    next: {following}")
+    lines.append("  done: {terminal: true}")
+    path = tmp_path / "chain.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 class Run:
     """One finished `ll run --json`: exit code, events, stderr."""
 
@@ -80,6 +98,9 @@ class Run:
 
     def verdicts(self) -> list[str]:
         return [e["verdict"] for e in self.judged()]
+
+    def by_state(self) -> dict[str, dict[str, Any]]:
+        return {e["state"]: e for e in self.judged()}
 
     def named(self, event: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e["event"] == event]
@@ -118,71 +139,73 @@ def user_text(server: LlmServer, i: int = -1) -> str:
 # -- item 1 and 2: a custom schema from YAML, through every provider --------------------------
 
 
-PROVIDERS = [
-    "claude-haiku-4-5",
-    "anthropic://claude-haiku-4-5",
-    "openai://gpt-4o",
-    "ollama",
-    "claude",
-]
-
-
-@pytest.mark.parametrize("provider", PROVIDERS)
-def test_custom_schema_from_yaml_through_each_provider(
-    tmp_path: Path, llm_server: LlmServer, provider: str
+def test_custom_and_default_schemas_through_every_provider(
+    tmp_path: Path, llm_server: LlmServer
 ) -> None:
+    """One loop, one state per provider; the server refuses what strict endpoints refuse."""
     answer = {"verdict": "found", "confidence": 0.8}
-    host = llm_server.url.removeprefix("http://")
-    model = {"ollama": f"ollama://{host}/llama3", "claude": "claude://sonnet"}.get(
-        provider, provider
+    ollama = f"ollama://{llm_server.url.removeprefix('http://')}/llama3"
+    http = {  # state -> model; all but claude:// ask the loopback server, in this order
+        "bare": "claude-haiku-4-5",
+        "uri": "anthropic://claude-haiku-4-5",
+        "openai": "openai://gpt-4o",
+        "ollama": ollama,
+    }
+    null_note = chat(json.dumps({**answer, "note": None}))  # strict OpenAI: null when optional
+    llm_server.script(
+        message(answer),
+        message(answer),
+        null_note,
+        null_note,
+        message(SUCCESS),
+        chat(json.dumps(SUCCESS)),
     )
+    states = [(name, f"model: {json.dumps(model)}\n{CUSTOM}") for name, model in http.items()]
+    states += [
+        ("claude", f"model: claude://sonnet\n{CUSTOM}"),
+        ("default_anthropic", "model: claude-sonnet-5-5"),
+        ("default_openai", "model: openai://gpt-4o"),
+    ]
     argv_log = tmp_path / "argv.json"
-    if provider.startswith(("openai", "ollama")):
-        # strict OpenAI answers carry null for the optional properties
-        llm_server.script(chat(json.dumps({**answer, "note": None})))
-    else:
-        llm_server.script(message(answer))
     run = ll_run(
         tmp_path,
-        loop_file(tmp_path, f"model: {json.dumps(model)}\n" + CUSTOM),
+        chain_file(tmp_path, states),
         llm_server,
+        "--no-cache",
         FAKE_JUDGE_ANSWER=json.dumps(answer),
         FAKE_JUDGE_ARGV=str(argv_log),
     )
-    assert run.verdicts() == ["found"], run.judged()
     assert run.code == 0
-    details = run.judged()[0]["details"]
-    assert details["confidence"] == 0.8
-    assert details["raw"] == answer
-    if provider == "claude":
-        assert not llm_server.requests
-        argv = json.loads(argv_log.read_text())
-        schema = json.loads(argv[argv.index("--json-schema") + 1])
-        assert schema["properties"]["verdict"]["enum"] == ["found", "missing"]
-        return
-    (request,) = llm_server.requests
-    if provider.startswith(("openai", "ollama")):
-        fmt = request.body["response_format"]["json_schema"]
-        assert fmt["strict"] is True
-        sent = fmt["schema"]
-        assert sent["required"] == ["verdict", "confidence", "note"]
-    else:
-        (tool,) = request.body["tools"]
+    judged = run.by_state()
+    assert {name: e["verdict"] for name, e in judged.items()} == {
+        **{name: "found" for name in [*http, "claude"]},
+        "default_anthropic": "success",
+        "default_openai": "success",
+    }, run.judged()
+    for name in [*http, "claude"]:
+        assert judged[name]["details"]["raw"] == answer
+        assert judged[name]["details"]["confidence"] == 0.8
+    argv = json.loads(argv_log.read_text())
+    schema = json.loads(argv[argv.index("--json-schema") + 1])
+    assert schema["properties"]["verdict"]["enum"] == ["found", "missing"]
+
+    bare, uri, openai, local, default_a, default_o = (r.body for r in llm_server.requests)
+    for sent in (bare, uri):
+        (tool,) = sent["tools"]
+        assert sent["model"] == "claude-haiku-4-5"
         assert tool["strict"] is True
-        assert request.body["model"] == "claude-haiku-4-5"
-        sent = tool["input_schema"]
-        assert sent["required"] == ["verdict"]
-    assert sent["additionalProperties"] is False
-    assert "minimum: 0" in json.dumps(sent)  # moved into a description, not dropped
-
-
-@pytest.mark.parametrize("model", ["claude-sonnet-5-5", "openai://gpt-4o"])
-def test_default_schema_is_accepted_by_strict_endpoints(
-    tmp_path: Path, llm_server: LlmServer, model: str
-) -> None:
-    run = ll_run(tmp_path, loop_file(tmp_path, f"model: {json.dumps(model)}"), llm_server)
-    assert run.verdicts() == ["success"], run.judged()
-    assert run.code == 0
+        assert tool["input_schema"]["required"] == ["verdict"]
+        assert tool["input_schema"]["additionalProperties"] is False
+        assert "minimum: 0" in json.dumps(tool["input_schema"])  # a description now
+    for sent in (openai, local):
+        fmt = sent["response_format"]["json_schema"]
+        assert fmt["strict"] is True
+        assert fmt["schema"]["required"] == ["verdict", "confidence", "note"]
+        assert "maxLength: 80" in json.dumps(fmt["schema"])
+    assert openai["model"] == "gpt-4o"
+    assert local["model"] == "llama3"
+    assert default_a["tools"][0]["input_schema"]["properties"]["verdict"]["enum"][0] == "success"
+    assert default_o["response_format"]["json_schema"]["strict"] is True
 
 
 def test_strict_rules_are_enforced_by_the_test_server(llm_server: LlmServer) -> None:
@@ -211,68 +234,47 @@ def test_strict_rules_are_enforced_by_the_test_server(llm_server: LlmServer) -> 
 # -- the judge's options through ll run -------------------------------------------------------
 
 
-def test_samples_take_the_majority(tmp_path: Path, llm_server: LlmServer) -> None:
-    fail = {"verdict": "failure", "confidence": 0.9, "reason": "1 failed"}
-    llm_server.script(message(SUCCESS), message(fail), message(SUCCESS))
-    run = ll_run(tmp_path, loop_file(tmp_path, "samples: 3"), llm_server)
-    assert run.verdicts() == ["success"]
-    assert len(llm_server.requests) == 3
-    details = run.judged()[0]["details"]
-    assert details["agreement"] == pytest.approx(2 / 3, abs=1e-3)
-    assert [s["verdict"] for s in details["samples"]] == ["success", "failure", "success"]
-
-
-def test_uncertain_suffix_routes_a_low_confidence_verdict(
+def test_samples_uncertain_suffix_fail_open_and_model_option(
     tmp_path: Path, llm_server: LlmServer
 ) -> None:
-    llm_server.script(message({"verdict": "success", "confidence": 0.3, "reason": "unclear"}))
-    loop = loop_file(
-        tmp_path, "min_confidence: 0.7\nuncertain_suffix: true", success_uncertain="bad"
+    fail = {"verdict": "failure", "confidence": 0.9, "reason": "1 failed"}
+    llm_server.script(
+        message(SUCCESS),
+        message(fail),
+        message(SUCCESS),
+        message({"verdict": "success", "confidence": 0.3, "reason": "unclear"}),
+        api_error(400, "invalid_request_error", "bad request"),
     )
-    run = ll_run(tmp_path, loop, llm_server)
-    assert run.verdicts() == ["success_uncertain"]
-    assert run.code == 1
-
-
-def test_fail_open_turns_an_api_error_into_success(tmp_path: Path, llm_server: LlmServer) -> None:
-    llm_server.script(api_error(400, "invalid_request_error", "bad request"))
-    run = ll_run(tmp_path, loop_file(tmp_path, "fail_open: true"), llm_server)
-    assert run.verdicts() == ["success"]
-    assert run.judged()[0]["details"]["fail_open"] is True
+    states = [
+        ("sampled", "samples: 3"),
+        ("unsure", "min_confidence: 0.7\nuncertain_suffix: true"),
+        ("open", "fail_open: true"),
+    ]
+    run = ll_run(tmp_path, chain_file(tmp_path, states), llm_server, "--model", "claude-opus-4-5")
+    assert run.code == 0
+    judged = run.by_state()
+    assert [e["verdict"] for e in run.judged()] == ["success", "success_uncertain", "success"]
+    sampled = judged["sampled"]["details"]
+    assert sampled["agreement"] == pytest.approx(2 / 3, abs=1e-3)
+    assert [s["verdict"] for s in sampled["samples"]] == ["success", "failure", "success"]
+    assert judged["unsure"]["details"]["confident"] is False
+    assert judged["open"]["details"]["fail_open"] is True
     assert run.named("judge_fail_open")
-    assert run.code == 0
+    assert len(llm_server.requests) == 5
+    assert {r.body["model"] for r in llm_server.requests} == {"claude-opus-4-5"}
 
 
-def test_model_option_names_the_judge(tmp_path: Path, llm_server: LlmServer) -> None:
-    run = ll_run(
-        tmp_path,
-        loop_file(tmp_path, "prompt: Did it pass?"),
-        llm_server,
-        "--model",
-        "claude-opus-4-5",
-    )
-    assert run.code == 0
-    assert body(llm_server)["model"] == "claude-opus-4-5"
-
-
-def test_cache_answers_the_second_run(tmp_path: Path, llm_server: LlmServer) -> None:
-    loop = loop_file(tmp_path, CUSTOM)
-    llm_server.script(then=message({"verdict": "found"}))
-    first = ll_run(tmp_path, loop, llm_server)
-    second = ll_run(tmp_path, loop, llm_server)
-    assert first.verdicts() == second.verdicts() == ["found"]
-    assert len(llm_server.requests) == 1
-    assert second.judged()[0]["details"]["cached"] is True
-    assert list((tmp_path / ".loops" / "cache").glob("*/*.json"))
-
-
-def test_record_then_replay_offline(tmp_path: Path, llm_server: LlmServer) -> None:
+def test_record_cache_and_replay(tmp_path: Path, llm_server: LlmServer) -> None:
     loop = loop_file(tmp_path, CUSTOM)
     cassette = tmp_path / "judge.jsonl"
-    llm_server.script(message({"verdict": "found", "note": "3 passed"}))
-    recorded = ll_run(tmp_path, loop, llm_server, "--record", str(cassette), "--no-cache")
+    llm_server.script(then=message({"verdict": "found", "note": "3 passed"}))
+    recorded = ll_run(tmp_path, loop, llm_server, "--record", str(cassette))
     assert recorded.verdicts() == ["found"]
     assert len(cassette.read_text().splitlines()) == 1
+    cached = ll_run(tmp_path, loop, llm_server)
+    assert cached.verdicts() == ["found"]
+    assert cached.judged()[0]["details"]["cached"] is True
+    assert list((tmp_path / ".loops" / "cache").glob("*/*.json"))
     replayed = ll_run(
         tmp_path, loop, None, "--replay", str(cassette), ANTHROPIC_BASE_URL="http://127.0.0.1:9"
     )
@@ -349,35 +351,25 @@ def test_interpolated_output_in_the_prompt_is_fenced_and_neutralised(
 # -- item 8: text answers -------------------------------------------------------------------
 
 
-def test_text_answer_takes_the_last_object_after_think_blocks(
+def test_text_answers_last_object_after_think_and_deep_nesting(
     tmp_path: Path, llm_server: LlmServer
 ) -> None:
-    host = llm_server.url.removeprefix("http://")
+    ollama = f"model: ollama://{llm_server.url.removeprefix('http://')}/qwen3"
     draft = json.dumps({"verdict": "failure", "confidence": 0.9, "reason": "draft"})
     final = json.dumps({"verdict": "success", "confidence": 0.8, "reason": "final"})
-    llm_server.script(chat(f"<think>{final}</think>\n{draft}\nOn reflection:\n{final}"))
-    run = ll_run(tmp_path, loop_file(tmp_path, f"model: ollama://{host}/qwen3"), llm_server)
-    assert run.verdicts() == ["success"]
-    assert run.judged()[0]["details"]["reason"] == "final"
-
-
-def test_deeply_nested_answer_is_an_error_verdict_not_a_crash(
-    tmp_path: Path, llm_server: LlmServer
-) -> None:
-    host = llm_server.url.removeprefix("http://")
     deep = "[" * 1500 + "]" * 1500
-    llm_server.script(chat('{"verdict": "success", "x": ' + deep + "}"))
-    llm_server.script(message({"verdict": "success", "x": json.loads("[" * 900 + "]" * 900)}))
-    loop = loop_file(tmp_path, f"model: ollama://{host}/qwen3", error="check2")
-    text = loop.read_text().replace(
-        "  done: {terminal: true}",
-        "  check2:\n    action: echo 3 passed\n    evaluate: {type: llm_structured}\n"
-        "    route: {error: broken, _: bad}\n  done: {terminal: true}",
+    llm_server.script(
+        chat(f"<think>{final}</think>\n{draft}\nOn reflection:\n{final}"),
+        chat('{"verdict": "success", "x": ' + deep + "}"),
+        message({"verdict": "success", "x": json.loads("[" * 900 + "]" * 900)}),
     )
-    loop.write_text(text)
-    run = ll_run(tmp_path, loop, llm_server, "--no-cache")
-    assert run.verdicts() == ["error", "error"]
-    assert run.code == 1
+    states = [("think", ollama), ("deep_text", ollama), ("deep_tool", "prompt: Did it pass?")]
+    run = ll_run(tmp_path, chain_file(tmp_path, states), llm_server, "--no-cache")
+    assert run.verdicts() == ["success", "error", "error"]
+    judged = run.by_state()
+    assert judged["think"]["details"]["reason"] == "final"
+    assert judged["deep_tool"]["details"]["invalid_answer"] is True
+    assert "deeper than" in judged["deep_tool"]["details"]["raw"]
 
 
 # -- item 9: costs, stop reasons ------------------------------------------------------------
@@ -396,37 +388,36 @@ def test_invalid_judge_cost_counts_as_unknown(tmp_path: Path, cost: str) -> None
     assert run.events[-1]["cost_usd"] == 0.0
 
 
-def test_dated_openai_model_is_priced(tmp_path: Path, llm_server: LlmServer) -> None:
-    llm_server.script(chat(json.dumps(SUCCESS), model="gpt-4o-2024-08-06", prompt_tokens=1000))
-    run = ll_run(tmp_path, loop_file(tmp_path, "model: openai://gpt-4o"), llm_server)
-    details = run.judged()[0]["details"]
-    assert details["cost_known"] is True
-    assert details["cost_usd"] == pytest.approx((1000 * 2.5 + 30 * 10) / 1e6)
-
-
-@pytest.mark.parametrize(
-    ("reply", "flag"),
-    [
-        (chat('{"verdict": "succ', finish_reason="length"), "max_tokens"),
-        (chat("", refusal="I can't help with that."), "refusal"),
-        (chat("", finish_reason="content_filter"), "refusal"),
-    ],
-)
-def test_length_and_refusal_have_their_own_flags(
-    tmp_path: Path, llm_server: LlmServer, reply: Any, flag: str
+def test_dated_model_price_and_length_and_refusal_flags(
+    tmp_path: Path, llm_server: LlmServer
 ) -> None:
-    llm_server.script(reply)
-    run = ll_run(tmp_path, loop_file(tmp_path, "model: openai://gpt-4o"), llm_server)
-    assert run.verdicts() == ["error"]
-    assert run.judged()[0]["details"][flag] is True
-
-
-def test_anthropic_refusal_has_its_own_flag(tmp_path: Path, llm_server: LlmServer) -> None:
-    llm_server.script(message(None, text="I won't judge that.", stop_reason="refusal"))
-    run = ll_run(tmp_path, loop_file(tmp_path, "prompt: Did it pass?"), llm_server)
-    details = run.judged()[0]["details"]
-    assert details["refusal"] is True
-    assert "I won't judge that." in details["error"]
+    llm_server.script(
+        chat(json.dumps(SUCCESS), model="gpt-4o-2024-08-06", prompt_tokens=1000),
+        chat('{"verdict": "succ', finish_reason="length"),
+        chat("", refusal="I can't help with that."),
+        chat("", finish_reason="content_filter"),
+        message(None, text="I won't judge that.", stop_reason="refusal"),
+    )
+    openai = "model: openai://gpt-4o"
+    states = [
+        ("dated", openai),
+        ("length", openai),
+        ("refused", openai),
+        ("filtered", openai),
+        ("anthropic_refused", "prompt: Did it pass?"),
+    ]
+    run = ll_run(tmp_path, chain_file(tmp_path, states), llm_server, "--no-cache")
+    assert run.verdicts() == ["success", "error", "error", "error", "error"]
+    judged = {name: e["details"] for name, e in run.by_state().items()}
+    assert judged["dated"]["cost_known"] is True
+    assert judged["dated"]["cost_usd"] == pytest.approx((1000 * 2.5 + 30 * 10) / 1e6)
+    assert judged["length"]["max_tokens"] is True
+    assert judged["length"]["stop_reason"] == "length"
+    assert judged["refused"]["refusal"] is True
+    assert "I can't help with that." in judged["refused"]["error"]
+    assert judged["filtered"]["refusal"] is True
+    assert judged["anthropic_refused"]["refusal"] is True
+    assert "I won't judge that." in judged["anthropic_refused"]["error"]
 
 
 # -- item 5: the claude:// judge is sandboxed -----------------------------------------------
