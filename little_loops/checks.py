@@ -27,7 +27,7 @@ FIELDS: Mapping[str, tuple[str, ...]] = {
     ),
     "prev": ("output", "stderr", "exit_code", "duration_ms", "state", "verdict"),
     "state": ("name", "iteration", "attempt"),
-    "loop": ("name", "run_id", "started_at", "elapsed_ms", "elapsed"),
+    "loop": ("name", "run_id", "run_dir", "dir", "started_at", "elapsed_ms", "elapsed"),
 }
 _VERDICT_WORD = re.compile(r"^[a-z][a-z0-9_]*$")
 _ROUTE_KEYS = ("route", "on_success", "on_failure")
@@ -76,6 +76,7 @@ def check_loop(
         out += _check_state_keys(ctx, state)
         if state.evaluate is not None:
             out += _check_evaluator(ctx, state.evaluate, (*at, "evaluate"), captures)
+            out += _check_own_capture(ctx, state.evaluate, (*at, "evaluate"), state.capture)
         if state.action is not None:
             out += _check_template(ctx, state.action, (*at, "action"), captures)
         if not state.terminal and state.name not in tainted and WHOLE_LOOP not in tainted:
@@ -361,6 +362,40 @@ def _placeholder_problem(
             f"it offers: {', '.join(offered)}",
         )
     return None
+
+
+# Set once the state's evaluator has given its verdict, so that evaluator cannot read them.
+_AFTER_EVALUATION = ("verdict", "confidence", "reason")
+
+
+def _check_own_capture(
+    ctx: _Ctx, spec: Evaluate, at: NodePath, capture: str | None
+) -> Iterator[Diagnostic]:
+    if capture is None:
+        return
+    for key in ("prompt", "source", "previous", "target"):
+        text = getattr(spec, key)
+        if not isinstance(text, str):
+            continue
+        for part in scan(text):
+            if (
+                isinstance(part, Placeholder)
+                and part.namespace == "captured"
+                and len(part.path) == 2
+                and part.path[0] == capture
+                and part.path[1] in _AFTER_EVALUATION
+            ):
+                yield ctx.diag(
+                    ctx.locate((*at, key)),
+                    "error",
+                    "own-capture-verdict",
+                    f"'${{{part.name}}}' in {subject((*at, key))}: this state's "
+                    f"'{part.path[1]}' is only known after its evaluator has run; read its "
+                    "output, stderr, exit_code or duration_ms here, or the verdict in a "
+                    "later state",
+                )
+    for i, inner in enumerate(spec.of):
+        yield from _check_own_capture(ctx, inner, (*at, "of", i), capture)
 
 
 def _edges(loop: Loop, state: State) -> set[str]:

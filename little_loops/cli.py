@@ -32,7 +32,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="ll")
+@click.version_option(__version__)  # named after the command run: ll or little-loops
 def main() -> None:
     """Run loops: finite-state machines written in YAML. Each state runs a shell or
     Claude Code command, an evaluator turns the result into a verdict, and the
@@ -248,7 +248,8 @@ def resume(
     """Continue an interrupted run from its last finished step.
 
     Finished steps are neither re-run nor re-judged; a step cut off mid-action runs again
-    from its start. Without RUN_ID, the latest resumable run of this directory.
+    from its start. Without RUN_ID, the latest resumable run of this directory. RUN_ID may
+    also be a run directory's path, to resume from elsewhere; actions run where the run began.
 
     \b
     Example:
@@ -283,6 +284,8 @@ def _execute(
 
     if verbose:
         options = dataclasses.replace(options, on_output=output_streamer(json_mode))
+    elif not (quiet or json_mode):  # a terminal's report is shown without -v
+        options = dataclasses.replace(options, on_terminal_output=output_streamer(False))
     listeners = [make_renderer(json_mode=json_mode, quiet=quiet, verbose=verbose)]
     listeners += _reporters(loop, junit_xml, json_mode)
     with signals_as_exceptions():

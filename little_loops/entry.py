@@ -1,4 +1,4 @@
-"""The `ll` executable: answers `--version`, `--help` and plain `ll validate` without click.
+"""The `ll` (and `little-loops`) executable: `--version`, `--help`, plain `validate` without click.
 
 Importing click costs about 35 ms, half of `ll --help`'s start-up budget and a quarter of
 `ll validate`'s. The top-level help page is click's own, rendered once into `_help.py` by
@@ -22,6 +22,12 @@ def _columns() -> int:
         return os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
     except (OSError, AttributeError, ValueError):
         return 80
+
+
+def _prog() -> str:
+    """The name this command was run under: `little-loops` (for shells that alias `ll`) or `ll`."""
+    name = os.path.basename(sys.argv[0]).removesuffix(".exe")
+    return "little-loops" if name == "little-loops" else "ll"
 
 
 def _validate(args: list[str]) -> int | None:
@@ -55,16 +61,18 @@ def main() -> None:
         code = _validate(argv[1:])
         if code is not None:
             sys.exit(code)
+    prog = _prog()
     if argv == ["--version"]:
         from . import __version__
 
-        sys.stdout.write(f"ll, version {__version__}\n")
+        sys.stdout.write(f"{prog}, version {__version__}\n")
         return
     if argv in (["--help"], ["-h"]) and _columns() >= 80:
         from ._help import HELP
 
-        sys.stdout.write(HELP)
+        sys.stdout.write(HELP.replace("Usage: ll ", f"Usage: {prog} ", 1))
         return
     from .cli import main as cli_main
 
-    cli_main()
+    # Named, so click neither says "python -m little_loops" nor guesses from argv[0] itself.
+    cli_main(prog_name=prog)

@@ -609,6 +609,8 @@ class _Builder:
         evaluate: Evaluate | None
         if isinstance(raw_eval, dict):
             evaluate = self.evaluate(raw_eval, (*at, "evaluate"))
+        elif action_type == "slash" and raw.get("terminal") is True:
+            evaluate = None  # the CLI's own result: success, or error when it failed
         elif action_type is not None:
             kind = "exit_code" if action_type == "shell" else "llm_structured"
             evaluate = Evaluate(type=kind, pos=self.smap.key(at))

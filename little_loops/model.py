@@ -149,16 +149,20 @@ class Loop:
     max_cost_usd: float | None = None
     secrets: tuple[str, ...] = ()
     shell: str = "/bin/sh"
-    working_dir: Path | None = None  # None: the loop file's directory
+    working_dir: Path | None = None  # None: where `ll` was started
     source_sha256: str = ""  # of the file's bytes, so a resumed run can tell the file changed
 
     @property
-    def cwd(self) -> Path:
-        """Where actions run: `working_dir` (relative to the file) or the file's directory."""
-        base = self.path.parent
+    def dir(self) -> Path:
+        """The absolute directory of the loop file: `${loop.dir}`."""
+        return self.path.resolve().parent
+
+    def cwd(self, start: Path) -> Path:
+        """Where actions run: `working_dir` (a relative one is relative to the loop file's
+        directory), else `start`, the directory `ll` was started in. Always absolute."""
         if self.working_dir is None:
-            return base
-        return self.working_dir if self.working_dir.is_absolute() else base / self.working_dir
+            return start.resolve()
+        return (self.dir / self.working_dir).resolve()  # an absolute one replaces self.dir
 
 
 @dataclass(frozen=True)

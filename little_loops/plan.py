@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from .errors import LoopError
 from .interpolate import render, resolve_context
 from .model import Loop, State
+from .store import RUNS
 
 
 def dry_run(loop: Loop, overrides: Mapping[str, str]) -> str:
     """The interpolated plan of the first state and the routes of every state, as text."""
+    run_dir = str(Path.cwd().resolve() / RUNS / "(dry-run)")
     loop_scope = {"name": loop.name, "run_id": "(dry-run)", "started_at": ""}
+    loop_scope |= {"run_dir": run_dir, "dir": str(loop.dir)}
     context = resolve_context(loop.context, overrides, loop=loop_scope)
     first = loop.states[loop.initial]
     lines = [
         f"loop: {loop.name} ({loop.path})",
         f"max_iterations: {loop.max_iterations}"
         + (f", timeout: {loop.timeout:g}s" if loop.timeout is not None else ""),
-        f"working directory: {loop.cwd}",
+        f"working directory: {loop.cwd(Path.cwd())}",
         f"first state: {first.name}",
     ]
     if first.action is not None:
@@ -28,9 +32,7 @@ def dry_run(loop: Loop, overrides: Mapping[str, str]) -> str:
             "context": context,
             "state": {"name": first.name, "iteration": 1, "attempt": 1},
             "loop": {
-                "name": loop.name,
-                "run_id": "(dry-run)",
-                "started_at": "",
+                **loop_scope,
                 "elapsed_ms": 0,
                 "elapsed": "0s",
             },

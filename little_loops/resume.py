@@ -21,13 +21,21 @@ def prepare_resume(
 ) -> tuple[Loop, RunOptions, Progress, RunDir]:
     """Everything `Runner` needs to continue a run from its last finished step.
 
-    Refuses a finished run, a run whose owner is still alive, and (unless `force`) a run whose
-    loop file changed since it started, with a summary of the change.
+    `run_id` may also be the path of a run directory (`../.loops/runs/ID`), so a run can be
+    resumed from any directory; its `.loops/` then stays where it is. Refuses a finished run,
+    a run whose owner is still alive, and (unless `force`) a run whose loop file changed since
+    it started, with a summary of the change.
     """
     from .loader import load
     from .store import find_run, pid_alive
 
-    run_dir = _resumable(base, run_id) if run_id is None else find_run(base, run_id)
+    given = _run_dir_path(run_id)
+    if given is not None:
+        run_dir, base = RunDir(given), given.parents[2]
+    elif run_id is None:
+        run_dir = _resumable(base, run_id)
+    else:
+        run_dir = find_run(base, run_id)
     progress = Progress.from_dict(run_dir.read_state())
     progress.path = _path_from_events(run_dir, progress.step)
     if progress.status == "finished":
@@ -65,6 +73,20 @@ def prepare_resume(
     )
     progress.status = "running"
     return loop, options, progress, run_dir
+
+
+def _run_dir_path(run_id: str | None) -> Path | None:
+    """The run directory `run_id` names as a path, or None when it is a run id."""
+    if run_id is None or os.sep not in run_id:
+        return None
+    path = Path(run_id).resolve()
+    if not (path / "state.json").is_file() or path.parents[1].name != ".loops":
+        raise LoopError(
+            f"{run_id} is not a run directory (one under .loops/runs/ with a state.json); "
+            "give a run id from 'll list', or the path of its directory",
+            exit_code=EXIT_RUN_ERROR,
+        )
+    return path
 
 
 def _resumable(base: Path, run_id: str | None) -> RunDir:

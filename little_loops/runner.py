@@ -33,7 +33,7 @@ from .events import Emitter, Event, JsonlSink, Listener, utc_now
 from .interpolate import literal_text, render, resolve_context
 from .model import Loop, State, Verdict, base_verdict
 from .secrets import RedactingStream, Redactor
-from .store import LoopLock, RunDir, new_run_id, state_head
+from .store import RUNS, LoopLock, RunDir, new_run_id, state_head
 
 OUTCOME_EXIT = {
     "success": EXIT_SUCCESS,
@@ -78,7 +78,7 @@ def signals_as_exceptions() -> Iterator[None]:
 class RunOptions:
     """What the command line adds to a loop file."""
 
-    base_dir: Path = field(default_factory=Path.cwd)  # where .loops/ lives
+    base_dir: Path = field(default_factory=Path.cwd)  # where .loops/ lives and actions run
     overrides: Mapping[str, str] = field(default_factory=dict)  # --set KEY=VALUE
     max_iterations: int | None = None
     claude: tuple[str, ...] = ("claude",)
@@ -91,6 +91,8 @@ class RunOptions:
     fsync: bool = False
     allow_concurrent: bool = False
     on_output: Callable[[str, bytes], None] | None = None  # --verbose streaming
+    # A terminal state's output, shown once its action ends (when on_output does not show it).
+    on_terminal_output: Callable[[str, bytes], None] | None = None
 
 
 @dataclass
@@ -204,8 +206,16 @@ class Runner:
         self.resumed = progress is not None
         run_id = progress.run_id if progress else (run_id or new_run_id(loop.name))
         started_at = progress.started_at if progress else utc_now()
-        # Context values may use ${env.X} and ${loop.name|run_id|started_at}.
-        loop_scope = {"name": loop.name, "run_id": run_id, "started_at": started_at}
+        run_root = run_dir.root if run_dir else self.options.base_dir / RUNS / run_id
+        # Fixed for the whole run; context values may use them, and ${env.X}.
+        self._loop_scope = {
+            "name": loop.name,
+            "run_id": run_id,
+            "run_dir": str(run_root.resolve()),
+            "dir": str(loop.dir),
+            "started_at": started_at,
+        }
+        loop_scope = self._loop_scope
         context = resolve_context(
             loop.context, self.options.overrides, env=self.env, loop=loop_scope
         )
@@ -220,6 +230,7 @@ class Runner:
                 max_iterations=o.max_iterations or loop.max_iterations,
                 current=loop.initial,
                 options={
+                    "cwd": str(loop.cwd(o.base_dir)),
                     "overrides": {
                         k: v for k, v in o.overrides.items() if k not in set(loop.secrets)
                     },
@@ -259,7 +270,9 @@ class Runner:
         )
         self._judge: Any = None
         self._entering: tuple[int, str] | None = None  # a state_enter not yet written
-        self._cwd = loop.cwd
+        # Recorded at the start, so a run resumed from elsewhere acts in the same place; runs
+        # recorded before v2 ran their actions in the loop file's directory.
+        self._cwd = Path(progress.options.get("cwd") or loop.dir)
         self._t0 = time.monotonic() - progress.elapsed_ms / 1000.0
 
     # -- the run -------------------------------------------------------------------------
@@ -312,8 +325,8 @@ class Runner:
         p.attempt = 0
         p.path.append(state.name)
         self._remember(state, result)
-        if state.terminal or (p.on_max_used and state.name == self.loop.on_max_iterations):
-            self._after_terminal(state)
+        if self._ends_run(state):
+            self._after_terminal(state, result)
             return
         decision = router.route(self.loop, state, result.verdict.verdict)
         if decision is None:
@@ -345,11 +358,26 @@ class Runner:
         if self.loop.backoff > 0:
             self._sleep(min(self.loop.backoff, self._remaining() or self.loop.backoff))
 
-    def _after_terminal(self, state: State) -> None:
+    def _after_terminal(self, state: State, result: _StepResult) -> None:
+        """End the run at a terminal (or the `on_max_iterations` state), or maintain.
+
+        A terminal whose action did not succeed makes the outcome `failure`, whatever its
+        `outcome` says, and stops a maintained loop too. At `on_max_iterations` the outcome
+        stays `max_iterations` (the limit came first) and the error names the failed action.
+        """
         p = self.progress
+        failed = None
+        if result.verdict.verdict != "success":
+            kind = "terminal state" if state.terminal else "state"
+            failed = f"{kind} '{state.name}' gave verdict '{result.verdict.verdict}'"
+            if result.reason:
+                failed += f": {result.reason}"
         if p.on_max_used:
             self._persist()
-            raise _Finish("max_iterations", state.name)
+            raise _Finish("max_iterations", state.name, failed)
+        if failed is not None:
+            self._persist()
+            raise _Finish("failure", state.name, failed)
         if self.loop.maintain and state.terminal:
             p.current = state.on_maintain or self.loop.initial
             p.last_route = {
@@ -413,6 +441,9 @@ class Runner:
                 state.action, step, state, attempt, shell=state.action_type == "shell"
             )
             action = self._act(step, state, attempt, command)
+            if self._ends_run(state):
+                self._show_terminal_output(action)
+            self._capture_output(state, action)
             if action.timed_out:
                 self._check_deadline(state.name)
                 verdict = Verdict("timeout", {"timeout_s": self._action_timeout(state)})
@@ -420,8 +451,10 @@ class Runner:
             if action.error is not None:
                 verdict = Verdict("error", {"error": action.error, **dict(action.details)})
                 return self._evaluated(step, state, verdict, action, "action", command)
-        if state.terminal:
-            return _StepResult(Verdict("success"), action)
+        elif state.terminal:
+            return _StepResult(Verdict("success"), None)  # nothing ran, so nothing failed
+        else:
+            self._capture_output(state, None)
         spec = state.evaluate
         if spec is None:
             return self._evaluated(step, state, Verdict("success"), action, "none", command)
@@ -568,20 +601,32 @@ class Runner:
         )
         return result
 
+    def _ends_run(self, state: State) -> bool:
+        """A terminal, or the `on_max_iterations` state once the limit sent the run there."""
+        on_max = self.progress.on_max_used and state.name == self.loop.on_max_iterations
+        return state.terminal or on_max
+
+    def _show_terminal_output(self, action: actions.ActionResult) -> None:
+        show = self.options.on_terminal_output
+        if show is None or self.options.on_output is not None:
+            return  # nobody asked, or --verbose streamed it already
+        for name, text in (("stdout", action.output), ("stderr", action.stderr)):
+            if text:
+                if self.redactor:
+                    text = self.redactor.text(text)
+                show(name, (text if text.endswith("\n") else text + "\n").encode())
+
+    def _capture_output(self, state: State, action: actions.ActionResult | None) -> None:
+        """The output fields of `capture`, set before evaluation so the state's own evaluator
+        can read them; `_remember` adds the verdict fields afterwards."""
+        if state.capture:
+            self.progress.captured[state.capture] = _output_record(state, action)
+
     def _remember(self, state: State, result: _StepResult) -> None:
         p = self.progress
         action = result.action
         details = result.verdict.details
-        # Trailing newlines are dropped, as shell command substitution does, so that
-        # `${captured.dir.output}/file` works after an action that printed a path.
-        record: dict[str, Any] = {
-            "output": action.output.rstrip("\n") if action else "",
-            "stderr": action.stderr.rstrip("\n") if action else "",
-            "exit_code": action.exit_code if action else None,
-            "duration_ms": action.duration_ms if action else 0,
-            "state": state.name,
-            "verdict": result.verdict.verdict,
-        }
+        record = {**_output_record(state, action), "verdict": result.verdict.verdict}
         p.prev = record
         if state.capture:
             p.captured[state.capture] = {
@@ -614,9 +659,7 @@ class Runner:
             "prev": p.prev,
             "state": {"name": state.name, "iteration": step, "attempt": attempt},
             "loop": {
-                "name": self.loop.name,
-                "run_id": p.run_id,
-                "started_at": p.started_at,
+                **self._loop_scope,
                 "elapsed_ms": elapsed_ms,
                 "elapsed": _human_duration(elapsed_ms),
             },
@@ -728,6 +771,18 @@ class Runner:
             self._lock = None
         self._sink.close()
         self.run_dir.close()
+
+
+def _output_record(state: State, action: actions.ActionResult | None) -> dict[str, Any]:
+    # Trailing newlines are dropped, as shell command substitution does, so that
+    # `${captured.dir.output}/file` works after an action that printed a path.
+    return {
+        "output": action.output.rstrip("\n") if action else "",
+        "stderr": action.stderr.rstrip("\n") if action else "",
+        "exit_code": action.exit_code if action else None,
+        "duration_ms": action.duration_ms if action else 0,
+        "state": state.name,
+    }
 
 
 def _same(text: str) -> str:

@@ -66,7 +66,10 @@ GREET_ROUTES = [
 ]
 
 
-def test_dry_run_shows_the_first_action_and_every_route(tmp_path: Path) -> None:
+def test_dry_run_shows_the_first_action_and_every_route(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # actions run where `ll` was started
     path = loop_file(tmp_path, GREET)
     assert dry_run(load(path), {}).splitlines() == [
         f"loop: greet ({path})",

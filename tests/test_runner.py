@@ -100,7 +100,7 @@ def test_failure_terminal_exit_1(tmp_path: Path) -> None:
     assert (result.outcome, result.exit_code, result.final_state) == ("failure", 1, "bad")
 
 
-def test_terminal_action_runs_but_does_not_change_outcome(tmp_path: Path) -> None:
+def test_failing_terminal_action_fails_the_run(tmp_path: Path) -> None:
     marker = tmp_path / "reported"
     result = run_loop(
         tmp_path,
@@ -109,12 +109,13 @@ def test_terminal_action_runs_but_does_not_change_outcome(tmp_path: Path) -> Non
         initial: end
         states:
           end:
-            action: touch {marker} && exit 7
+            action: touch {marker} && echo "cannot notify" >&2 && exit 7
             terminal: true
         """,
     )
     assert marker.exists()
-    assert (result.outcome, result.exit_code) == ("success", 0)
+    assert (result.outcome, result.exit_code, result.final_state) == ("failure", 1, "end")
+    assert result.error == ("terminal state 'end' gave verdict 'error': exit code 7: cannot notify")
 
 
 def test_max_iterations_and_on_max_iterations_runs_once(tmp_path: Path) -> None:
