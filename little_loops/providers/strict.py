@@ -18,8 +18,13 @@ from typing import Any
 
 def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """The schema for a `strict: true` tool. Raises ValueError when it cannot be expressed."""
-    from anthropic.lib._parse._transform import transform_schema  # lazy: imports the SDK
-
+    try:
+        from anthropic.lib._parse._transform import transform_schema  # lazy: imports the SDK
+    except ImportError as exc:
+        raise ValueError(
+            "the installed anthropic SDK has no transform_schema; upgrade it: "
+            "pip install 'anthropic>=0.87'"
+        ) from exc
     try:
         result: dict[str, Any] = transform_schema(copy.deepcopy(dict(schema)))
     except (AssertionError, TypeError, ValueError, AttributeError) as exc:
