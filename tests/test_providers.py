@@ -305,6 +305,10 @@ def test_strict_schemas_pass_the_servers_rules_and_keep_the_enum() -> None:
     assert tool["properties"]["where"]["required"] == ["file"]
     assert "{minimum: 1, maximum: 10}" in tool["properties"]["score"]["description"]
     assert "minItems: 2" in tool["properties"]["tags"]["description"]
+    assert openai_schema(NESTED)["properties"]["verdict"] == {
+        "enum": ["ok", "bad"],
+        "type": "string",
+    }
     wide = openai_schema(NESTED)["properties"]["where"]
     assert wide["required"] == ["file", "line"]
     assert wide["properties"]["line"] == {"anyOf": [{"type": "integer"}, {"type": "null"}]}

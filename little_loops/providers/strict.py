@@ -44,6 +44,14 @@ def _all_required(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     out = {key: _all_required(value) for key, value in node.items()}
+    enum = out.get("enum")
+    if (
+        "type" not in out
+        and isinstance(enum, list)
+        and enum
+        and all(isinstance(v, str) for v in enum)
+    ):
+        out["type"] = "string"  # the transform drops it beside an enum; OpenAI wants a type
     props = out.get("properties")
     if out.get("type") == "object" and isinstance(props, dict):
         required = set(out.get("required") or ())
