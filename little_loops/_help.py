@@ -24,7 +24,7 @@ Commands:
   history   Past runs with their outcomes, newest first.
   init      Write a commented starter loop.
   list      List the runs in this directory.
-  logs      Show a run's events; -f follows a running one.
+  logs      Show a run's events (-f: follow), or a step's output.
   resume    Continue an interrupted run from its last finished step.
   run       Run a loop until a terminal state or a limit.
   schema    Print the JSON Schema of loop files, for editors.

@@ -7,7 +7,7 @@ Everything else is imported inside the command that needs it.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
@@ -145,6 +145,13 @@ def _output_options(f: Any) -> Any:
                 type=click.Path(dir_okay=False),
                 help="Write a JUnit XML report to FILE.",
             ),
+            click.option(
+                "--heartbeat",
+                type=click.FloatRange(min=0),
+                metavar="SECONDS",
+                help="Without a terminal, print a 'still running' line this often while a "
+                "step runs (default 30; 0: never).",
+            ),
         ]
     ):
         f = option(f)
@@ -171,6 +178,7 @@ def run(
     quiet: bool,
     verbose: bool,
     junit_xml: str | None,
+    heartbeat: float | None,
     claude: str | None,
     claude_flags: str | None,
     model: str | None,
@@ -226,7 +234,8 @@ def run(
         fsync=fsync,
         allow_concurrent=allow_concurrent,
     )
-    _execute(loop, options, None, None, run_id, json_mode, quiet, verbose, junit_xml)
+    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat)
+    _execute(loop, options, None, None, run_id, display)
 
 
 @main.command(short_help="Continue an interrupted run from its last finished step.")
@@ -244,6 +253,7 @@ def resume(
     quiet: bool,
     verbose: bool,
     junit_xml: str | None,
+    heartbeat: float | None,
 ) -> None:
     """Continue an interrupted run from its last finished step.
 
@@ -262,19 +272,22 @@ def resume(
     loop, options, progress, run_dir = prepare_resume(
         Path.cwd(), run_id, force=force, overrides=_parse_sets(sets)
     )
-    _execute(loop, options, progress, run_dir, None, json_mode, quiet, verbose, junit_xml)
+    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat)
+    _execute(loop, options, progress, run_dir, None, display)
+
+
+class _Display(NamedTuple):
+    """The output options shared by `ll run` and `ll resume`."""
+
+    json_mode: bool
+    quiet: bool
+    verbose: bool
+    junit_xml: str | None
+    heartbeat: float | None
 
 
 def _execute(
-    loop: Any,
-    options: Any,
-    progress: Any,
-    run_dir: Any,
-    run_id: str | None,
-    json_mode: bool,
-    quiet: bool,
-    verbose: bool,
-    junit_xml: str | None,
+    loop: Any, options: Any, progress: Any, run_dir: Any, run_id: str | None, display: _Display
 ) -> None:
     """Run (or resume) with the chosen display and reports, then exit with the run's code."""
     import dataclasses
@@ -282,12 +295,23 @@ def _execute(
     from .render import make_renderer, output_streamer
     from .runner import Runner, signals_as_exceptions
 
-    if verbose:
-        options = dataclasses.replace(options, on_output=output_streamer(json_mode))
-    elif not (quiet or json_mode):  # a terminal's report is shown without -v
+    json_mode = display.json_mode
+    renderer = make_renderer(
+        json_mode=json_mode,
+        quiet=display.quiet,
+        verbose=display.verbose,
+        heartbeat=display.heartbeat,
+    )
+    # The renderer keeps the latest output line for its spinner and heartbeat.
+    hooks = [getattr(renderer, "output", None)]
+    if display.verbose:
+        hooks.append(output_streamer(json_mode))
+    elif not (display.quiet or json_mode):  # a terminal's report is shown without -v
         options = dataclasses.replace(options, on_terminal_output=output_streamer(False))
-    listeners = [make_renderer(json_mode=json_mode, quiet=quiet, verbose=verbose)]
-    listeners += _reporters(loop, junit_xml, json_mode)
+    on_output = _fan_out([hook for hook in hooks if hook is not None])
+    if on_output is not None:
+        options = dataclasses.replace(options, on_output=on_output)
+    listeners = [renderer, *_reporters(loop, display.junit_xml, json_mode)]
     with signals_as_exceptions():
         runner = Runner(
             loop, options, listeners=listeners, progress=progress, run_dir=run_dir, run_id=run_id
@@ -300,6 +324,18 @@ def _execute(
             err=True,
         )
     sys.exit(result.exit_code)
+
+
+def _fan_out(hooks: list[Any]) -> Any:
+    """One output hook calling each of `hooks`, or the single one, or None."""
+    if len(hooks) <= 1:
+        return hooks[0] if hooks else None
+
+    def both(name: str, chunk: bytes) -> None:
+        for hook in hooks:
+            hook(name, chunk)
+
+    return both
 
 
 def _reporters(loop: Any, junit_xml: str | None, json_mode: bool) -> list[Any]:
@@ -329,10 +365,10 @@ def _start_background(loop_name: str) -> None:
     import time
     from pathlib import Path
 
-    from .store import RUNS, new_run_id
+    from .store import loops_dir, new_run_id
 
     run_id = new_run_id(loop_name)
-    root = Path.cwd() / RUNS / run_id
+    root = loops_dir(Path.cwd()) / "runs" / run_id
     (root / "steps").mkdir(parents=True)
     args = [a for a in sys.argv[1:] if a != "--background"]
     with open(root / "output.log", "ab") as out:
@@ -417,16 +453,26 @@ def stop(run_id: str) -> None:
     click.echo(stop_run(Path.cwd(), run_id), nl=False)
 
 
-@main.command(short_help="Show a run's events; -f follows a running one.")
+@main.command(short_help="Show a run's events (-f: follow), or a step's output.")
 @click.argument("run_id", required=False)
 @click.option("-f", "--follow", is_flag=True, help="Keep showing new events until the run ends.")
 @click.option("--json", "json_mode", is_flag=True, help="Print the raw events.")
-def logs(run_id: str | None, follow: bool, json_mode: bool) -> None:
+@click.option(
+    "--step",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Print what step N's action printed (every attempt, in order) instead of the events.",
+)
+def logs(run_id: str | None, follow: bool, json_mode: bool, step: int | None) -> None:
     """Show a run's events as readable lines (the latest run when RUN_ID is omitted).
+
+    A step that did not succeed shows its reason and the last lines it printed; --step N
+    prints everything step N's action printed, from the run's log files.
 
     \b
     Example:
       ll logs -f 20261122-041430-fix-lint-3fa2
+      ll logs 20261122-041430-fix-lint-3fa2 --step 3
     """
     from pathlib import Path
 
@@ -435,8 +481,36 @@ def logs(run_id: str | None, follow: bool, json_mode: bool) -> None:
     from .store import find_run
 
     run_dir = find_run(Path.cwd(), run_id)
+    if step is not None:
+        if follow or json_mode:
+            raise click.UsageError("--step prints a step's output; it takes no -f or --json")
+        _print_step(run_dir, step)
+        return
     listener = JsonRenderer() if json_mode else PlainRenderer()
     follow_run(run_dir, listener, follow=follow)
+    if not json_mode:
+        click.echo(f"ll: a step's whole output: ll logs {run_dir.run_id} --step N", err=True)
+
+
+def _print_step(run_dir: Any, step: int) -> None:
+    """Copy a step's logs to stdout as they are; a header before each when it was retried."""
+    from .runs import step_outputs
+
+    outputs = step_outputs(run_dir, step)
+    out = sys.stdout.buffer
+    for item in outputs:
+        if len(outputs) > 1:
+            out.write(f"== step {step} ({item.state}), attempt {item.attempt} ==\n".encode())
+        if item.log is None:
+            click.echo(
+                f"ll: step {step} ({item.state}) attempt {item.attempt} printed nothing", err=True
+            )
+            continue
+        data = item.log.read_bytes()
+        out.write(data)
+        if data and not data.endswith(b"\n"):
+            out.write(b"\n")
+        out.flush()
 
 
 @main.command(short_help="Draw a loop's states and routes (Mermaid or DOT).")

@@ -54,6 +54,7 @@ EVENT_NAMES = (
     "judge_retry",
     "judge_fail_open",
     "lock_reclaimed",
+    "judge_start",
 )
 
 

@@ -1,26 +1,42 @@
 """What people see during `ll run`: listens to events and draws them.
 
-In a terminal: colours and a spinner while an action runs. Without a terminal (CI): the same
-lines, plain, no ANSI codes. `--json`: the events themselves, one JSON object a line.
+In a terminal: colours and a spinner that shows the running step's elapsed time and its latest
+output line, while its action runs and while it is judged. Without a terminal (CI): the same
+lines, plain, no ANSI codes, and a heartbeat line every 30 s while a step runs, so a CI job is
+never silent for long. `--json`: the events themselves, one JSON object a line.
 This and cli.py are the only modules that write to the terminal; rich is imported only here,
 and only when stdout is a terminal.
 
-A step reads as two lines, the step and what came of it:
+A step reads as two lines, the step and what came of it, then the last lines it printed when
+it did not succeed:
 
      2/10  draft   n=$(( $(cat '/tmp/tmp.kP5j'/round 2>/dev/null || echo 0) + 1 )) ...
            failure 0.93 "The notes say 'various improvements' but name..." 12 ms -> draft
+     3/10  deploy  ./deploy.sh
+           error "command not found: ./deploy.sh" 3 ms -> stop
+               sh: 1: ./deploy.sh: not found
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
 from typing import IO, Any
 
 from .events import Event
 
 BAD = {"failure", "error", "timeout"}
+HEARTBEAT_S = 30.0
+_INDENT = " " * 13
+_TAIL_INDENT = " " * 15
+# ANSI escape sequences and the other control characters a program may print.
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def duration(ms: object) -> str:
@@ -33,6 +49,31 @@ def duration(ms: object) -> str:
     return f"{minutes}m {seconds:02d}s"
 
 
+def elapsed(seconds: float) -> str:
+    """A running step's age: `3.1 s`, `45 s`, `2m30s`, `1h05m`."""
+    if seconds < 10:
+        return f"{max(seconds, 0.0):.1f} s"
+    if seconds < 60:
+        return f"{int(seconds)} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def age(seconds: float) -> str:
+    """A heartbeat's elapsed time, in whole seconds: `45s`, `2m30s`, `1h05m`."""
+    whole = max(int(seconds), 0)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
 def clip(text: str, width: int) -> str:
     """The first line of `text`, cut to `width` characters with '...' when anything was left."""
     first, _, rest = text.strip().partition("\n")
@@ -41,51 +82,169 @@ def clip(text: str, width: int) -> str:
     return first
 
 
+def printable(line: str) -> str:
+    """A line of program output without colour codes or control characters."""
+    return _CONTROL.sub("", line).rstrip()
+
+
 def summary_line(event: Event) -> str:
     """The last line of a run, also all that `--quiet` prints."""
     steps = event.get("steps")
     plural = "s" if steps != 1 else ""
+    outcome = str(event.get("outcome"))
+    error = event.get("error") if isinstance(event.get("error"), str) else ""
+    if error and error.startswith(outcome):
+        # "interrupted (SIGINT)" says the outcome already: say it once.
+        outcome, error = error, ""
     line = (
-        f"ll: {event.get('outcome')} at '{event.get('final_state')}' after {steps} "
+        f"ll: {outcome} at '{event.get('final_state')}' after {steps} "
         f"step{plural} in {duration(event.get('duration_ms'))}"
     )
     cost = event.get("cost_usd")
-    if isinstance(cost, int | float) and cost > 0:
+    if isinstance(cost, int | float) and cost > 0 and f"${cost:.4f}" not in (error or ""):
         line += f", cost ${cost:.4f}"
-    if event.get("error"):
-        line += f": {event['error']}"
+    if error:
+        line += f": {error}"
     return line
+
+
+def last_line(chunks: tuple[bytes, ...]) -> str:
+    """The last non-blank line of the latest output chunks, printable."""
+    text = b"".join(chunks)[-4096:].decode("utf-8", "replace")
+    for line in reversed(text.splitlines()):
+        shown = printable(line).strip()
+        if shown:
+            return shown
+    return ""
+
+
+def _ts_ms(ts: object) -> float | None:
+    if not isinstance(ts, str) or not ts:
+        return None
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000
+    except ValueError:
+        return None
+
+
+class Heartbeat:
+    """Calls `beat(seconds since the step began)` every `interval` seconds while a step runs.
+
+    One daemon thread for the whole run, asleep between steps; starting and stopping a step
+    costs a lock and a notify, not a thread.
+    """
+
+    def __init__(
+        self,
+        interval: float,
+        beat: Callable[[float], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.interval = interval
+        self._beat = beat
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._since: float | None = None
+        self._next = 0.0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def start(self, since: float) -> None:
+        """A step began at `since` (on `clock`); beats come `interval` apart from there."""
+        with self._cond:
+            if self._since == since:
+                return
+            self._since = since
+            self._next = since + self.interval
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ll-heartbeat", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._since = None
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._since = None
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                if self._since is None:
+                    self._cond.wait()
+                    continue
+                left = self._next - self._clock()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                since = self._since
+                self._next += self.interval
+            self._beat(self._clock() - since)
 
 
 class PlainRenderer:
     """Line-oriented output for pipes and CI logs."""
 
-    def __init__(self, out: IO[str] | None = None, *, quiet: bool = False, width: int = 120):
+    def __init__(
+        self,
+        out: IO[str] | None = None,
+        *,
+        quiet: bool = False,
+        width: int = 120,
+        heartbeat: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.out = out or sys.stdout
         self.quiet = quiet
         self.width = width
         self.cap = 0
+        self.clock = clock
+        self._lock = threading.Lock()
         self._entered: dict[int, str] = {}  # step -> state; a re-run step replaces its entry
         self._shown: int | None = None  # the step whose header line is out
         self._action_ms: object = None
-        self._exit: object = None
+        self._began_ts: float | None = None  # the step's (or attempt's) first event, from ts
+        self._step_ms: float | None = None
         self._verdict: Event = {}
+        self._pending: Event | None = None  # an evaluate whose result line is not out yet
+        # The running step, for the spinner and the heartbeat.
+        self.running: str | None = None
+        self.phase = "running"
+        self.since = 0.0
+        self._chunks: tuple[bytes, ...] = (b"", b"")
+        self._heartbeat = Heartbeat(heartbeat, self._beat, clock) if heartbeat > 0 else None
 
     def __call__(self, event: Event) -> None:
         handler = getattr(self, f"on_{event['event']}", None)
         if handler is not None:
             handler(event)
 
+    def output(self, _name: str, chunk: bytes) -> None:
+        """The runner's output hook: keeps the latest chunks for the progress line (cheap)."""
+        self._chunks = (self._chunks[1], chunk)
+
+    @property
+    def latest_line(self) -> str:
+        return last_line(self._chunks)
+
     # -- output; RichRenderer overrides these two --------------------------------------
 
     def write(self, text: str, style: str | None = None) -> None:
         if not self.quiet:
-            self.out.write(text + "\n")
-            self.out.flush()
+            with self._lock:
+                self.out.write(text + "\n")
+                self.out.flush()
 
     def final(self, text: str, style: str | None = None) -> None:
-        self.out.write(text + "\n")
-        self.out.flush()
+        with self._lock:
+            self.out.write(text + "\n")
+            self.out.flush()
 
     # -- events --------------------------------------------------------------------------
 
@@ -105,38 +264,50 @@ class PlainRenderer:
         step = event.get("step")
         key = step if isinstance(step, int) else max(self._entered, default=0) + 1
         self._entered[key] = str(event.get("state"))
-        self._action_ms = self._exit = None
+        self._action_ms = self._step_ms = None
+        self._began_ts = _ts_ms(event.get("ts"))
         self._verdict = {}
+        self._pending = None
+        self._chunks = (b"", b"")
 
     def on_action_start(self, event: Event) -> None:
         self._header(event, str(event.get("action", "")))
+        self._began_ts = _ts_ms(event.get("ts"))  # a retried attempt counts from its start
+        self._chunks = (b"", b"")
+        self._begin(event, "running")
 
     def on_action_complete(self, event: Event) -> None:
         self._action_ms = event.get("duration_ms")
-        self._exit = event.get("exit_code")
+
+    def on_judge_start(self, event: Event) -> None:
+        if self._shown != event.get("step"):
+            self._header(event, "(no action)")
+        model = event.get("model")
+        self._begin(event, f"judging with {model}" if model else "judging")
 
     def on_evaluate(self, event: Event) -> None:
+        self._end()
         if self._shown != event.get("step"):
             self._header(event, "(no action)")
         self._verdict = event
+        self._pending = event
+        self._step_ms = self._whole_step_ms(event)
 
     def on_retry(self, event: Event) -> None:
-        self.write(
-            f"{'':13}{self._outcome()} -> retry {event.get('attempt')} "
-            f"in {float(event.get('delay_s') or 0):.2f} s",
-            "yellow",
-        )
+        self._result(f"-> retry {event.get('attempt')} in {float(event.get('delay_s') or 0):.2f} s")
         self._shown = None
 
     def on_route(self, event: Event) -> None:
         if event.get("via") == "maintain":
-            self.write(f"{'':13}maintain -> {event.get('to')}")
+            self._pending = None
+            self.write(f"{_INDENT}maintain -> {event.get('to')}")
             return
-        verdict = str(event.get("verdict"))
-        self.write(f"{'':13}{self._outcome()} -> {event.get('to')}", _style(verdict))
+        self._result(f"-> {event.get('to')}")
 
     def on_judge_fail_open(self, event: Event) -> None:
-        self.write(f"{'':13}judge failed; fail_open counts it as success: {event.get('error', '')}")
+        self.write(
+            f"{_INDENT}judge failed; fail_open counts it as success: {event.get('error', '')}"
+        )
 
     def on_lock_reclaimed(self, event: Event) -> None:
         self.write(
@@ -145,23 +316,84 @@ class PlainRenderer:
         )
 
     def on_loop_complete(self, event: Event) -> None:
+        self._end()
+        if self._heartbeat is not None:
+            self._heartbeat.close()
+        if self._pending is not None:
+            # The step that ended the run: no route follows it.
+            self._result("-> stop" if self._pending.get("verdict") != "success" else "")
         # Only finished steps: a step cut off by an interruption is re-run when resumed.
         steps = event.get("steps")
         if isinstance(steps, int):
             for cut_off in [step for step in self._entered if step > steps]:
                 del self._entered[cut_off]
         if self._entered:
-            self.write(f"{'':13}path: " + " -> ".join(self.path))
+            self.write(f"{_INDENT}path: " + " -> ".join(self.path))
         self.final(summary_line(event), "green" if event.get("outcome") == "success" else "red")
+
+    # -- progress ------------------------------------------------------------------------
+
+    def _begin(self, event: Event, phase: str) -> None:
+        """A step's action or judge starts: the spinner and the heartbeat follow it."""
+        if self.running is None:
+            self.since = self.clock()
+        self.running = str(event.get("state"))
+        self.phase = phase
+        if self._heartbeat is not None:
+            self._heartbeat.start(self.since)
+
+    def _end(self) -> None:
+        self.running = None
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+
+    def progress_text(self) -> str:
+        """`build running… 2m30s` (the spinner's words), from the clock at call time."""
+        return f"{self.running} {self.phase}… {elapsed(self.clock() - self.since)}"
+
+    def _beat(self, seconds: float) -> None:
+        name = self.running
+        if name is None:
+            return
+        line = f"… {name} still {self.phase} ({age(seconds)})"
+        latest = self.latest_line
+        if latest:
+            line += ": " + clip(latest, max(self.width - len(line) - 2, 20))
+        self.final(line)
 
     # -- helpers -------------------------------------------------------------------------
 
     def _header(self, event: Event, action: str) -> None:
-        counter = f"{event.get('step')}/{self.cap}".rjust(6)
+        step = event.get("step")
+        counter = f"{step}/{self.cap}"
+        if isinstance(step, int) and 0 < self.cap < step:
+            counter = "limit"  # the on_max_iterations step, after the cap
         name = str(event.get("state"))
         room = max(self.width - 14 - len(name), 20)
-        self.write(f"{counter}  {name}  {clip(action, room)}")
-        self._shown = event.get("step")
+        self.write(f"{counter.rjust(6)}  {name}  {clip(action, room)}")
+        self._shown = step
+
+    def _whole_step_ms(self, event: Event) -> float | None:
+        """The step's time up to its verdict: the action and its judge, not the action alone."""
+        parts = [self._action_ms, (event.get("details") or {}).get("latency_ms")]
+        summed = sum(p for p in parts if isinstance(p, int | float) and not isinstance(p, bool))
+        known = any(isinstance(p, int | float) for p in parts)
+        end = _ts_ms(event.get("ts"))
+        if self._began_ts is not None and end is not None and end - self._began_ts > summed:
+            return end - self._began_ts
+        return summed if known else None
+
+    def _result(self, where: str) -> None:
+        """The step's result line, then the last lines it printed when it did not succeed."""
+        event = self._pending or self._verdict
+        self._pending = None
+        verdict = str(event.get("verdict", "?"))
+        line = f"{_INDENT}{self._outcome()}"
+        self.write(f"{line} {where}" if where else line, _style(verdict))
+        tail = event.get("tail")
+        if isinstance(tail, list):
+            for text in tail:
+                self.write(_TAIL_INDENT + clip(printable(str(text)), self.width - 16), "dim")
 
     def _outcome(self) -> str:
         """`failure 0.93 "reason" 12 ms` for the step that just finished."""
@@ -172,11 +404,11 @@ class PlainRenderer:
         judged = v.get("type") not in (None, "exit_code") and v.get("verdict") != "error"
         if judged and isinstance(confidence, int | float):
             parts.append(f"{confidence:.2f}")
-        reason = details.get("reason") or details.get("error")
+        reason = v.get("reason") or details.get("reason") or details.get("error")
         if isinstance(reason, str) and reason:
-            parts.append(json.dumps(clip(reason, 70), ensure_ascii=False))
-        if self._action_ms is not None:
-            parts.append(duration(self._action_ms))
+            parts.append(json.dumps(clip(reason, max(70, self.width - 50)), ensure_ascii=False))
+        if self._step_ms is not None:
+            parts.append(duration(self._step_ms))
         return " ".join(parts)
 
 
@@ -187,14 +419,39 @@ def _style(verdict: str) -> str:
     return "red" if base in BAD else "green"
 
 
-class RichRenderer(PlainRenderer):
-    """A terminal view: the same lines in colour, and a spinner while an action runs."""
+class _Spinning:
+    """The spinner's words, drawn afresh at every refresh: elapsed time and the latest line."""
 
-    def __init__(self, *, quiet: bool = False, verbose: bool = False) -> None:
+    def __init__(self, renderer: RichRenderer) -> None:
+        self.renderer = renderer
+
+    def __rich__(self) -> Any:
+        from rich.text import Text
+
+        r = self.renderer
+        text = Text(r.progress_text() if r.running else "")
+        latest = r.latest_line if r.running else ""
+        if latest:
+            room = max(r.width - len(text) - 6, 10)
+            text.append("  " + clip(latest, room), style="dim")
+        return text
+
+
+class RichRenderer(PlainRenderer):
+    """A terminal view: the same lines in colour, and a spinner while a step runs."""
+
+    def __init__(
+        self,
+        *,
+        quiet: bool = False,
+        verbose: bool = False,
+        console: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         from rich.console import Console
 
-        self.console = Console(highlight=False)
-        super().__init__(sys.stdout, quiet=quiet, width=self.console.width)
+        self.console = console or Console(highlight=False)
+        super().__init__(sys.stdout, quiet=quiet, width=self.console.width, clock=clock)
         self.verbose = verbose
         self._status: Any = None
 
@@ -208,13 +465,26 @@ class RichRenderer(PlainRenderer):
 
     def on_action_start(self, event: Event) -> None:
         super().on_action_start(event)
-        if not self.quiet and not self.verbose:
-            self._status = self.console.status(f"{event.get('state')} is running...")
-            self._status.start()
+        if not self.verbose:
+            self._spin()
 
     def on_action_complete(self, event: Event) -> None:
         self._stop()
         super().on_action_complete(event)
+
+    def on_judge_start(self, event: Event) -> None:
+        self._stop()
+        super().on_judge_start(event)
+        self._spin()
+
+    def on_evaluate(self, event: Event) -> None:
+        self._stop()
+        super().on_evaluate(event)
+
+    def _spin(self) -> None:
+        if not self.quiet and self._status is None:
+            self._status = self.console.status(_Spinning(self))
+            self._status.start()
 
     def _stop(self) -> None:
         if self._status is not None:
@@ -233,13 +503,21 @@ class JsonRenderer:
         self.out.flush()
 
 
-def make_renderer(*, json_mode: bool, quiet: bool, verbose: bool) -> Any:
-    """The right listener for this terminal and these flags."""
+def make_renderer(
+    *, json_mode: bool, quiet: bool, verbose: bool, heartbeat: float | None = None
+) -> Any:
+    """The right listener for this terminal and these flags.
+
+    `heartbeat`: seconds between "still running" lines without a terminal; None means 30 s,
+    or none with `--quiet`; 0 turns them off.
+    """
     if json_mode:
         return JsonRenderer()
     if sys.stdout.isatty() and os.environ.get("TERM") != "dumb":
         return RichRenderer(quiet=quiet, verbose=verbose)
-    return PlainRenderer(quiet=quiet)
+    if heartbeat is None:
+        heartbeat = 0.0 if quiet else HEARTBEAT_S
+    return PlainRenderer(quiet=quiet, heartbeat=heartbeat)
 
 
 def output_streamer(json_mode: bool) -> Any:

@@ -52,6 +52,10 @@ class Visit:
     details: dict[str, Any] = field(default_factory=dict)
     retries: int = 0
     fail_open: str | None = None
+    why: str | None = None  # the evaluate event's `reason` (reasons.py)
+    tail: list[str] = field(default_factory=list)  # its `tail`: the last lines printed
+    routed_to: str | None = None  # where its verdict sent the run; None: nowhere
+    visit: int = 1  # the how-manieth visit of this state in the run
 
     @property
     def seconds(self) -> float:
@@ -69,8 +73,21 @@ class Visit:
         return (base_verdict(verdict) or verdict) in FAILING_VERDICTS
 
     @property
+    def stopped_run(self) -> bool:
+        """A failed verdict no route took onward: it ended the run (or a failing terminal)."""
+        return self.failed and self.routed_to is None
+
+    @property
+    def name(self) -> str:
+        """The test case name, the same in every run of the loop: `check (visit 2)`."""
+        return f"{self.state} (visit {self.visit})"
+
+    @property
     def reason(self) -> str:
-        """Why the verdict was given: the evaluator's `reason` or `error`, else a short fact."""
+        """Why the verdict was given: the runner's one-line reason, the evaluator's `reason`
+        or `error`, else a short fact."""
+        if self.why and self.why.strip():
+            return " ".join(self.why.split())
         for key in ("reason", "error"):
             value = self.details.get(key)
             if isinstance(value, str) and value.strip():
@@ -107,7 +124,11 @@ class RunRecord:
 
     @property
     def visits(self) -> list[Visit]:
-        return [self._visits[step] for step in sorted(self._visits)]
+        ordered = [self._visits[step] for step in sorted(self._visits)]
+        seen: dict[str, int] = {}
+        for visit in ordered:
+            seen[visit.state] = visit.visit = seen.get(visit.state, 0) + 1
+        return ordered
 
     def feed(self, event: Event) -> None:
         name = event.get("event")
@@ -141,6 +162,7 @@ class RunRecord:
             visit.exit_code = visit.duration_ms = visit.verdict = visit.eval_type = None
             visit.timed_out = False
             visit.details = {}
+            visit.why, visit.tail = None, []
         elif name == "action_complete":
             code = event.get("exit_code")
             visit.exit_code = code if isinstance(code, int) else None
@@ -154,8 +176,13 @@ class RunRecord:
             visit.verdict = str(event.get("verdict", "")) or None
             details = event.get("details")
             visit.details = dict(details) if isinstance(details, Mapping) else {}
+            why, tail = event.get("reason"), event.get("tail")
+            visit.why = why if isinstance(why, str) else None
+            visit.tail = [str(line) for line in tail] if isinstance(tail, list) else []
         elif name == "retry":
             visit.retries += 1
+        elif name == "route":
+            visit.routed_to = str(event.get("to", ""))
         elif name == "judge_fail_open":
             visit.fail_open = str(event.get("error", "")) or "the judge failed"
 
@@ -214,6 +241,8 @@ def _outcome_text(complete: Event) -> str:
         "error": f"ended in error at '{where}'",
     }.get(str(outcome), f"ended with outcome {outcome} at '{where}'")
     error = complete.get("error")
+    if outcome == "interrupted" and isinstance(error, str) and error.startswith(("int", "term")):
+        return f"was {error} at '{where}'"  # "interrupted (SIGINT)": the outcome said once
     return f"{text}: {error}" if error else text
 
 
@@ -234,12 +263,15 @@ def _seconds(value: float) -> str:
 class JUnitReport:
     """Writes a JUnit XML file when the run ends: one test suite, a test case per state visit.
 
-    Each visit is `step N: STATE` (classname: the loop's name); a `failure`, `error` or
-    `timeout` verdict (also `_uncertain`) makes it a `<failure type=VERDICT>` with the
-    evaluator's reason; a step cut off before it was judged is `<skipped>`. A last test case,
-    `outcome`, fails when the run did not end at a success terminal: `<failure>` for a failure
-    terminal, `<error>` for any other ending (error, limits, timeout, interruption). The file
-    is replaced, not appended to: use one file per run and publish them together.
+    Each visit is `STATE (visit N)` (classname: the loop's name), so names are the same from
+    run to run. A `failure`, `error` or `timeout` verdict (also `_uncertain`) that stopped the
+    run, or a failing terminal, is a `<failure type=VERDICT>` with the step's reason and the
+    last lines it printed; such a verdict that a route took onward (the loop handled it) is a
+    passed case whose `<system-out>` says so; a step cut off before it was judged is
+    `<skipped>`. A last test case, `outcome`, fails when the run did not end at a success
+    terminal: `<failure>` for a failure terminal, `<error>` for any other ending (error,
+    limits, timeout, interruption). The file is replaced, not appended to: use one file per
+    run and publish them together.
     """
 
     def __init__(self, path: Path, loop_file: str, *, base_dir: Path | None = None) -> None:
@@ -298,19 +330,19 @@ def junit_xml(record: RunRecord, loop_file: str) -> str:
         case = ET.SubElement(
             suite,
             "testcase",
-            name=_xml(f"step {visit.step}: {visit.state}"),
+            name=_xml(visit.name),
             classname=_xml(loop_name),
             time=_seconds(visit.seconds),
         )
         last = index == len(visits) - 1
-        if visit.failed:
+        if visit.stopped_run:
             failures += 1
             verdict = visit.verdict or "failure"
             message = f"state '{visit.state}' gave verdict '{verdict}': {visit.reason}"
             failure = ET.SubElement(
                 case, "failure", message=_xml(_shorten(message, 1000)), type=_xml(verdict)
             )
-            failure.text = _xml(visit.reason)
+            failure.text = _xml("\n".join([visit.reason, *_tail_lines(visit)]))
         elif (
             visit.verdict is None
             and last
@@ -378,8 +410,14 @@ def junit_xml(record: RunRecord, loop_file: str) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
 
 
+def _tail_lines(visit: Visit) -> list[str]:
+    if not visit.tail:
+        return []
+    return ["", f"last {len(visit.tail)} lines of output:", *visit.tail]
+
+
 def _step_text(visit: Visit) -> str:
-    lines: list[str] = []
+    lines: list[str] = [f"step {visit.step}"]
     if visit.action is not None:
         kind = f" ({visit.action_type})" if visit.action_type else ""
         lines.append(f"action{kind}: {_shorten(visit.action.rstrip(), _ACTION_CHARS)}")
@@ -392,6 +430,8 @@ def _step_text(visit: Visit) -> str:
     if visit.verdict is not None:
         how = f" ({visit.eval_type})" if visit.eval_type else ""
         lines.append(f"verdict: {visit.verdict}{how}")
+        if visit.failed and visit.routed_to is not None:
+            lines.append(f"routed to '{visit.routed_to}': the loop handled this verdict")
         confidence = visit.details.get("confidence")
         if _is_num(confidence):
             lines.append(f"confidence: {confidence:.2f}")
@@ -399,6 +439,8 @@ def _step_text(visit: Visit) -> str:
             lines.append(f"reason: {_shorten(visit.reason, _ACTION_CHARS)}")
     if visit.fail_open:
         lines.append(f"judge failed, fail_open made it success: {visit.fail_open}")
+    if visit.failed:
+        lines += _tail_lines(visit)
     return "\n".join(lines)
 
 
@@ -442,9 +484,10 @@ class GitHubReport:
     """On `loop_complete`: annotations on `out` and a Markdown summary appended to a file.
 
     Annotations point at the loop file's line of each failing state: steps with a `failure`,
-    `error` or `timeout` verdict, grouped by state, verdict and reason, after one for the run's
-    ending when it was not a success. They are warnings when the run succeeded (the loop
-    recovered) and errors otherwise; at most 10, then one `::notice` saying how many were cut.
+    `error` or `timeout` verdict, grouped by state, verdict and the first line of the reason,
+    after one for the run's ending when it was not a success. A verdict that stopped the run
+    is an error; one a route took onward (the loop handled it) is a warning. At most 10, then
+    one `::notice` saying how many were cut.
     `summary_path` (`$GITHUB_STEP_SUMMARY`) gets the outcome, steps, time, cost, the judge's
     verdicts with confidence and reasons, and the path taken (a Mermaid diagram when `loop`
     is given).
@@ -507,16 +550,16 @@ class GitHubReport:
                     self.state_lines.get(where),
                 )
             )
-        groups: dict[tuple[str, str, str], list[int]] = {}
+        groups: dict[tuple[str, str, str, bool], list[int]] = {}
         for visit in record.visits:
             if visit.failed:
-                key = (visit.state, visit.verdict or "failure", visit.reason)
+                key = (visit.state, visit.verdict or "failure", visit.reason, visit.stopped_run)
                 groups.setdefault(key, []).append(visit.step)
-        for (state, verdict, reason), steps in groups.items():
+        for (state, verdict, reason, stopped), steps in groups.items():
             where = f"step {steps[0]}" if len(steps) == 1 else _steps_text(steps)
             found.append(
                 Annotation(
-                    "warning" if succeeded else "error",
+                    "error" if stopped and not succeeded else "warning",
                     f"ll: {state} gave {verdict}",
                     f"state '{state}' gave verdict '{verdict}' ({where}): {reason}",
                     self.state_lines.get(state),

@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import EXIT_RUN_ERROR, LoopError
+from .errors import EXIT_RUN_ERROR, EXIT_USAGE, LoopError
 from .events import Event, read_events
 from .store import RunDir, find_run, list_runs, pid_alive
 
@@ -121,8 +121,8 @@ def _infos(base: Path) -> list[RunInfo]:
 
 
 def list_text(base: Path) -> str:
-    """`ll list`: every run in this directory."""
-    infos = _infos(base)
+    """`ll list`: every run in this directory, newest first (as `ll history`)."""
+    infos = _infos(base)[::-1]
     if not infos:
         return "no runs here yet; start one with 'll run FILE'\n"
     rows = [["RUN", "LOOP", "STATUS", "STEP", "STARTED (UTC)", "DURATION"]]
@@ -190,7 +190,8 @@ def status_text(base: Path, run_id: str | None) -> str:
     if verdicts:
         lines.append("last verdicts:")
         for e in verdicts:
-            reason = (e.get("details") or {}).get("reason") or (e.get("details") or {}).get("error")
+            details = e.get("details") or {}
+            reason = e.get("reason") or details.get("reason") or details.get("error")
             note = f" - {reason}" if isinstance(reason, str) and reason else ""
             lines.append(f"  step {e.get('step')} {e.get('state')}: {e.get('verdict')}{note}")
     if i.status in ("interrupted", "crashed"):
@@ -260,3 +261,46 @@ def follow(
             last_round = True  # the run ended or its owner is gone: show what is left
             continue
         time.sleep(poll)
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """One attempt of a step and the log holding what its action printed (None: nothing)."""
+
+    step: int
+    state: str
+    attempt: int
+    log: Path | None
+
+
+def step_outputs(run_dir: RunDir, step: int) -> list[StepOutput]:
+    """Every attempt of step `step`, in order, with its log under the run's `steps/`.
+
+    A step that printed nothing has no log; it is still listed when the events know it.
+    Raises a one-line usage error when the run has no such step.
+    """
+    import re
+
+    pattern = re.compile(rf"^{step:04d}-(.+?)(?:-attempt(\d+))?\.log$")
+    found: dict[int, StepOutput] = {}
+    for log in sorted((run_dir.root / "steps").glob(f"{step:04d}-*.log")):
+        match = pattern.match(log.name)
+        if match:
+            attempt = int(match.group(2) or 1)
+            found[attempt] = StepOutput(step, match.group(1), attempt, log)
+    events = read_events(run_dir.events_path)
+    entered = {
+        e.get("step"): str(e.get("state")) for e in events if e.get("event") == "state_enter"
+    }
+    if step in entered:
+        attempts = 1 + sum(1 for e in events if e.get("event") == "retry" and e.get("step") == step)
+        for attempt in range(1, attempts + 1):
+            found.setdefault(attempt, StepOutput(step, entered[step], attempt, None))
+    if not found:
+        steps = sorted(n for n in entered if isinstance(n, int))
+        known = f"its steps are 1 to {steps[-1]}" if steps else "it has no steps yet"
+        raise LoopError(
+            f"run {run_dir.run_id} has no step {step}; {known} (see 'll logs {run_dir.run_id}')",
+            exit_code=EXIT_USAGE,
+        )
+    return [found[attempt] for attempt in sorted(found)]

@@ -16,7 +16,26 @@ from .events import ENCODE
 
 STATE_VERSION = 1
 _ENCODE = ENCODE
-RUNS = Path(".loops") / "runs"
+LOOPS = Path(".loops")
+RUNS = LOOPS / "runs"
+_GITIGNORE = (
+    "# Written by ll: runs, locks and caches, not source. Delete this file to track them.\n*\n"
+)
+
+
+def loops_dir(base: Path) -> Path:
+    """`base/.loops`; created with a `.gitignore` of `*` when it does not exist yet.
+
+    As pytest does for its cache: the run files stay out of `git status` without anyone
+    editing their own .gitignore. An existing `.loops/` (and its .gitignore) is left alone.
+    """
+    root = base / LOOPS
+    try:
+        root.mkdir(parents=True)
+    except FileExistsError:
+        return root
+    (root / ".gitignore").write_text(_GITIGNORE, encoding="utf-8")
+    return root
 
 
 def new_run_id(loop_name: str, now: float | None = None) -> str:
@@ -111,7 +130,7 @@ class RunDir:
 
     @classmethod
     def create(cls, base: Path, run_id: str) -> RunDir:
-        root = base / RUNS / run_id
+        root = loops_dir(base) / "runs" / run_id
         if (root / "state.json").exists():
             raise RunError(f"run '{run_id}' already exists under {base / RUNS}")
         (root / "steps").mkdir(parents=True, exist_ok=True)
@@ -240,14 +259,15 @@ class LoopLock:
         import hashlib
 
         key = hashlib.sha256(str(loop_file.resolve()).encode()).hexdigest()[:16]
-        self.path = base / ".loops" / "locks" / f"{key}.lock"
+        self._base = base
+        self.path = base / LOOPS / "locks" / f"{key}.lock"
         self._fd: int | None = None
         self.reclaimed_from: dict[str, Any] | None = None
 
     def acquire(self, run_id: str, loop_file: Path) -> None:
         import fcntl
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        (loops_dir(self._base) / "locks").mkdir(exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

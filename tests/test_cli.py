@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -14,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from llm_server import LlmServer, message
+from llm_server import llm_server_fixture as llm_server_fixture  # the llm_server fixture
 
 from little_loops.store import pid_alive
 
@@ -353,3 +356,214 @@ def test_claude_permission_flags_are_configurable(
     argv = json.loads(argv_log.read_text().splitlines()[0])["argv"]
     tail = argv[argv.index("--verbose") + 1 :]
     assert tail == flags
+
+
+# -- what a newcomer sees: reasons, output, progress -------------------------------------------
+
+FAILING = """
+name: ship
+initial: fetch
+states:
+  fetch:
+    action: |
+      echo "  % Total"
+      echo "curl: (6) Could not resolve host: example.invalid" >&2
+      exit 6
+    next: deploy
+    on_error: deploy
+  deploy:
+    action: ./deploy.sh
+    next: gave_up
+    on_error: gave_up
+  gave_up: {terminal: true, outcome: failure}
+"""
+
+
+def test_a_failed_step_shows_why_and_what_it_printed(tmp_path: Path) -> None:
+    proc = ll("run", loop_file(tmp_path, FAILING), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    fetch = lines.index(next(line for line in lines if "1/50  fetch" in line))
+    assert lines[fetch + 1].startswith(
+        '             error "exit code 6: curl: (6) Could not resolve host: example.invalid" '
+    )
+    assert lines[fetch + 1].endswith(" -> deploy")
+    assert lines[fetch + 2] == "               curl: (6) Could not resolve host: example.invalid"
+    assert '             error "command not found: ./deploy.sh"' in proc.stdout
+    assert "               /bin/sh: 1: ./deploy.sh: not found" in proc.stdout or (
+        "./deploy.sh: No such file or directory" in proc.stdout
+    )
+    assert "neither 0 nor 1" not in proc.stdout
+    # The same lines come back from the run's events.
+    logs = ll("logs", cwd=tmp_path)
+    assert "               curl: (6) Could not resolve host: example.invalid" in logs.stdout
+    assert "ll logs " in logs.stderr
+    assert "--step N" in logs.stderr
+
+
+def test_logs_step_prints_every_attempt_of_a_step(tmp_path: Path) -> None:
+    path = loop_file(
+        tmp_path,
+        """
+        name: flaky
+        initial: try
+        states:
+          try:
+            action: |
+              echo "attempt ${state.attempt} out"
+              echo "attempt ${state.attempt} err" >&2
+              exit 2
+            retry: {max_attempts: 2, interval: 0, jitter: false}
+            next: quiet
+            on_error: quiet
+          quiet: {action: "true", next: done}
+          done: {terminal: true}
+        """,
+    )
+    assert ll("run", path, cwd=tmp_path).returncode == 0
+    run_id = next((tmp_path / ".loops" / "runs").iterdir()).name
+    proc = ll("logs", run_id, "--step", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "== step 1 (try), attempt 1 ==",
+        "attempt 1 out",
+        "attempt 1 err",
+        "== step 1 (try), attempt 2 ==",
+        "attempt 2 out",
+        "attempt 2 err",
+    ]
+    silent = ll("logs", "--step", "2", cwd=tmp_path)
+    assert (silent.returncode, silent.stdout) == (0, "")
+    assert silent.stderr == "ll: step 2 (quiet) attempt 1 printed nothing\n"
+    missing = ll("logs", run_id, "--step", "9", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert missing.stderr == (
+        f"ll: error: run {run_id} has no step 9; its steps are 1 to 3 (see 'll logs {run_id}')\n"
+    )
+
+
+def test_heartbeat_lines_in_piped_output(tmp_path: Path) -> None:
+    path = loop_file(
+        tmp_path,
+        """
+        name: slow
+        initial: build
+        states:
+          build: {action: "echo compiling; sleep 3.5; echo linked", next: done}
+          done: {terminal: true}
+        """,
+    )
+    proc = ll("run", path, "--heartbeat", "1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    beats = [line for line in proc.stdout.splitlines() if line.startswith("… build still")]
+    assert beats, proc.stdout
+    assert beats[0] == "… build still running (1s): compiling"
+    assert len(beats) <= 4
+    quiet = ll("run", path, "--heartbeat", "0", cwd=tmp_path)
+    assert "still running" not in quiet.stdout
+    assert "--heartbeat SECONDS" in ll("resume", "--help", cwd=tmp_path).stdout
+
+
+def test_terminal_view_spins_with_elapsed_time_and_the_latest_line(tmp_path: Path) -> None:
+    path = loop_file(
+        tmp_path,
+        """
+        name: slow
+        initial: build
+        states:
+          build:
+            action: "echo compiling; sleep 1.5; echo bad >&2; exit 2"
+            next: done
+            on_error: done
+          done: {terminal: true}
+        """,
+    )
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "100"}
+    code, text = _run_in_pty([*LL, "run", str(path)], tmp_path, env)
+    assert code == 0, text
+    assert "build running… " in text
+    assert "compiling" in text
+    assert 'error "exit code 2: bad"' in text
+    assert "               bad" in text
+
+
+def test_the_on_max_iterations_step_is_counted_as_the_limit(tmp_path: Path) -> None:
+    path = loop_file(
+        tmp_path,
+        """
+        name: capped
+        initial: spin
+        max_iterations: 2
+        on_max_iterations: report
+        states:
+          spin: {action: "true", next: spin}
+          report: {action: echo gave up, terminal: true}
+        """,
+    )
+    proc = ll("run", path, cwd=tmp_path)
+    assert proc.returncode == 4, proc.stderr
+    assert " limit  report  echo gave up" in proc.stdout.splitlines()
+    assert "3/2" not in proc.stdout
+
+
+def test_loops_dir_gets_a_gitignore_on_first_use(tmp_path: Path) -> None:
+    path = loop_file(tmp_path, SIMPLE)
+    assert ll("run", path, cwd=tmp_path).returncode == 0
+    ignore = tmp_path / ".loops" / ".gitignore"
+    assert ignore.read_text().splitlines()[-1] == "*"
+    ignore.write_text("runs/\n")
+    assert ll("run", path, cwd=tmp_path).returncode == 0
+    assert ignore.read_text() == "runs/\n"  # never overwritten
+
+
+def test_list_and_history_agree_on_the_order(tmp_path: Path) -> None:
+    path = loop_file(tmp_path, SIMPLE)
+    for _ in range(2):
+        assert ll("run", path, cwd=tmp_path).returncode == 0
+    ids = sorted(p.name for p in (tmp_path / ".loops" / "runs").iterdir())
+    listed = [line.split()[0] for line in ll("list", cwd=tmp_path).stdout.splitlines()[1:]]
+    history = [line.split()[2] for line in ll("history", cwd=tmp_path).stdout.splitlines()[1:]]
+    assert listed == history == ids[::-1]
+
+
+JUDGED = """
+name: judged
+initial: review
+llm: {model: claude-test-judge}
+states:
+  review:
+    action: echo "docs built"
+    evaluate: {type: llm_structured, prompt: Are the docs fine?}
+    route: {_: done, _error: done}
+  done: {terminal: true}
+"""
+
+
+def test_judging_is_shown_and_counted_in_the_step_time(
+    tmp_path: Path, llm_server: LlmServer
+) -> None:
+    """A slow judge: heartbeat lines while judging, and the step's time includes the call."""
+    import dataclasses
+
+    verdict = {"verdict": "success", "confidence": 0.9, "reason": "fine"}
+    llm_server.script(dataclasses.replace(message(verdict), delay=2.5))
+    env = {"ANTHROPIC_API_KEY": "sk-test-not-real", "ANTHROPIC_BASE_URL": llm_server.url}
+    path = loop_file(tmp_path, JUDGED)
+    proc = ll("run", path, "--heartbeat", "1", "--no-cache", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    beats = [line for line in proc.stdout.splitlines() if line.startswith("… review still")]
+    assert beats, proc.stdout
+    assert beats[0] == "… review still judging with claude-test-judge (1s): docs built"
+    result = next(line for line in proc.stdout.splitlines() if "-> done" in line)
+    seconds = float(re.search(r" ([0-9.]+) s -> done", result).group(1))  # type: ignore[union-attr]
+    assert seconds >= 2.4, result  # the judge's 2.5 s, not the action's few ms
+    events = ll("logs", "--json", cwd=tmp_path).stdout
+    judge_start = [json.loads(e) for e in events.splitlines() if '"judge_start"' in e]
+    assert judge_start[0]["model"] == "claude-test-judge"
+    assert (judge_start[0]["step"], judge_start[0]["state"]) == (1, "review")
+    # In a terminal, the spinner says so while the judge thinks.
+    llm_server.script(dataclasses.replace(message(verdict), delay=1.5))
+    tty_env = {**os.environ, **env, "TERM": "xterm-256color", "COLUMNS": "120"}
+    code, text = _run_in_pty([*LL, "run", str(path), "--no-cache"], tmp_path, tty_env)
+    assert code == 0, text
+    assert "review judging with claude-test-judge… 1." in text

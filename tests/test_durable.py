@@ -323,4 +323,4 @@ def test_latest_run_is_the_last_started_whatever_its_name(tmp_path: Path) -> Non
         assert ll("run", path, "--quiet", cwd=tmp_path).returncode == 0
     assert "loop:    js " in ll("status", cwd=tmp_path).stdout
     listed = [line.split()[1] for line in ll("list", cwd=tmp_path).stdout.splitlines()[1:]]
-    assert listed == ["oc", "num", "js"]
+    assert listed == ["js", "num", "oc"]  # newest first, as `ll history`

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from typing import Any
 
 import pytest
@@ -336,3 +337,213 @@ def test_make_renderer_without_a_terminal() -> None:
     plain = make_renderer(json_mode=False, quiet=True, verbose=False)
     assert type(plain) is PlainRenderer
     assert plain.quiet
+
+
+# -- reasons, output tails, step time ---------------------------------------------------------
+
+
+def failed_step(step: int, state: str, verdict: str = "error", **extra: Any) -> list[Event]:
+    return [
+        ev("state_enter", step, state),
+        *action(step, state, "./deploy.sh", 3, 127),
+        ev(
+            "evaluate",
+            step,
+            state,
+            type="exit_code",
+            verdict=verdict,
+            details={"exit_code": 127, "error": "exit code 127 is neither 0 nor 1"},
+            reason="command not found: ./deploy.sh",
+            tail=["sh: 1: ./deploy.sh: not found"],
+            **extra,
+        ),
+    ]
+
+
+def test_a_failed_step_shows_its_reason_and_output_tail_then_stop() -> None:
+    events = [
+        ev("loop_start", loop="ship", max_iterations=5),
+        *failed_step(1, "deploy"),
+        ev(
+            "loop_complete",
+            final_state="deploy",
+            outcome="error",
+            steps=1,
+            duration_ms=40,
+            error="state 'deploy' gave verdict 'error' and has no route for it",
+        ),
+    ]
+    assert render(events).splitlines()[1:4] == [
+        "   1/5  deploy  ./deploy.sh",
+        '             error "command not found: ./deploy.sh" 3 ms -> stop',
+        "               sh: 1: ./deploy.sh: not found",
+    ]
+
+
+def test_a_routed_failure_shows_its_tail_under_the_route_line() -> None:
+    events = [
+        ev("loop_start", loop="ship", max_iterations=5),
+        *failed_step(1, "deploy"),
+        ev(
+            "route", 1, "deploy", **{"from": "deploy", "to": "fix"}, verdict="error", via="on_error"
+        ),
+    ]
+    assert render(events).splitlines()[2:] == [
+        '             error "command not found: ./deploy.sh" 3 ms -> fix',
+        "               sh: 1: ./deploy.sh: not found",
+    ]
+
+
+def test_tail_lines_lose_colour_codes_and_control_characters() -> None:
+    events = failed_step(1, "deploy")
+    events[-1]["tail"] = ["\x1b[31mFAILED\x1b[0m test_x\r", "bell\x07 done"]
+    events.append(ev("route", 1, "deploy", to="fix", verdict="error", via="on_error"))
+    assert render(events).splitlines()[-2:] == [
+        "               FAILED test_x",
+        "               bell done",
+    ]
+
+
+def test_the_step_time_includes_its_judge() -> None:
+    """A 4 s judge call after a 12 ms action is a 4 s step, not '12 ms'."""
+    enter = ev("state_enter", 1, "review")
+    start, complete = action(1, "review", "make docs", 12, 0)
+    verdict = ev(
+        "evaluate",
+        1,
+        "review",
+        type="llm_structured",
+        verdict="success",
+        details={"confidence": 0.9, "reason": "fine", "latency_ms": 4000},
+    )
+    route = ev("route", 1, "review", to="done", verdict="success", via="on_success")
+    text = render(
+        [enter, start, complete, ev("judge_start", 1, "review", model="m"), verdict, route]
+    )
+    assert text.splitlines()[-1] == '             success 0.90 "fine" 4.01 s -> done'
+    # From the events' times when those say more (a log read back by `ll logs`).
+    start["ts"] = "2026-11-22T04:14:30.000Z"
+    verdict["ts"] = "2026-11-22T04:14:36.500Z"
+    text = render([enter, start, complete, verdict, route])
+    assert text.splitlines()[-1] == '             success 0.90 "fine" 6.50 s -> done'
+
+
+def test_the_on_max_iterations_step_never_shows_a_count_past_the_cap() -> None:
+    events = [
+        ev("loop_start", loop="x", max_iterations=12),
+        ev("state_enter", 13, "report"),
+        ev("action_start", 13, "report", action="echo gave up"),
+    ]
+    assert render(events).splitlines()[1] == " limit  report  echo gave up"
+
+
+@pytest.mark.parametrize(
+    ("event", "line"),
+    [
+        (
+            {
+                "outcome": "interrupted",
+                "final_state": "a",
+                "steps": 2,
+                "duration_ms": 5,
+                "error": "interrupted (SIGINT)",
+            },
+            "ll: interrupted (SIGINT) at 'a' after 2 steps in 5 ms",
+        ),
+        (
+            {
+                "outcome": "budget",
+                "final_state": "a",
+                "steps": 3,
+                "duration_ms": 5,
+                "cost_usd": 0.0123,
+                "error": "cost $0.0123 passed max_cost_usd $0.01",
+            },
+            "ll: budget at 'a' after 3 steps in 5 ms: cost $0.0123 passed max_cost_usd $0.01",
+        ),
+    ],
+)
+def test_summary_line_says_things_once(event: Event, line: str) -> None:
+    assert summary_line({"event": "loop_complete", **event}) == line
+
+
+# -- progress: spinner words, heartbeat ---------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_text_counts_from_the_step_start_through_the_judge() -> None:
+    clock = Clock()
+    renderer = PlainRenderer(io.StringIO(), clock=clock)
+    renderer(ev("state_enter", 1, "build"))
+    renderer(ev("action_start", 1, "build", action="make"))
+    renderer.output("stdout", b"compiling\nlinking app\n")
+    clock.now += 2.25
+    assert renderer.progress_text() == "build running… 2.2 s"
+    assert renderer.latest_line == "linking app"
+    renderer(ev("action_complete", 1, "build", exit_code=0, duration_ms=2250))
+    renderer(ev("judge_start", 1, "build", model="claude-sonnet-5-5"))
+    clock.now += 0.85
+    assert renderer.progress_text() == "build judging with claude-sonnet-5-5… 3.1 s"
+    clock.now += 150
+    assert renderer.progress_text() == "build judging with claude-sonnet-5-5… 2m33s"
+
+
+def test_latest_line_takes_the_last_complete_or_partial_line() -> None:
+    renderer = PlainRenderer(io.StringIO())
+    renderer.output("stdout", b"one\ntw")
+    renderer.output("stdout", b"o\n\n  \n")
+    assert renderer.latest_line == "two"
+    renderer.output("stderr", b"\x1b[1mbold\x1b[0m")
+    assert renderer.latest_line == "bold"
+
+
+def test_heartbeat_lines_while_a_step_runs_and_none_after() -> None:
+    out = io.StringIO()
+    renderer = PlainRenderer(out, heartbeat=0.05)
+    renderer(ev("state_enter", 1, "build"))
+    renderer(ev("action_start", 1, "build", action="make"))
+    renderer.output("stdout", b"compiling foo.c\n")
+    deadline = time.monotonic() + 10
+    while "still running" not in out.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    renderer(ev("action_complete", 1, "build", exit_code=0, duration_ms=5))
+    renderer(ev("evaluate", 1, "build", type="exit_code", verdict="success", details={}))
+    beat = next(line for line in out.getvalue().splitlines() if "still" in line)
+    assert beat == "… build still running (0s): compiling foo.c"
+    time.sleep(0.2)
+    before = out.getvalue()
+    time.sleep(0.2)
+    assert out.getvalue() == before  # silent between steps
+    renderer(ev("loop_complete", final_state="build", outcome="success", steps=1, duration_ms=1))
+
+
+def test_heartbeat_default_is_30_s_without_a_terminal_and_off_when_quiet() -> None:
+    assert make_renderer(json_mode=False, quiet=False, verbose=False)._heartbeat.interval == 30
+    assert make_renderer(json_mode=False, quiet=True, verbose=False)._heartbeat is None
+    assert (
+        make_renderer(json_mode=False, quiet=False, verbose=False, heartbeat=0)._heartbeat is None
+    )
+
+
+def test_rich_spinner_shows_elapsed_time_and_the_latest_line() -> None:
+    from rich.console import Console
+
+    from little_loops.render import RichRenderer, _Spinning
+
+    clock = Clock()
+    screen = io.StringIO()
+    console = Console(file=screen, width=100, force_terminal=False, color_system=None)
+    renderer = RichRenderer(console=console, clock=clock, verbose=True)  # verbose: no live spinner
+    renderer(ev("state_enter", 1, "build"))
+    renderer(ev("action_start", 1, "build", action="make"))
+    renderer.output("stdout", b"linking app\n")
+    clock.now += 3.14
+    console.print(_Spinning(renderer))
+    assert screen.getvalue().splitlines()[-1] == "build running… 3.1 s  linking app"

@@ -143,28 +143,29 @@ def test_junit_structure_and_counts(tmp_path: Path) -> None:
     (suite,) = root
     assert suite.tag == "testsuite"
     assert suite.get("name") == "demo"
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("5", "1", "0")
+    # check's failure was routed to fix and the loop recovered: no failed test case.
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("5", "0", "0")
     assert suite.get("skipped") == "0"
     assert suite.get("time") == "2.500"
     assert suite.get("timestamp") == "2026-11-22T04:14:30"
     assert root.get("tests") == "5"
-    assert root.get("failures") == "1"
+    assert root.get("failures") == "0"
     cases = suite.findall("testcase")
     assert [c.get("name") for c in cases] == [
-        "step 1: check",
-        "step 2: fix",
-        "step 3: check",
-        "step 4: done",
+        "check (visit 1)",
+        "fix (visit 1)",
+        "check (visit 2)",
+        "done (visit 1)",
         "outcome",
     ]
     assert {c.get("classname") for c in cases} == {"demo"}
     # state_enter -> last event of the step, at 0.5 s a tick
     assert cases[0].get("time") == "2.000"
     assert cases[3].get("time") == "1.000"
-    failure = cases[0].find("failure")
-    assert failure is not None
-    assert failure.get("type") == "failure"
-    assert failure.get("message") == "state 'check' gave verdict 'failure': exit code 1"
+    assert cases[0].find("failure") is None
+    out = cases[0].findtext("system-out") or ""
+    assert "verdict: failure (exit_code)\nrouted to 'fix': the loop handled this verdict" in out
+    assert "reason: exit code 1" in out
     assert cases[1].find("failure") is None
     assert cases[4].find("failure") is None
     assert cases[4].find("error") is None
@@ -184,26 +185,55 @@ def test_junit_system_out_holds_action_verdict_and_reason(tmp_path: Path) -> Non
     assert "reason: Edited 2 files | tests | <pass>" in out
 
 
-def test_junit_error_and_timeout_verdicts_are_failures_with_the_reason(tmp_path: Path) -> None:
+def test_junit_routed_failures_pass_and_the_stopping_one_fails_with_reason_and_tail(
+    tmp_path: Path,
+) -> None:
     s = Script().start()
     s.step(1, "build", "error", to="build", exit_code=2, details={"error": "exit code 2: no make"})
-    s.step(2, "build", "timeout", to="give-up", details={"timeout_s": 5})
-    s.step(3, "check", "failure_uncertain", to="give-up", details=judged("failure", 0.3, "unsure"))
-    s.step(4, "give-up", None, action=None)
-    s.complete("failure", "give-up", 4, code=1)
+    s.step(2, "build", "timeout", to="check", details={"timeout_s": 5})
+    s.step(3, "check", "failure_uncertain", to="check", details=judged("failure", 0.3, "unsure"))
+    s.step(4, "check", "error", exit_code=6)
+    s.events[-1]["reason"] = "exit code 6: curl: (6) Could not resolve host"
+    s.events[-1]["tail"] = ["  % Total", "curl: (6) Could not resolve host"]
+    s.complete("error", "check", 4, code=3, error="state 'check' gave verdict 'error'")
     suite = junit(tmp_path, s).find("testsuite")
     assert suite is not None
     cases = suite.findall("testcase")
+    names = [c.get("name") for c in cases]
+    assert names == [
+        "build (visit 1)",
+        "build (visit 2)",
+        "check (visit 1)",
+        "check (visit 2)",
+        "outcome",
+    ]
     failures = [c.find("failure") for c in cases]
-    types = [None if f is None else f.get("type") for f in failures]
-    assert types == ["error", "timeout", "failure_uncertain", None, "failure"]
-    assert cases[0].find("failure").get("message").endswith(": exit code 2: no make")  # type: ignore[union-attr]
-    assert cases[1].find("failure").get("message").endswith("the action timed out after 5s")  # type: ignore[union-attr]
-    assert cases[2].find("failure").get("message").endswith(": unsure")  # type: ignore[union-attr]
-    outcome = cases[4].find("failure")
-    assert outcome is not None
-    assert outcome.get("message") == "reached the failure terminal 'give-up'"
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("5", "4", "0")
+    assert [None if f is None else f.get("type") for f in failures] == [
+        None,
+        None,
+        None,
+        "error",
+        None,
+    ]
+    out = [c.findtext("system-out") or "" for c in cases]
+    assert "reason: exit code 2: no make" in out[0]
+    assert "reason: the action timed out after 5s" in out[1]
+    assert "routed to 'check'" in out[2]
+    failure = failures[3]
+    assert failure is not None
+    assert failure.get("message") == (
+        "state 'check' gave verdict 'error': exit code 6: curl: (6) Could not resolve host"
+    )
+    assert (failure.text or "").splitlines() == [
+        "exit code 6: curl: (6) Could not resolve host",
+        "",
+        "last 2 lines of output:",
+        "  % Total",
+        "curl: (6) Could not resolve host",
+    ]
+    assert "curl: (6) Could not resolve host" in out[3]
+    assert cases[4].find("error") is not None
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("5", "1", "1")
 
 
 def test_junit_run_error_is_an_error_and_cut_step_is_skipped(tmp_path: Path) -> None:
@@ -221,7 +251,7 @@ def test_junit_run_error_is_an_error_and_cut_step_is_skipped(tmp_path: Path) -> 
     error = cases[2].find("error")
     assert error is not None
     assert error.get("type") == "interrupted"
-    assert error.get("message") == "was interrupted at 'slow': interrupted (SIGINT)"
+    assert error.get("message") == "was interrupted (SIGINT) at 'slow'"
     counts = [suite.get(k) for k in ("tests", "failures", "errors", "skipped")]
     assert counts == ["3", "0", "1", "1"]
 
@@ -272,8 +302,8 @@ def test_junit_resumed_run_reads_the_whole_history(tmp_path: Path) -> None:
     suite = junit(tmp_path, resumed).find("testsuite")
     assert suite is not None
     names = [c.get("name") for c in suite.findall("testcase")]
-    assert names == ["step 1: check", "step 2: fix", "step 3: done", "outcome"]
-    assert suite.get("failures") == "1"
+    assert names == ["check (visit 1)", "fix (visit 1)", "done (visit 1)", "outcome"]
+    assert suite.get("failures") == "0"  # check's failure was routed to fix
 
 
 def test_junit_unwritable_path_is_a_loop_error(tmp_path: Path) -> None:
@@ -438,7 +468,8 @@ def test_github_failed_run_errors_at_the_states_line(tmp_path: Path) -> None:
     assert out.splitlines() == [
         "::error file=loops/demo.yaml,line=22,title=ll%3A demo failure::"
         "loop 'demo' reached the failure terminal 'give-up'",
-        "::error file=loops/demo.yaml,line=7,title=ll%3A check gave error::"
+        # Routed onward, the loop handled it: a warning; the run's ending is the error.
+        "::warning file=loops/demo.yaml,line=7,title=ll%3A check gave error::"
         "state 'check' gave verdict 'error' (step 1): bad: 100%25 really",
     ]
 
@@ -451,7 +482,8 @@ def test_github_at_most_ten_annotations_then_a_count(tmp_path: Path) -> None:
     out, _ = github(tmp_path, s)
     lines = out.splitlines()
     assert len(lines) == 11
-    assert all(line.startswith("::error file=loops/demo.yaml,line=7,") for line in lines[:10])
+    assert lines[0].startswith("::error file=loops/demo.yaml,line=7,")
+    assert all(line.startswith("::warning file=loops/demo.yaml,line=7,") for line in lines[1:10])
     assert "hit max_iterations at 'check'" in lines[0]
     assert lines[10] == "::notice::ll: 5 more annotations not shown; see the step summary"
 
@@ -588,8 +620,15 @@ def test_ll_run_junit_xml(tmp_path: Path, loop_file: Path) -> None:
     assert suite is not None
     assert suite.get("name") == "ci-demo"
     names = [c.get("name") for c in suite.findall("testcase")]
-    assert names == ["step 1: check", "step 2: fix", "step 3: check", "step 4: done", "outcome"]
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("5", "1", "0")
+    assert names == [
+        "check (visit 1)",
+        "fix (visit 1)",
+        "check (visit 2)",
+        "done (visit 1)",
+        "outcome",
+    ]
+    # check failed, was routed to fix, and the loop recovered: nothing failed.
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("5", "0", "0")
     if shutil.which("xmllint"):
         xsd = tmp_path / "junit.xsd"
         xsd.write_text(XSD, encoding="utf-8")
@@ -621,3 +660,54 @@ def test_ll_run_in_github_actions(tmp_path: Path, loop_file: Path) -> None:
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("### ✅ ll: ci-demo — success")
     assert "```mermaid\nflowchart TD\n" in text
+
+
+STOPS = """
+name: stops
+initial: fetch
+states:
+  fetch:
+    action: |
+      echo "  % Total"
+      echo "curl: (6) Could not resolve host: example.invalid" >&2
+      exit 6
+    next: done
+  done: {terminal: true}
+"""
+
+
+def test_ll_run_reports_carry_the_reason_and_output(tmp_path: Path) -> None:
+    path = tmp_path / "stops.yaml"
+    path.write_text(textwrap.dedent(STOPS), encoding="utf-8")
+    report = tmp_path / "junit.xml"
+    env = {
+        **os.environ,
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_WORKSPACE": str(tmp_path),
+    }
+    proc = subprocess.run(
+        [*LL, "run", str(path), "--junit-xml", str(report), "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    reason = "exit code 6: curl: (6) Could not resolve host: example.invalid"
+    assert f"(step 1): {reason}" in proc.stdout, proc.stdout + proc.stderr
+    case = ET.parse(report).getroot().find("testsuite/testcase")
+    assert case is not None
+    assert case.get("name") == "fetch (visit 1)"
+    out = case.findtext("system-out") or ""
+    assert f"reason: {reason}" in out
+    assert out.endswith(
+        "last 1 lines of output:\ncurl: (6) Could not resolve host: example.invalid"
+    )
+    failure = case.find("failure")
+    if proc.returncode != 0:  # the run stopped at fetch (SPEC v2: `next` takes success only)
+        assert failure is not None
+        assert failure.get("message") == f"state 'fetch' gave verdict 'error': {reason}"
+        assert "curl: (6)" in (failure.text or "")
+    else:  # routed onward by `next` (before SPEC v2): the loop handled it, nothing failed
+        assert failure is None
+        assert "routed to 'done'" in out

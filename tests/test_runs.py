@@ -115,16 +115,16 @@ def test_list_text(tmp_path: Path) -> None:
     many = run(tmp_path, MANY, "many")
     table = rows(list_text(tmp_path))
     assert table[0] == ["RUN", "LOOP", "STATUS", "STEP", "STARTED (UTC)", "DURATION"]
-    assert [r[:4] for r in table[1:]] == [
-        [ok.run_id, "ok", "success", "2/50"],
-        [bad.run_id, "bad", "failure", "2/50"],
+    assert [r[:4] for r in table[1:]] == [  # newest first, as `ll history`
         [many.run_id, "many", "max_iterations", "7/7"],
+        [bad.run_id, "bad", "failure", "2/50"],
+        [ok.run_id, "ok", "success", "2/50"],
     ]
     for r in table[1:]:
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", r[4])
         assert re.fullmatch(r"\d+\.\ds", r[5])
     lines = list_text(tmp_path).splitlines()
-    assert lines[0].index("LOOP") == lines[1].index("  ok  ") + 2  # columns line up
+    assert lines[0].index("LOOP") == lines[3].index("  ok  ") + 2  # columns line up
 
 
 def test_list_text_shows_unfinished_statuses_and_skips_corrupt_runs(
@@ -138,8 +138,8 @@ def test_list_text_shows_unfinished_statuses_and_skips_corrupt_runs(
     RunDir.open(tmp_path, third.run_id).state_path.write_text("{", encoding="utf-8")
     table = rows(list_text(tmp_path))
     assert [r[:3] for r in table[1:]] == [
-        [first.run_id, "first", "interrupted"],
         [second.run_id, "second", "crashed"],
+        [first.run_id, "first", "interrupted"],
     ]
 
 
@@ -163,6 +163,13 @@ def test_history_text_filters_by_loop_and_lists_newest_first(tmp_path: Path) -> 
     assert history_text(tmp_path, "nope") == "no runs of 'nope' here yet\n"
 
 
+def test_list_and_history_show_runs_in_the_same_order(tmp_path: Path) -> None:
+    ids = [run(tmp_path, PASS, name).run_id for name in ("a", "b", "c")]
+    listed = [r[0] for r in rows(list_text(tmp_path))[1:]]
+    history = [r[1] for r in rows(history_text(tmp_path, None))[1:]]
+    assert listed == history == ids[::-1]
+
+
 def test_history_shows_cost(tmp_path: Path) -> None:
     result = run(tmp_path, PASS, "paid")
     set_state(result.run_id, tmp_path, cost_usd=0.123456)
@@ -183,8 +190,9 @@ def test_status_text_of_a_finished_run(tmp_path: Path) -> None:
     assert lines[6:] == [
         "cost:    $0.0000",
         "last verdicts:",
+        # The step's reason: the evaluator's error and the last line the action printed.
         "  step 1 count: error - the output is not a number; print only the number, "
-        "or point `source` at it",
+        "or point `source` at it: not-a-number",
     ]
     assert status_text(tmp_path, result.run_id[:20]) == status_text(tmp_path, result.run_id)
 

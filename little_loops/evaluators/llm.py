@@ -174,6 +174,8 @@ class JudgeSession:
                 return Verdict(hit[0], details)
         from ..providers import JudgeRequest
 
+        # Listeners show a spinner or a heartbeat while the model thinks; a cache hit is instant.
+        self.emit("judge_start", {"model": call.model, "samples": max(1, spec.samples)})
         request = JudgeRequest(
             model=call.target,
             system=system,
