@@ -81,7 +81,8 @@ class ClaudeCliProvider:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             _kill_group(proc.pid)
-            proc.communicate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=5)  # a child that left our group may hold the pipes
             raise ProviderError(
                 f"the Claude Code CLI did not answer within {timeout:g} s",
                 flags={"timeout": True},
