@@ -10,8 +10,8 @@ from .errors import Diagnostic, Severity
 from .evaluators import possible_verdicts
 from .evaluators.deterministic import OPERATORS, parse_json_path
 from .interpolate import Placeholder, PlaceholderError, scan
-from .model import Evaluate, Loop, Pos, Route, State
-from .router import CURRENT, route
+from .model import ERROR_VERDICTS, Evaluate, Loop, Pos, Route, State
+from .router import CURRENT, route, route_hint
 from .schema import Locate, NodePath, subject
 
 # The fields each namespace offers (SPEC sections 3 and 7); `env` and `context` take any name.
@@ -30,7 +30,8 @@ FIELDS: Mapping[str, tuple[str, ...]] = {
     "loop": ("name", "run_id", "run_dir", "dir", "started_at", "elapsed_ms", "elapsed"),
 }
 _VERDICT_WORD = re.compile(r"^[a-z][a-z0-9_]*$")
-_ROUTE_KEYS = ("route", "on_success", "on_failure")
+# Keys that route by verdict, which `next` (the success route) cannot stand beside.
+_NOT_WITH_NEXT = ("route", "on_success")
 
 # Any route problem outside a single state: coverage is not checked then.
 WHOLE_LOOP = "*"
@@ -58,9 +59,10 @@ def check_loop(
     """Every semantic problem of `loop`, unsorted.
 
     `route_entries` holds each state's routes as written, duplicates included (the model
-    keeps one route per verdict). States named in `tainted` already have schema errors, so
-    their verdict coverage is not checked; `whole` is false when the document had any
-    schema error, which skips the checks that need the whole graph to be right.
+    keeps one route per verdict). States named in `tainted` have schema errors in keys that
+    decide where a run goes, so their verdict coverage is not checked and the graph checks
+    assume they may go anywhere and may end the run; `whole` is false when such an error is
+    in a loop-wide key, which skips the checks that need the whole graph to be right.
     """
     ctx = _Ctx(loop, file, locate)
     entries = route_entries or {
@@ -86,7 +88,7 @@ def check_loop(
             out += _check_template(ctx, value, ("context", key), captures)
     # A wrong target already explains any odd reachability; do not pile warnings on it.
     if whole and not any(d.code in ("unknown-initial", "unknown-target") for d in out):
-        out += _check_graph(ctx)
+        out += _check_graph(ctx, tainted)
     return out
 
 
@@ -170,15 +172,15 @@ def _check_routes(
         yield ctx.diag(
             nxt.pos, "error", "unknown-target", f"state '{name}' has 'next' naming {problem}"
         )
-    mixed = sorted({found.via for _, found in entries if found.via in _ROUTE_KEYS})
+    mixed = sorted({found.via for _, found in entries if found.via in _NOT_WITH_NEXT})
     if mixed:
         keys = " and ".join(f"'{k}'" for k in mixed)
         yield ctx.diag(
             nxt.pos,
             "error",
             "next-with-routes",
-            f"state '{name}' has 'next', which routes every verdict, and also {keys}; use one "
-            "or the other ('on_error' and 'on_timeout' may stay beside 'next')",
+            f"state '{name}' has 'next', which is its success route, and also {keys}; use one "
+            "or the other ('on_failure', 'on_error' and 'on_timeout' may stay beside 'next')",
         )
 
 
@@ -209,22 +211,23 @@ def _check_state_keys(ctx: _Ctx, state: State) -> Iterator[Diagnostic]:
 
 
 def _check_coverage(ctx: _Ctx, state: State) -> Iterator[Diagnostic]:
+    """A state that branches on its verdict must say where each one goes (SPEC section 6).
+
+    `error`/`timeout`, and every non-success verdict of a `next` state, may stop the run
+    instead; `stops` lists those for `ll validate --strict`.
+    """
     possible = possible_verdicts(state.evaluate, action_type=state.action_type)
-    for verdict in sorted(possible):
-        if route(ctx.loop, state, verdict) is not None:
-            continue
-        if verdict == "error":
-            fix = "add 'on_error: STATE' (or a loop-wide 'on_error')"
-        elif verdict == "timeout":
-            fix = "add 'on_timeout: STATE' or 'on_error: STATE'"
-        else:
-            fix = f"add '{verdict}: STATE' under 'route:', or a default '_: STATE'"
-        yield ctx.diag(
-            state.pos,
-            "error",
-            "uncovered-verdict",
-            f"state '{state.name}' can give verdict '{verdict}' but nothing routes it; {fix}",
-        )
+    if state.next is None:
+        for verdict in sorted(possible - ERROR_VERDICTS):
+            if route(ctx.loop, state, verdict) is not None:
+                continue
+            yield ctx.diag(
+                state.pos,
+                "error",
+                "uncovered-verdict",
+                f"state '{state.name}' can give verdict '{verdict}' but nothing routes it; add "
+                f"'{verdict}: STATE' under 'route:', or a default '_: STATE'",
+            )
     for verdict, found in state.routes.items():
         if verdict.startswith("_") or verdict in possible:
             continue
@@ -235,6 +238,35 @@ def _check_coverage(ctx: _Ctx, state: State) -> Iterator[Diagnostic]:
             f"state '{state.name}' routes '{verdict}', a verdict it never gives "
             f"(it can give: {', '.join(sorted(possible))})",
         )
+
+
+def stops(loop: Loop, file: str) -> list[Diagnostic]:
+    """`ll validate --strict`: a warning for each verdict that would stop the run at a state.
+
+    These are the verdicts SPEC section 6 lets stop a run (`error`/`timeout`, and the
+    non-success verdicts of a `next` state); teams that want every path explicit route them.
+    """
+    out: list[Diagnostic] = []
+    for state in loop.states.values():
+        if state.terminal:
+            continue
+        possible = possible_verdicts(state.evaluate, action_type=state.action_type)
+        for verdict in sorted(possible):
+            if route(loop, state, verdict) is not None:
+                continue
+            code = 3 if verdict in ERROR_VERDICTS else 1
+            out.append(
+                Diagnostic(
+                    file,
+                    state.pos.line,
+                    state.pos.col,
+                    "warning",
+                    "unrouted-stop",
+                    f"state '{state.name}' can give verdict '{verdict}', which nothing routes, "
+                    f"so the run would stop there (exit {code}); {route_hint(state, verdict)}",
+                )
+            )
+    return out
 
 
 def _check_evaluator(
@@ -262,7 +294,7 @@ def _check_evaluator(
             "error",
             "unknown-operator",
             f"unknown operator '{spec.operator}' in {what}"
-            f"{_suggest(spec.operator, OPERATORS)}; use one of: {', '.join(OPERATORS)}",
+            f"{_suggest_operator(spec.operator)}; use one of: {', '.join(OPERATORS)}",
         )
     if spec.type == "output_json" and spec.path is not None:
         try:
@@ -319,12 +351,30 @@ def _check_template(ctx: _Ctx, text: str, at: NodePath, captures: set[str]) -> I
     pos = ctx.locate(at)
     for part in scan(text):
         if isinstance(part, PlaceholderError):
-            yield ctx.diag(pos, "error", "bad-placeholder", f"{part.message} (in {what})")
+            message = _placeholder_hint(text, part) or part.message
+            yield ctx.diag(pos, "error", "bad-placeholder", f"{message} (in {what})")
         elif isinstance(part, Placeholder):
             problem = _placeholder_problem(ctx, part, captures)
             if problem is not None:
                 code, message = problem
                 yield ctx.diag(pos, "error", code, f"'${{{part.name}}}' in {what}: {message}")
+
+
+def _placeholder_hint(text: str, part: PlaceholderError) -> str | None:
+    """A message that says how to write what the author meant (`$${HOME}`, `|q`), if known."""
+    close = text.find("}", part.start + 2)
+    if close < 0:
+        return None
+    from .hints import placeholder_message
+
+    return placeholder_message(text[part.start + 2 : close].strip())
+
+
+def _suggest_operator(word: str) -> str:
+    from .hints import operator_for
+
+    meant = operator_for(word)
+    return f" (did you mean '{meant}'?)" if meant in OPERATORS else _suggest(word, OPERATORS)
 
 
 def _placeholder_problem(
@@ -334,6 +384,12 @@ def _placeholder_problem(
     if ns == "context":
         if path[0] not in ctx.loop.context:
             keys = ctx.loop.context
+            if path == ("run_dir",):  # upstream little-loops' scratch folder
+                return (
+                    "unknown-context",
+                    "there is no context key 'run_dir'; the run's own folder is "
+                    "'${loop.run_dir}' here",
+                )
             return (
                 "unknown-context",
                 f"there is no context key '{path[0]}'{_suggest(path[0], keys)}; "
@@ -398,8 +454,10 @@ def _check_own_capture(
         yield from _check_own_capture(ctx, inner, (*at, "of", i), capture)
 
 
-def _edges(loop: Loop, state: State) -> set[str]:
-    """The states a run can go to from `state`."""
+def _edges(loop: Loop, state: State, tainted: frozenset[str]) -> set[str]:
+    """The states a run can go to from `state`; any state when its routing keys are broken."""
+    if state.name in tainted:
+        return set(loop.states)
     if state.terminal:
         if loop.maintain:
             return {state.on_maintain or loop.initial}
@@ -412,11 +470,12 @@ def _edges(loop: Loop, state: State) -> set[str]:
     return out & set(loop.states)
 
 
-def _check_graph(ctx: _Ctx) -> Iterator[Diagnostic]:
+def _check_graph(ctx: _Ctx, tainted: frozenset[str] = frozenset()) -> Iterator[Diagnostic]:
     loop = ctx.loop
     if loop.initial not in loop.states:
         return
-    terminals = {n for n, s in loop.states.items() if s.terminal}
+    # A state with broken routing keys may be meant as a terminal.
+    terminals = {n for n, s in loop.states.items() if s.terminal or n in tainted}
     if not terminals:
         yield ctx.diag(
             ctx.locate(("states",)),
@@ -426,7 +485,7 @@ def _check_graph(ctx: _Ctx) -> Iterator[Diagnostic]:
             "should end with 'terminal: true'",
         )
         return
-    edges = {name: _edges(loop, s) for name, s in loop.states.items()}
+    edges = {name: _edges(loop, s, tainted) for name, s in loop.states.items()}
     roots = {loop.initial}
     if loop.on_max_iterations is not None and loop.on_max_iterations in loop.states:
         roots.add(loop.on_max_iterations)

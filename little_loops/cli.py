@@ -50,7 +50,11 @@ def main() -> None:
 
 @main.command(short_help="Check loop files; report every problem at its line.")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=True))
-@click.option("--strict", is_flag=True, help="Treat warnings as errors.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Treat warnings as errors, and warn of every verdict that would stop a run.",
+)
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
@@ -586,9 +590,9 @@ def compile_(file: str) -> None:
 def init(name: str, paradigm: str, force: bool) -> None:
     """Write a commented starter loop NAME.yaml (default: loop.yaml) that runs as it is.
 
-    Its first line points yaml-language-server at the schema shipped with ll
-    (relative to the new file when both sit under one folder, else absolute), for
-    completion and hover help in editors.
+    Its first line points yaml-language-server at ./loop.schema.json, for completion and
+    hover help in editors; ll init writes that file beside the loop too (or refreshes it
+    when an older ll wrote it). Commit both.
 
     \b
     Example:
@@ -599,8 +603,9 @@ def init(name: str, paradigm: str, force: bool) -> None:
     from .paradigms import write_starter
 
     path = Path(name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
-    write_starter(path, paradigm, force=force)
-    click.echo(f"ll: wrote {path} (paradigm: {paradigm}); try: ll run {path}")
+    schema = write_starter(path, paradigm, force=force)
+    also = f" and {schema} (for editors)" if schema is not None else ""
+    click.echo(f"ll: wrote {path} (paradigm: {paradigm}){also}; try: ll run {path}")
 
 
 @main.command(short_help="Print the JSON Schema of loop files, for editors.")

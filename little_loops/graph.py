@@ -7,10 +7,14 @@ Both formats are drawn from one intermediate picture (`_picture`), so they alway
 - a small `start` node points at the initial state;
 - terminal states are rounded and coloured: green for `outcome: success`, red for `failure`;
 - routes are edges labelled with their verdicts; verdicts that share a source, a target and a
-  kind share one edge (`success / partial`); `next` edges read `next`, the default route `_`;
+  kind share one edge (`success / partial`); a `next` edge is the success edge and reads
+  `success (next)`, the default route `_`;
 - `_uncertain` routes are dashed orange, `error` / `timeout` / `_error` routes dashed red;
-- the loop-level `on_error` is drawn once, from a note node ("unrouted error / timeout") with
-  a dashed red edge to its target, rather than from every state that relies on it;
+- the loop-level `on_error` is drawn once, from a note node with a dashed red edge to its
+  target, rather than from every state that relies on it (for `error`, `timeout` and any
+  verdict but success of a `next` state, SPEC section 6);
+- a verdict that nothing routes, so that the run stops at the state, is a dashed red edge to a
+  `stops (exit 1)` or `stops (exit 3)` node;
 - `on_max_iterations` is drawn the same way, from a note node naming the limit;
 - with `maintain: true`, each terminal has a dashed `maintain` edge back to where it restarts.
 
@@ -27,17 +31,23 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .errors import RunError
+from .evaluators import possible_verdicts
 from .model import ERROR_VERDICTS, Loop, State
+from .router import STOPS, fallbacks
 
 # The source name `run_overlay` uses for the jump to `on_max_iterations` (no route event marks it).
 MAX_ITERATIONS = "$max_iterations"
+# The target names `run_overlay` uses for a run that stopped at a state (SPEC section 6, rule 5).
+STOPPED = {1: "$stopped:1", 3: "$stopped:3"}
 
 EdgeKind = Literal["normal", "uncertain", "error", "note"]
-NodeKind = Literal["state", "success", "failure", "start", "note"]
+NodeKind = Literal["state", "success", "failure", "start", "note", "stop"]
 
 _START_ID = "ll_start"
 _ON_ERROR_ID = "ll_on_error"
 _MAX_ID = "ll_max_iterations"
+_STOP_IDS = {STOPS["failure"]: "ll_stop_1", STOPS["error"]: "ll_stop_3"}
+_STOP_TAKEN = {STOPS["failure"]: STOPPED[1], STOPS["error"]: STOPPED[3]}
 _DESCRIPTION_CHARS = 48
 
 
@@ -117,6 +127,7 @@ def _picture(
     if loop.initial in ids:
         add(_START_ID, ids[loop.initial], "normal", "", was_taken=bool(visits))
     drawn: set[tuple[str, str]] = set()
+    stop_nodes: dict[str, _Node] = {}
     for state in loop.states.values():
         if state.terminal:
             if loop.maintain:
@@ -128,7 +139,7 @@ def _picture(
             continue
         pairs = [(verdict, route.target) for verdict, route in state.routes.items()]
         if state.next is not None:
-            pairs.append(("next", state.next.target))
+            pairs.append(("success (next)", state.next.target))
         for verdict, raw in pairs:
             dst = target(state, raw)
             if dst not in ids:
@@ -136,9 +147,21 @@ def _picture(
             hit = (state.name, dst) in taken
             add(ids[state.name], ids[dst], _route_kind(verdict), verdict, was_taken=hit)
             drawn.add((state.name, dst))
+        possible = possible_verdicts(state.evaluate, action_type=state.action_type)
+        for where, verdicts in fallbacks(loop, state, possible).items():
+            stop_id = _STOP_IDS.get(where)
+            if stop_id is None:
+                continue  # the loop's on_error: drawn once, from its note
+            if stop_id not in stop_nodes:
+                stop_nodes[stop_id] = _Node(stop_id, where, "stop")
+            hit = (state.name, _STOP_TAKEN[where]) in taken
+            for verdict in verdicts:
+                add(ids[state.name], stop_id, "error", verdict, was_taken=hit)
 
+    nodes.extend(stop_nodes[i] for i in sorted(stop_nodes))
     if loop.on_error is not None and loop.on_error in ids:
-        nodes.append(_Node(_ON_ERROR_ID, "on_error", "note", "unrouted error / timeout"))
+        detail = "unrouted error / timeout / failed next"
+        nodes.append(_Node(_ON_ERROR_ID, "on_error", "note", detail))
         add(_ON_ERROR_ID, ids[loop.on_error], "error", "error / timeout", was_taken=False)
     if loop.on_max_iterations is not None and loop.on_max_iterations in ids:
         limit = f"after {loop.max_iterations} steps"
@@ -173,6 +196,7 @@ _MERMAID_CLASSES = {
     "success": "fill:#d8f3dc,stroke:#2d6a4f,stroke-width:2px,color:#1b4332",
     "failure": "fill:#ffe3e3,stroke:#c92a2a,stroke-width:2px,color:#7d1a1a",
     "note": "fill:#fff9db,stroke:#adb5bd,stroke-dasharray:4 3,color:#495057",
+    "stop": "fill:#fff,stroke:#c92a2a,stroke-dasharray:4 3,color:#7d1a1a",
     "visited": "stroke:#1c7ed6,stroke-width:3px",
     "unvisited": "opacity:0.45",
 }
@@ -221,7 +245,7 @@ def mermaid(
         label = "<br/>".join(parts)
         if node.kind == "start":
             lines.append(f'    {node.id}(("{label}"))')
-        elif node.kind in ("success", "failure"):
+        elif node.kind in ("success", "failure", "stop"):
             lines.append(f'    {node.id}(["{label}"])')
         elif node.kind == "note":
             lines.append(f'    {node.id}>"{label}"]')
@@ -275,6 +299,7 @@ _DOT_NODES: dict[NodeKind, str] = {
     ),
     "start": 'shape=circle, style=filled, fillcolor="#333333", fontcolor=white, fontsize=9',
     "note": 'shape=note, style="filled,dashed", fillcolor="#fff9db", color="#868e96"',
+    "stop": 'shape=box, style="rounded,dashed", color="#c92a2a", fontcolor="#7d1a1a"',
 }
 
 _DOT_EDGES: dict[EdgeKind, str] = {
@@ -332,7 +357,9 @@ def run_overlay(run_dir: Path) -> tuple[dict[str, int], set[tuple[str, str]]]:
     """Visit counts per state and the (from, to) pairs routed, read from a run's events.jsonl.
 
     A step entered twice (cut off mid-action, then resumed) counts once. The jump to
-    `on_max_iterations`, which no route event records, appears as `(MAX_ITERATIONS, state)`.
+    `on_max_iterations`, which no route event records, appears as `(MAX_ITERATIONS, state)`;
+    a run that ended with exit code 1 or 3 appears as `(final state, STOPPED[code])`, which
+    the drawing uses only where that state has an edge to a stop.
     """
     from .events import read_events
 
@@ -364,6 +391,10 @@ def overlay_from_events(
             if isinstance(src, str) and isinstance(dst, str):
                 taken.add((src, dst))
                 expected = dst
+        elif name == "loop_complete":
+            final, code = event.get("final_state"), event.get("exit_code")
+            if isinstance(final, str) and isinstance(code, int) and code in STOPPED:
+                taken.add((final, STOPPED[code]))
     visits: dict[str, int] = {}
     for state in by_step.values():
         visits[state] = visits.get(state, 0) + 1

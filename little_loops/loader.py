@@ -20,6 +20,7 @@ import yaml
 
 from . import checks
 from .errors import Diagnostic, LoadError
+from .evaluators.judge_input import PASS_FAIL_SCHEMA
 from .model import (
     ActionType,
     Evaluate,
@@ -31,7 +32,7 @@ from .model import (
     Scalar,
     State,
 )
-from .schema import NodePath, locate_issue, schema_issues, where
+from .schema import NodePath, SchemaIssue, locate_issue, schema_issues, subject, where
 
 try:
     _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
@@ -175,10 +176,15 @@ def _decode(data: bytes, file: str) -> str | Diagnostic:
 
 @dataclass
 class SourceMap:
-    """Line and column of each node (`values`) and of each mapping key (`keys`), by path."""
+    """Line and column of each node (`values`) and of each mapping key (`keys`), by path.
+
+    `comments` holds where a YAML comment starts on the line a plain (unquoted) value ends,
+    and its text: `action: /fix issue #42` sends `/fix issue`, which the author may not mean.
+    """
 
     values: dict[NodePath, Pos] = field(default_factory=dict)
     keys: dict[NodePath, Pos] = field(default_factory=dict)
+    comments: dict[NodePath, tuple[Pos, str]] = field(default_factory=dict)
 
     def value(self, path: NodePath) -> Pos:
         """Where the node at `path` starts, or its nearest recorded ancestor."""
@@ -221,11 +227,17 @@ def _compose(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic], bo
         composer.run()
         complete = True
     except _Stop as stop:
+        message = stop.message
+        if stop.code == "unsupported-tag":  # `operator: !=`
+            message = _line_hint(message, text, stop.pos) or message
         composer.errors.append(
-            Diagnostic(file, stop.pos.line, stop.pos.col, "error", stop.code, stop.message)
+            Diagnostic(file, stop.pos.line, stop.pos.col, "error", stop.code, message)
         )
     except yaml.MarkedYAMLError as exc:
-        composer.errors.append(_yaml_error(exc, file))
+        found = _yaml_error(exc, file)
+        problem = (exc.problem or "").strip()
+        hint = _line_hint(problem, text, Pos(found.line, found.col))
+        composer.errors.append(dataclasses.replace(found, message=hint) if hint else found)
     except yaml.YAMLError as exc:
         composer.errors.append(_reader_error(exc, text, file))
     finally:
@@ -236,6 +248,8 @@ def _compose(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic], bo
 class _Composer:
     def __init__(self, text: str, file: str) -> None:
         self.loader = _Loader(text)
+        self.text = text
+        self.lines: list[str] | None = None
         self.file = file
         self.smap = SourceMap()
         self.errors: list[Diagnostic] = []
@@ -289,9 +303,23 @@ class _Composer:
             return
         value = self.construct(event, pos)
         self.smap.values[path] = pos
+        if not event.style and event.end_mark is not None:
+            self.note_comment(path, event.end_mark)
         if event.anchor:
             self.anchors[event.anchor] = (value, 1)
         self.add(value, 1, pos)
+
+    def note_comment(self, path: NodePath, end: Any) -> None:
+        """Record a comment that starts on the line where a plain value ends."""
+        if self.lines is None:
+            self.lines = self.text.splitlines()
+        if end.line >= len(self.lines):
+            return
+        rest = self.lines[end.line][end.column :]
+        stripped = rest.lstrip(" \t")
+        if stripped.startswith("#") and len(stripped) < len(rest):
+            col = end.column + len(rest) - len(stripped) + 1
+            self.smap.comments[path] = (Pos(end.line + 1, col), stripped[1:])
 
     def key(self, event: yaml.ScalarEvent, pos: Pos) -> None:
         top = self.stack[-1]
@@ -434,6 +462,16 @@ def _yaml_error(exc: yaml.MarkedYAMLError, file: str) -> Diagnostic:
     return Diagnostic(file, pos.line, pos.col, "error", "yaml-syntax", message)
 
 
+def _line_hint(problem: str, text: str, pos: Pos) -> str | None:
+    """A message naming the fix, when the line of a YAML error shows what went wrong."""
+    from .hints import yaml_line_message
+
+    lines = text.splitlines()
+    if not 1 <= pos.line <= len(lines):
+        return None
+    return yaml_line_message(problem, lines[pos.line - 1], pos.col - 1)
+
+
 def _reader_error(exc: yaml.YAMLError, text: str, file: str) -> Diagnostic:
     offset = getattr(exc, "position", 0)
     offset = offset if isinstance(offset, int) else 0
@@ -449,11 +487,11 @@ def _reader_error(exc: yaml.YAMLError, text: str, file: str) -> Diagnostic:
 
 
 def _sorted(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
-    """Sorted by position, each message kept to one printable line."""
-    out = [
+    """Sorted by position, each message kept to one printable line, each said once."""
+    out = {
         d if d.message.isprintable() else dataclasses.replace(d, message=_printable(d.message))
         for d in diagnostics
-    ]
+    }
     return sorted(out, key=lambda d: (d.file, d.line, d.col, d.severity, d.message))
 
 
@@ -486,14 +524,12 @@ def _from_document(
     diagnostics = [
         locate_issue(i, file=file, locate_value=smap.value, locate_key=smap.key) for i in issues
     ]
+    diagnostics += _cut_by_comment(doc, smap, file)
     paradigm = doc.get("paradigm")
     if isinstance(paradigm, str) and paradigm in PARADIGMS:
-        return _compiled(doc, smap, diagnostics, path=path, file=file, sha256=sha256)
-    # Semantic checks of a state whose own keys are wrong would only repeat the schema's news.
-    tainted = frozenset(
-        str(i.path[1]) if len(i.path) >= 2 and i.path[0] == "states" else checks.WHOLE_LOOP
-        for i in issues
-    )
+        return _compiled(doc, smap, diagnostics, issues, path=path, file=file, sha256=sha256)
+    # Checks that depend on a broken key would only repeat the schema's news; the rest run.
+    tainted = _tainted(issues)
     loop, route_entries = _Builder(smap).loop(doc, path=path, sha256=sha256)
     found = checks.check_loop(
         loop,
@@ -501,7 +537,7 @@ def _from_document(
         locate=smap.value,
         route_entries=route_entries,
         tainted=tainted,
-        whole=not diagnostics,
+        whole=checks.WHOLE_LOOP not in tainted,
     )
     # One problem per spot: a semantic finding where the schema already spoke is a repeat.
     spoken = {(d.line, d.col) for d in diagnostics}
@@ -516,20 +552,114 @@ def _compiled(
     doc: dict[str, Any],
     smap: SourceMap,
     diagnostics: list[Diagnostic],
+    issues: list[SchemaIssue],
     *,
     path: Path,
     file: str,
     sha256: str,
 ) -> tuple[Loop | None, list[Diagnostic]]:
-    """A paradigm file: its own errors first, else its compiled states, checked like any loop."""
-    if diagnostics:
+    """A paradigm file, compiled and checked like any loop.
+
+    Unknown top-level keys do not stop the compiler (it never reads them), so their errors
+    come with the compiled loop's; any other schema error leaves nothing sound to compile.
+    """
+    unknown = {i.key for i in issues if i.path == () and i.code == "unknown-key"}
+    if any(i.path != () or i.code != "unknown-key" for i in issues):
         return None, _sorted(diagnostics)
     from .paradigms import compile_document  # only paradigm files pay for the compiler
 
-    compiled, found = compile_document(doc, smap, file=file)
+    known = {k: v for k, v in doc.items() if k not in unknown}
+    compiled, found = compile_document(known, smap, file=file)
     if compiled is None:
-        return None, _sorted(found)
-    return _from_document(compiled.doc, compiled.smap, path=path, file=file, sha256=sha256)
+        return None, _sorted(diagnostics + found)
+    loop, found = _from_document(compiled.doc, compiled.smap, path=path, file=file, sha256=sha256)
+    if diagnostics:
+        return None, _sorted(diagnostics + found)
+    return loop, found
+
+
+def _tainted(issues: Iterable[SchemaIssue]) -> frozenset[str]:
+    """The states whose routing a schema issue breaks, and `WHOLE_LOOP` for loop-wide routing.
+
+    Only keys that decide where a run goes (or unknown keys that may be misspelt ones) count:
+    a wrong `description` or `timeout` hides no routing fact, so it must not hide its checks.
+    """
+    found = (_routing_broken_by(issue) for issue in issues)
+    return frozenset(name for name in found if name is not None)
+
+
+def _routing_broken_by(issue: SchemaIssue) -> str | None:
+    from .hints import LOOP_ROUTING_KEYS, STATE_ROUTING_KEYS, may_route
+
+    at, key = issue.path, issue.key
+    unknown = issue.code == "unknown-key" and key is not None
+    if at == ("states",):
+        return key  # a state whose name is not valid; None: `states` itself is wrong
+    if at[:1] == ("states",):
+        first = at[2] if len(at) > 2 else key
+        if first is None or first in STATE_ROUTING_KEYS:
+            return str(at[1])
+        if len(at) == 2 and unknown and may_route(str(first), STATE_ROUTING_KEYS):
+            return str(at[1])
+        return None
+    if at[:1] and at[0] in LOOP_ROUTING_KEYS:
+        return checks.WHOLE_LOOP
+    if not at and unknown and may_route(str(key), LOOP_ROUTING_KEYS):
+        return checks.WHOLE_LOOP
+    return None
+
+
+# Where a paradigm file holds actions (a state's `action` is checked in every file).
+_PARADIGM_ACTIONS = frozenset({("check",), ("using",), ("finally",)})
+_PARADIGM_ACTION_LISTS = frozenset({"tools", "steps"})
+
+
+def _cut_by_comment(doc: Mapping[str, Any], smap: SourceMap, file: str) -> list[Diagnostic]:
+    """Warnings for unquoted actions a YAML comment cut short (` #` ends a plain value)."""
+    if not smap.comments:
+        return []
+    from .hints import comment_cuts_command
+
+    out = []
+    for at, (pos, comment) in smap.comments.items():
+        command = _action_at(doc, at)
+        if command is None:
+            continue
+        given = _value_at(doc, (*at[:-1], "action_type")) if at[0] == "states" else None
+        slash = given == "slash" or (given != "shell" and guess_action_type(command) == "slash")
+        if not comment_cuts_command(command, comment, slash=slash):
+            continue  # the shell would have read the same comment
+        message = (
+            f"{subject(at)} is cut short: ' #' starts a YAML comment, so the rest of the line "
+            "is not part of the command; quote the whole action"
+        )
+        out.append(Diagnostic(file, pos.line, pos.col, "warning", "action-cut-by-comment", message))
+    return out
+
+
+def _action_at(doc: Mapping[str, Any], at: NodePath) -> str | None:
+    """The action at `at`, when `at` is where a state or a paradigm file holds one."""
+    in_state = len(at) == 3 and at[0] == "states" and at[2] == "action"
+    in_paradigm = "paradigm" in doc and (
+        at in _PARADIGM_ACTIONS
+        or (len(at) == 2 and at[0] in _PARADIGM_ACTION_LISTS)
+        or (len(at) == 3 and at[0] == "constraints" and at[2] in ("check", "fix"))
+    )
+    if not (in_state or in_paradigm):
+        return None
+    value = _value_at(doc, at)
+    return value if isinstance(value, str) else None
+
+
+def _value_at(doc: Any, at: NodePath) -> Any:
+    for part in at:
+        if isinstance(doc, dict) and isinstance(part, str):
+            doc = doc.get(part)
+        elif isinstance(doc, list) and isinstance(part, int) and 0 <= part < len(doc):
+            doc = doc[part]
+        else:
+            return None
+    return doc
 
 
 def _is_num(value: Any) -> bool:
@@ -556,8 +686,10 @@ class _Builder:
         raw_context = doc.get("context")
         context: dict[str, Scalar] = {}
         if isinstance(raw_context, dict):
+            # A key whose value the schema refused still exists: `${context.KEY}` is no error.
             context = {
-                k: v for k, v in raw_context.items() if isinstance(v, str | int | float | bool)
+                k: v if isinstance(v, str | int | float | bool) else ""
+                for k, v in raw_context.items()
             }
         secrets = doc.get("secrets")
         working_dir = _str(doc, "working_dir")
@@ -609,13 +741,19 @@ class _Builder:
         evaluate: Evaluate | None
         if isinstance(raw_eval, dict):
             evaluate = self.evaluate(raw_eval, (*at, "evaluate"))
-        elif action_type == "slash" and raw.get("terminal") is True:
-            evaluate = None  # the CLI's own result: success, or error when it failed
-        elif action_type is not None:
-            kind = "exit_code" if action_type == "shell" else "llm_structured"
-            evaluate = Evaluate(type=kind, pos=self.smap.key(at))
+        elif action_type == "shell":
+            evaluate = Evaluate(type="exit_code", pos=self.smap.key(at))
+        elif (
+            action_type == "slash"
+            and raw.get("terminal") is not True
+            and any(raw.get(k) for k in ("route", "on_success", "on_failure"))
+        ):
+            # Branching on a slash step's result asks the judge, and only success or failure.
+            evaluate = Evaluate(
+                type="llm_structured", pos=self.smap.key(at), schema=PASS_FAIL_SCHEMA
+            )
         else:
-            evaluate = None
+            evaluate = None  # a `next` or terminal slash step: the CLI's own result, no judge
         entries = self.route_entries(raw, at)
         routes: dict[str, Route] = {}
         for verdict, found in entries:

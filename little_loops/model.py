@@ -108,8 +108,8 @@ class State:
     """One state of the machine, with its routes already merged from every shorthand.
 
     `routes` maps a verdict, `_` (default) or `_error` to a Route; shorthands such as
-    `on_success` appear under their verdict (`success`). `next` is kept apart because it
-    catches every verdict except where `error`/`timeout` have their own route.
+    `on_success` appear under their verdict (`success`). `next` is kept apart: it is the
+    success route, and every other verdict of a `next` state goes the error way (SPEC 6).
     """
 
     name: str

@@ -11,12 +11,15 @@ Choices SPEC section 9 leaves open (docs/loop-reference.md, "Paradigms"):
 - After `fix_NAME`, an invariants loop starts again at the first check, so `all_valid` means
   every check passed in one sweep with no fix in between.
 - A slash action whose verdict is not used (fix, apply, steps) is evaluated by `exit_code`,
-  so no judge is paid for a verdict that routes nowhere else.
+  so no judge is paid for a verdict that routes nowhere else; such a step goes on whatever
+  its verdict (`next` plus `on_failure`/`on_error` to the same state), as SPEC section 9
+  describes, since `next` alone would stop the run on a failure.
 - `check_done` runs no action: `until` reads the last step's output (`source` defaults to
   `${prev.output}`); `exit_code` there means the last step's exit code; `llm_structured`
   is refused, since the judge would see no output.
 - `finally` (an extra) is an action that every end state runs; the loop-wide keys
-  `action_timeout`, `shell`, `working_dir`, `secrets`, `llm`, `max_cost_usd` pass through.
+  `action_timeout`, `shell`, `working_dir`, `secrets`, `llm`, `max_cost_usd`, `metadata`
+  and top-level `x-` keys pass through.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ PASS_THROUGH = (
     "llm",
     "secrets",
     "context",
+    "metadata",
 )
 
 
@@ -159,7 +163,7 @@ class _Out:
         self.graft(("name",), ("name",))
         if "description" in self.top:
             doc["description"] = self.top.pop("description")
-        for key in PASS_THROUGH:
+        for key in (*PASS_THROUGH, *(k for k in self.doc if k.startswith("x-"))):
             if key in self.doc:
                 doc[key] = self.doc[key]
                 self.graft((key,), (key,))
@@ -176,11 +180,17 @@ def _is_slash(action: str) -> bool:
 
 
 def _then(action: str, target: str) -> dict[str, Any]:
-    """A state that runs `action` and goes to `target` whatever its verdict."""
+    """A state that runs `action` and goes to `target` whatever its verdict.
+
+    `next` is only the success route (SPEC section 6), so `on_failure` and `on_error` (which
+    also takes `timeout`) name the same target.
+    """
     body: dict[str, Any] = {"action": action}
     if _is_slash(action):
         body["evaluate"] = {"type": "exit_code"}  # no judge: the verdict routes nowhere else
     body["next"] = target
+    body["on_failure"] = target
+    body["on_error"] = target
     return body
 
 
@@ -404,6 +414,7 @@ name: @NAME@
 description: Check; while the check fails, fix and check again.
 initial: check
 max_iterations: 10            # a safety cap on steps (state executions)
+on_error: give_up             # a step that could not run, timed out, or a failed `next` step
 context:
   marker: .@NAME@.fixed       # used below as ${context.marker}
 states:
@@ -412,11 +423,10 @@ states:
     action: test -f ${context.marker}
     on_success: done
     on_failure: fix
-    on_error: give_up         # 'error', and 'timeout' too
   fix:
     # A shell command, or a Claude Code slash command such as /ll:check_code fix.
     action: touch ${context.marker} && echo fixed
-    next: check               # whatever the verdict
+    next: check               # when it succeeds; otherwise the loop's on_error
   done:
     action: rm -f ${context.marker} && echo all good    # a terminal's action runs too
     terminal: true
@@ -482,20 +492,10 @@ finally: rm -f .@NAME@.lines  # every end state runs this
 }
 
 
-def schema_reference(loop_file: Path) -> str:
-    """Where the editor modeline points: the schema shipped with this `ll`, on disk.
-
-    yaml-language-server reads a `$schema=` path relative to the YAML file, or absolute. The
-    path is relative when the file and the schema share a folder below the root (a loop
-    inside a checkout of little-loops), absolute otherwise; there is no public URL to use.
-    """
-    import os
-
-    schema = Path(__file__).with_name("loop.schema.json").resolve()
-    folder = loop_file.resolve().parent
-    if Path(os.path.commonpath([schema, folder])) == Path(folder.anchor):
-        return schema.as_posix()
-    return Path(os.path.relpath(schema, folder)).as_posix()
+# The editor schema `ll init` writes beside the loop; the modeline names it relatively, so it
+# keeps working when the folder moves, is cloned, or the venv holding `ll` is recreated.
+SCHEMA_FILE = "loop.schema.json"
+SCHEMA_REF = f"./{SCHEMA_FILE}"
 
 
 def starter(paradigm: str, name: str, schema_ref: str) -> str:
@@ -511,9 +511,15 @@ def starter(paradigm: str, name: str, schema_ref: str) -> str:
     return head + _BODIES[paradigm].replace("@NAME@", name)
 
 
-def write_starter(path: Path, paradigm: str, *, force: bool) -> Path:
-    """Write `starter()` to `path` (NAME.yaml); refuses to overwrite unless `force`."""
+def write_starter(path: Path, paradigm: str, *, force: bool) -> Path | None:
+    """Write `starter()` to `path` (NAME.yaml), and the schema its modeline names beside it.
+
+    Refuses to overwrite the loop unless `force`. The schema file is written when it is
+    missing or differs from this `ll`'s (an older copy is refreshed); returns its path then,
+    else None.
+    """
     from .errors import LoopError
+    from .schema import schema_text
 
     name = path.name.removesuffix(".yaml").removesuffix(".yml")
     if not name or any(c not in _NAME_OK for c in name):
@@ -524,7 +530,7 @@ def write_starter(path: Path, paradigm: str, *, force: bool) -> Path:
         raise LoopError(f"{path} already exists; pass --force to overwrite it")
     if not path.parent.is_dir():
         raise LoopError(f"{path.parent} is not a folder; create it first")
-    text = starter(paradigm, name, schema_reference(path))
+    text = starter(paradigm, name, SCHEMA_REF)
     try:
         with path.open("w" if force else "x", encoding="utf-8") as f:
             f.write(text)
@@ -532,4 +538,12 @@ def write_starter(path: Path, paradigm: str, *, force: bool) -> Path:
         raise LoopError(f"{path} already exists; pass --force to overwrite it") from None
     except OSError as exc:
         raise LoopError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return path
+    schema = path.parent / SCHEMA_FILE
+    wanted = schema_text()
+    try:
+        if schema.is_file() and schema.read_text(encoding="utf-8") == wanted:
+            return None
+        schema.write_text(wanted, encoding="utf-8")
+    except OSError as exc:
+        raise LoopError(f"cannot write {schema}: {exc.strerror or exc}") from None
+    return schema

@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import router
 from .errors import LoopError
+from .evaluators import possible_verdicts
 from .interpolate import render, resolve_context
 from .model import Loop, State
 from .store import RUNS
@@ -49,9 +51,7 @@ def dry_run(loop: Loop, overrides: Mapping[str, str]) -> str:
         lines.append(f"  evaluate: {first.evaluate.type}")
     lines.append("routes:")
     for state in loop.states.values():
-        lines.extend(_routes(state))
-    if loop.on_error is not None:
-        lines.append(f"  (any state) --error/timeout--> {loop.on_error}  (loop on_error)")
+        lines.extend(_routes(loop, state))
     if loop.on_max_iterations is not None:
         lines.append(
             f"  (at max_iterations) --> {loop.on_max_iterations}  (loop on_max_iterations)"
@@ -59,12 +59,17 @@ def dry_run(loop: Loop, overrides: Mapping[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _routes(state: State) -> list[str]:
+def _routes(loop: Loop, state: State) -> list[str]:
+    """The state's routes as written, then where the verdicts they leave out go."""
     if state.terminal:
         return [f"  {state.name}: terminal ({state.outcome})"]
     out = [
         f"  {state.name} --{verdict}--> {route.target}" for verdict, route in state.routes.items()
     ]
     if state.next is not None:
-        out.append(f"  {state.name} --*--> {state.next.target}")
+        out.append(f"  {state.name} --success--> {state.next.target}  (next)")
+    possible = possible_verdicts(state.evaluate, action_type=state.action_type)
+    for where, verdicts in router.fallbacks(loop, state, possible).items():
+        note = "" if where in router.STOPS.values() else "  (loop on_error)"
+        out.append(f"  {state.name} --{'/'.join(verdicts)}--> {where}{note}")
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .model import ERROR_VERDICTS, Loop, State, base_verdict
@@ -18,7 +19,7 @@ class Decision:
 
 
 def route(loop: Loop, state: State, verdict: str) -> Decision | None:
-    """The first matching rule of SPEC section 6, or None when nothing routes the verdict."""
+    """The first matching rule of SPEC section 6, or None when the run stops at `state`."""
     decision = _match(loop, state, verdict)
     if decision is None:
         return None
@@ -26,33 +27,88 @@ def route(loop: Loop, state: State, verdict: str) -> Decision | None:
     return Decision(target, decision.via)
 
 
+def _error_way(state: State, verdict: str) -> bool:
+    """True when rule 4 applies: `error`/`timeout`, or anything but success at a `next` state."""
+    if verdict in ERROR_VERDICTS:
+        return True
+    return state.next is not None and (base_verdict(verdict) or verdict) != "success"
+
+
 def _match(loop: Loop, state: State, verdict: str) -> Decision | None:
-    routes = state.routes
-    is_error = verdict in ERROR_VERDICTS
-    # 1. the verdict's own route (route: or a shorthand such as on_failure)
+    routes = dict(state.routes)
+    if state.next is not None:  # `next: X` counts as `route.success = X`
+        routes.setdefault("success", state.next)
+    # 1. the verdict's own route (route: or a shorthand such as on_failure, or next)
     if verdict in routes:
         found = routes[verdict]
         return Decision(found.target, found.via)
-    # `next` catches everything, except error/timeout when they are routed on their own below
-    if state.next is not None and not is_error:
-        return Decision(state.next.target, "next")
     # 2. X_uncertain falls back to X
     base = base_verdict(verdict)
     if base is not None and base in routes:
         found = routes[base]
         return Decision(found.target, f"{found.via}:{base}")
     # 3. the default route, never for error/timeout
-    if not is_error:
-        if "_" in routes:
-            return Decision(routes["_"].target, "_")
+    if verdict not in ERROR_VERDICTS and "_" in routes:
+        return Decision(routes["_"].target, "_")
+    # 4. the error way: _error, on_error (on_timeout matched in 1.), then the loop's on_error
+    if not _error_way(state, verdict):
         return None
-    # 4. error/timeout: _error, on_timeout (matched in 1.), on_error, then the loop's on_error
     if "_error" in routes:
         return Decision(routes["_error"].target, "_error")
     if "error" in routes:
         return Decision(routes["error"].target, routes["error"].via)
-    if state.next is not None:
-        return Decision(state.next.target, "next")
     if loop.on_error is not None:
         return Decision(loop.on_error, "loop.on_error")
+    # 5. nothing: the run stops here
     return None
+
+
+def stop(state: State, verdict: str, reason: str | None) -> tuple[str, str]:
+    """The outcome and the one-line message of a run that stops at `state` (rule 5).
+
+    `error`/`timeout` end the run in error (exit 3), any other verdict in failure (exit 1),
+    as a CI job stops at its failing step.
+    """
+    outcome = "error" if verdict in ERROR_VERDICTS else "failure"
+    why = f" ({reason})" if reason else ""
+    return outcome, (
+        f"stopped at '{state.name}': verdict '{verdict}'{why} and nothing routes it; "
+        f"{route_hint(state, verdict)}"
+    )
+
+
+def route_hint(state: State, verdict: str) -> str:
+    """What to add so that `verdict` at `state` goes somewhere instead of stopping the run."""
+    if verdict in ERROR_VERDICTS or state.next is not None:
+        key = {"timeout": "on_timeout", "failure": "on_failure"}.get(
+            base_verdict(verdict) or verdict, "on_error"
+        )
+        return f"add '{key}: STATE' (or a loop-wide 'on_error')"
+    return f"add '{verdict}: STATE' under 'route:'"
+
+
+def fallbacks(loop: Loop, state: State, verdicts: Iterable[str]) -> dict[str, list[str]]:
+    """Where the verdicts that `state`'s own keys leave unrouted go, for diagrams and plans.
+
+    Keys are the loop's `on_error` target, or `stops (exit 1)` / `stops (exit 3)` when the
+    run would stop at `state`; values are the verdicts, in `verdict_order`.
+    """
+    out: dict[str, list[str]] = {}
+    for verdict in sorted(verdicts, key=verdict_order):
+        decision = route(loop, state, verdict)
+        if decision is None:
+            outcome, _ = stop(state, verdict, None)
+            out.setdefault(STOPS[outcome], []).append(verdict)
+        elif decision.via == "loop.on_error":
+            out.setdefault(decision.target, []).append(verdict)
+    return out
+
+
+STOPS = {"failure": "stops (exit 1)", "error": "stops (exit 3)"}
+
+
+def verdict_order(verdict: str) -> tuple[int, str]:
+    """Sort key: success first, then the other verdicts by name, then error and timeout."""
+    if verdict in ERROR_VERDICTS:
+        return (2, verdict)
+    return (0 if verdict == "success" else 1, verdict)

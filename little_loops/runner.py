@@ -332,12 +332,8 @@ class Runner:
         if decision is None:
             p.last_route = None
             self._persist()
-            raise _Finish(
-                "error",
-                state.name,
-                f"state '{state.name}' gave verdict '{result.verdict.verdict}' "
-                "and has no route for it" + (f": {result.reason}" if result.reason else ""),
-            )
+            outcome, message = router.stop(state, result.verdict.verdict, result.reason)
+            raise _Finish(outcome, state.name, message)
         self._emit(
             "route",
             step=step,
@@ -608,8 +604,8 @@ class Runner:
 
     def _show_terminal_output(self, action: actions.ActionResult) -> None:
         show = self.options.on_terminal_output
-        if show is None or self.options.on_output is not None:
-            return  # nobody asked, or --verbose streamed it already
+        if show is None:
+            return  # nobody asked (--quiet, --json), or --verbose streamed it already
         for name, text in (("stdout", action.output), ("stderr", action.stderr)):
             if text:
                 if self.redactor:

@@ -30,6 +30,7 @@ KEYWORDS = frozenset(
         "enum",
         "const",
         "properties",
+        "patternProperties",
         "additionalProperties",
         "required",
         "propertyNames",
@@ -157,9 +158,8 @@ class _Checker:
             types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
             if not any(_is_type(value, t) for t in types):
                 want = _or_words([_TYPE_WORDS[t] for t in types])
-                yield SchemaIssue(
-                    path, "wrong-type", f"{subject(path)} must be {want}, not {_describe(value)}"
-                )
+                message = f"{subject(path)} must be {want}, not {_describe(value)}"
+                yield SchemaIssue(path, "wrong-type", message + _colon_hint(value, types))
                 return
         if "const" in schema and not _equal(value, schema["const"]):
             yield SchemaIssue(
@@ -190,15 +190,21 @@ class _Checker:
         if "minProperties" in schema and len(value) < schema["minProperties"]:
             yield SchemaIssue(path, "empty", f"{subject(path)} must not be empty")
         names = schema.get("propertyNames")
+        patterns: Mapping[str, Any] = schema.get("patternProperties", {})
         extra = schema.get("additionalProperties", True)
         for key, item in value.items():
             if names is not None and not self.valid(key, names):
-                yield _name_issue(key, names, path)
+                yield _name_issue(key, item, names, path)
                 continue
+            matched = [p for p in patterns if _compiled(p).search(key)]
             if key in props:
                 yield from self.check(item, props[key], (*path, key))
-            elif extra is False:
-                yield _unknown_key_issue(key, list(props), path)
+            for pattern in matched:
+                yield from self.check(item, patterns[pattern], (*path, key))
+            if key in props or matched:
+                continue
+            if extra is False:
+                yield _unknown_key_issue(key, item, list(props), path)
             elif isinstance(extra, Mapping):
                 yield from self.check(item, extra, (*path, key))
 
@@ -271,15 +277,23 @@ def _missing_issue(key: str, prop: Any, path: NodePath) -> SchemaIssue:
     return SchemaIssue(path, "missing-key", f"{owner} is missing required key '{key}'{hint}")
 
 
-def _unknown_key_issue(key: str, valid: list[str], path: NodePath) -> SchemaIssue:
+def _unknown_key_issue(key: str, value: Any, valid: list[str], path: NodePath) -> SchemaIssue:
+    from .hints import upstream_key  # only when there is a problem to explain
+
+    in_state = len(path) == 2 and path[0] == "states"
+    upstream = upstream_key(key, value, in_state=in_state) if in_state or not path else None
+    if upstream is not None:
+        return SchemaIssue(
+            path, "unknown-key", f"unknown key '{key}' {where(path)}; {upstream}", key
+        )
     message = f"unknown key '{key}' {where(path)}{_did_you_mean(key, valid)}"
     message += f"; valid keys: {', '.join(sorted(valid))}"
     return SchemaIssue(path, "unknown-key", message, key=key)
 
 
-def _name_issue(key: str, names: Mapping[str, Any], path: NodePath) -> SchemaIssue:
-    if "enum" in names:  # a closed set of keys that depends on a discriminator (`paradigm`)
-        return _unknown_key_issue(key, [str(n) for n in names["enum"]], path)
+def _name_issue(key: str, value: Any, names: Mapping[str, Any], path: NodePath) -> SchemaIssue:
+    if "enum" in names:  # a closed set of keys
+        return _unknown_key_issue(key, value, [str(n) for n in names["enum"]], path)
     pattern = names.get("pattern", "")
     hint = _PATTERN_HINTS.get(pattern, f"it must match {pattern}")
     if path == ("states",):
@@ -298,8 +312,32 @@ def _enum_issue(value: Any, options: list[Any], path: NodePath) -> SchemaIssue:
         lead = f"unknown evaluator type {_show(value)} in {subject(path[:-1])}"
         message = f"{lead}{guess}; valid types: {', '.join(words)}"
         return SchemaIssue(path, "unknown-evaluator", message)
-    message = f"{subject(path)} must be one of: {', '.join(words)}; got {_show(value)}{guess}"
-    return SchemaIssue(path, "bad-value", message)
+    message = f"{subject(path)} must be one of: {', '.join(words)}; got {_show(value)}"
+    if isinstance(value, str):
+        from .hints import operator_for, upstream_action_type
+
+        if path[-1:] == ("operator",) and operator_for(value) in words:
+            guess = f" (did you mean '{operator_for(value)}'?)"
+        elif path[-1:] == ("action_type",) and upstream_action_type(value):
+            return SchemaIssue(path, "bad-value", f"{message}; {upstream_action_type(value)}")
+    return SchemaIssue(path, "bad-value", message + guess)
+
+
+def _colon_hint(value: Any, types: list[str]) -> str:
+    """For text that YAML read as a mapping because of a ': ' in it: how to keep it text."""
+    if "string" not in types or not isinstance(value, dict) or len(value) != 1:
+        return ""
+    ((key, item),) = value.items()
+    if (
+        not isinstance(key, str)
+        or not isinstance(item, str | int | float)
+        or isinstance(item, bool)
+    ):
+        return ""
+    from .hints import quote
+
+    text = quote(f"{key}: {item}")
+    return f"; a ': ' inside text starts a mapping in YAML: quote the whole text, {text}"
 
 
 def _did_you_mean(word: str, options: list[str]) -> str:

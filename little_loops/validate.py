@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable
 from typing import TextIO
 
+from .checks import stops
 from .errors import EXIT_SUCCESS, EXIT_USAGE, Diagnostic
 from .loader import try_load
 
@@ -13,12 +14,17 @@ from .loader import try_load
 def validate_files(files: Iterable[str], *, strict: bool, fmt: str, out: TextIO) -> int:
     """Print the diagnostics of every file to `out`; 0 when all are valid, else 2.
 
-    Warnings do not fail a file unless `strict`. `fmt` is "text" (one `FILE:LINE:COL:
-    severity: message` line each, then a summary) or "json" (a list of objects).
+    Warnings do not fail a file unless `strict`, which also reports every verdict that would
+    stop a run for want of a route (SPEC section 6). `fmt` is "text" (one `FILE:LINE:COL:
+    severity: message` line each) or "json" (a list of objects).
     """
     found: list[Diagnostic] = []
     for file in files:
-        _, diagnostics = try_load(file, digest=False)
+        loop, diagnostics = try_load(file, digest=False)
+        if strict and loop is not None:
+            diagnostics = sorted(
+                diagnostics + stops(loop, file), key=lambda d: (d.line, d.col, d.message)
+            )
         found += diagnostics
     failing = {"error", "warning"} if strict else {"error"}
     code = EXIT_USAGE if any(d.severity in failing for d in found) else EXIT_SUCCESS

@@ -54,7 +54,7 @@ CASES = {
         [
             "loop.yaml:14:1: error: unknown key 'max_iteration' at the top level (did you mean "
             "'max_iterations'?); valid keys: action_timeout, backoff, context, description, "
-            "initial, llm, maintain, max_cost_usd, max_iterations, name, on_error, "
+            "initial, llm, maintain, max_cost_usd, max_iterations, metadata, name, on_error, "
             "on_max_iterations, paradigm, secrets, shell, states, timeout, working_dir",
         ],
     ),
@@ -189,9 +189,9 @@ CASES = {
     "next-with-routes": (
         OK.replace("    next: check", "    next: check\n    on_success: done"),
         [
-            "loop.yaml:11:11: error: state 'fix' has 'next', which routes every verdict, and "
-            "also 'on_success'; use one or the other ('on_error' and 'on_timeout' may stay "
-            "beside 'next')",
+            "loop.yaml:11:11: error: state 'fix' has 'next', which is its success route, and "
+            "also 'on_success'; use one or the other ('on_failure', 'on_error' and 'on_timeout' "
+            "may stay beside 'next')",
         ],
     ),
     "uncovered-verdict": (
@@ -202,15 +202,10 @@ CASES = {
             "loop.yaml:8:3: warning: state 'fix' cannot be reached from initial state 'check'",
         ],
     ),
-    "uncovered-error": (
+    # error/timeout need no route: unrouted, they stop the run (SPEC section 6)
+    "unrouted-error-is-fine": (
         OK.replace("on_error: failed\n", ""),
-        [
-            "loop.yaml:4:3: error: state 'check' can give verdict 'error' but nothing routes "
-            "it; add 'on_error: STATE' (or a loop-wide 'on_error')",
-            "loop.yaml:4:3: error: state 'check' can give verdict 'timeout' but nothing routes "
-            "it; add 'on_timeout: STATE' or 'on_error: STATE'",
-            "loop.yaml:12:3: warning: state 'failed' cannot be reached from initial state 'check'",
-        ],
+        ["loop.yaml:12:3: warning: state 'failed' cannot be reached from initial state 'check'"],
     ),
     "unused-route": (
         OK.replace("    on_failure: fix", "    on_failure: fix\n    route: {blocked: fix}"),
@@ -237,7 +232,7 @@ CASES = {
         ),
         [
             "loop.yaml:11:48: error: 'evaluate.operator' of state 'fix' must be one of: eq, ne, "
-            "lt, le, gt, ge; got 'gte' (did you mean 'gt'?)",
+            "lt, le, gt, ge; got 'gte' (did you mean 'ge'?)",
         ],
     ),
     "bad-json-path": (
@@ -349,6 +344,262 @@ CASES = {
 }
 
 
+STEPS_WITH_COLON = (
+    "name: g\nparadigm: imperative\nsteps:\n  - echo Result: ok\nuntil: {type: exit_code}\n"
+)
+
+
+def _with_evaluator(evaluate: str) -> str:
+    return OK.replace("    action: make fix", f"    action: make fix\n    evaluate: {evaluate}")
+
+
+def _in_fix(action: str) -> str:
+    return OK.replace("action: make fix", f"action: {action}")
+
+
+# Authoring hints: a slip or an upstream little-loops name, and the line that says how to fix it.
+# tests/test_validate.py runs each through the real `ll validate` too.
+HINTS: dict[str, tuple[str, list[str]]] = {
+    "cut-by-comment-slash": (
+        _in_fix("/ll:fix issue #42"),
+        [
+            "loop.yaml:10:27: warning: 'action' of state 'fix' is cut short: ' #' starts a YAML "
+            "comment, so the rest of the line is not part of the command; quote the whole action",
+        ],
+    ),
+    "cut-by-comment-open-quote": (
+        _in_fix('echo "issue #42" # note'),
+        [
+            "loop.yaml:10:25: warning: 'action' of state 'fix' is cut short: ' #' starts a YAML "
+            "comment, so the rest of the line is not part of the command; quote the whole action",
+        ],
+    ),
+    "colon-in-action": (
+        _in_fix("echo Result: ok"),
+        [
+            "loop.yaml:10:24: error: invalid YAML: ': ' inside the value of 'action' (mapping "
+            'values are not allowed here); quote the whole action: action: "echo Result: ok"',
+        ],
+    ),
+    "colon-in-value": (
+        _in_fix("make fix\n    description: Note: this"),
+        [
+            "loop.yaml:11:22: error: invalid YAML: ': ' inside the value of 'description' "
+            "(mapping values are not allowed here); quote the whole value: description: "
+            '"Note: this"',
+        ],
+    ),
+    "colon-in-list-item": (
+        STEPS_WITH_COLON,
+        [
+            "loop.yaml:4:5: error: 'steps[0]' must be text, not a mapping; a ': ' inside text "
+            'starts a mapping in YAML: quote the whole text, "echo Result: ok"',
+        ],
+    ),
+    "env-variable": (
+        _in_fix("make fix ${HOME}"),
+        [
+            "loop.yaml:10:13: error: unknown namespace 'HOME' in '${HOME}'; write '$${HOME}' for "
+            "the shell's variable, or '${env.HOME}' (in 'action' of state 'fix')",
+        ],
+    ),
+    "shell-expansion": (
+        _in_fix("make fix ${TARGET:-all}"),
+        [
+            "loop.yaml:10:13: error: '${TARGET:-all}' is not a valid placeholder; write "
+            "'$${TARGET:-all}' for the shell's own expansion (in 'action' of state 'fix')",
+        ],
+    ),
+    "upstream-shell-modifier": (
+        _in_fix("make fix ${context.input:shell}") + "context: {input: x}\n",
+        [
+            "loop.yaml:10:13: error: '${context.input:shell}' is not a valid placeholder; "
+            "upstream little-loops' ':shell' is written '|q' here: '${context.input|q}' (in "
+            "'action' of state 'fix')",
+        ],
+    ),
+    "operator-lte": (
+        _with_evaluator("{type: output_numeric, operator: lte, target: 1}"),
+        [
+            "loop.yaml:11:48: error: 'evaluate.operator' of state 'fix' must be one of: eq, ne, "
+            "lt, le, gt, ge; got 'lte' (did you mean 'le'?)",
+        ],
+    ),
+    "operator-double-equals": (
+        _with_evaluator("{type: output_numeric, operator: ==, target: 1}"),
+        [
+            "loop.yaml:11:48: error: 'evaluate.operator' of state 'fix' must be one of: eq, ne, "
+            "lt, le, gt, ge; got '==' (did you mean 'eq'?)",
+        ],
+    ),
+    "operator-less-than": (
+        _with_evaluator("{type: output_json, path: .n, operator: <, target: 1}"),
+        [
+            "loop.yaml:11:55: error: 'evaluate.operator' of state 'fix' must be one of: eq, ne, "
+            "lt, le, gt, ge; got '<' (did you mean 'lt'?)",
+        ],
+    ),
+    "operator-equals": (
+        _with_evaluator("{type: output_numeric, operator: equals, target: 1}"),
+        [
+            "loop.yaml:11:48: error: 'evaluate.operator' of state 'fix' must be one of: eq, ne, "
+            "lt, le, gt, ge; got 'equals' (did you mean 'eq'?)",
+        ],
+    ),
+    "operator-greater-or-equal-symbol": (
+        _with_evaluator("\n      type: output_numeric\n      operator: >=\n      target: 1"),
+        [
+            "loop.yaml:13:18: error: write 'operator: ge' for '>=': operators are words here "
+            "(eq, ne, lt, le, gt, ge), and YAML reads a bare '>' as syntax",
+        ],
+    ),
+    "operator-not-equal-symbol": (
+        _with_evaluator("\n      type: output_numeric\n      operator: !=\n      target: 1"),
+        [
+            "loop.yaml:13:17: error: write 'operator: ne' for '!=': operators are words here "
+            "(eq, ne, lt, le, gt, ge), and YAML reads a bare '!' as syntax",
+        ],
+    ),
+    "upstream-on-yes": (
+        OK.replace("on_success: done", "on_yes: done"),
+        [
+            "loop.yaml:7:5: error: unknown key 'on_yes' in state 'check'; 'on_yes' is upstream "
+            "little-loops' name: write 'on_success: done'",
+        ],
+    ),
+    "upstream-on-no": (
+        OK.replace("on_failure: fix", "on_no: fix"),
+        [
+            "loop.yaml:8:5: error: unknown key 'on_no' in state 'check'; 'on_no' is upstream "
+            "little-loops' name: write 'on_failure: fix'",
+        ],
+    ),
+    "upstream-on-partial": (
+        OK.replace("    on_failure: fix", "    on_failure: fix\n    on_partial: fix"),
+        [
+            "loop.yaml:9:5: error: unknown key 'on_partial' in state 'check'; 'on_partial' is "
+            "upstream little-loops' name: write 'route: {partial: fix}' (beside any other "
+            "'route:' entries)",
+        ],
+    ),
+    "upstream-on-blocked": (
+        OK.replace("    on_failure: fix", "    on_failure: fix\n    on_blocked: $current"),
+        [
+            "loop.yaml:9:5: error: unknown key 'on_blocked' in state 'check'; 'on_blocked' is "
+            "upstream little-loops' name: write 'route: {blocked: $current}' (beside any other "
+            "'route:' entries)",
+        ],
+    ),
+    "upstream-max-retries": (
+        _in_fix("make fix\n    max_retries: 2"),
+        [
+            "loop.yaml:11:5: error: unknown key 'max_retries' in state 'fix'; 'max_retries' is "
+            "upstream little-loops' name: write 'retry: {max_attempts: N}' (N counts the first "
+            "attempt too)",
+        ],
+    ),
+    "upstream-failure-true": (
+        OK.replace("outcome: failure", "failure: true"),
+        [
+            "loop.yaml:13:28: error: unknown key 'failure' in state 'failed'; 'failure' is "
+            "upstream little-loops' name: write 'outcome: failure' on the terminal state",
+        ],
+    ),
+    "upstream-on-handoff": (
+        OK + "on_handoff: spawn\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'on_handoff' at the top level; 'on_handoff' is "
+            "upstream little-loops' name: remove it: here every slash action runs in a session "
+            "of its own (claude -p), so there is no hand-off to handle",
+        ],
+    ),
+    "upstream-max-steps": (
+        OK + "max_steps: 40\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'max_steps' at the top level; 'max_steps' is "
+            "upstream little-loops' name: write 'max_iterations: 40'",
+        ],
+    ),
+    "upstream-on-max-steps": (
+        OK + "on_max_steps: failed\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'on_max_steps' at the top level; 'on_max_steps' "
+            "is upstream little-loops' name: write 'on_max_iterations: failed'",
+        ],
+    ),
+    "label-category": (
+        OK + "category: ci\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'category' at the top level; labels go under "
+            "'metadata:' (metadata: {category: ci})",
+        ],
+    ),
+    "label-labels": (
+        OK + "labels: [ci, nightly]\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'labels' at the top level; labels go under "
+            "'metadata:' (metadata: {labels: ...})",
+        ],
+    ),
+    "label-visibility": (
+        OK + "visibility: internal\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'visibility' at the top level; labels go under "
+            "'metadata:' (metadata: {visibility: internal})",
+        ],
+    ),
+    "upstream-action-type-prompt": (
+        _in_fix("Fix the failing tests\n    action_type: prompt"),
+        [
+            "loop.yaml:11:18: error: 'action_type' of state 'fix' must be one of: shell, slash; "
+            "got 'prompt'; 'prompt' is upstream little-loops' name: write 'action_type: slash' "
+            "(the action is sent to Claude Code as 'claude -p ACTION')",
+        ],
+    ),
+    "upstream-action-type-slash-command": (
+        _in_fix("/ll:fix\n    action_type: slash_command"),
+        [
+            "loop.yaml:11:18: error: 'action_type' of state 'fix' must be one of: shell, slash; "
+            "got 'slash_command'; 'slash_command' is upstream little-loops' name: write "
+            "'action_type: slash', or leave it out: an action whose first word is '/name' is a "
+            "slash command already",
+        ],
+    ),
+    "upstream-import": (
+        OK + "import: [lib/common.yaml]\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'import' at the top level; 'import' is upstream "
+            "little-loops' name: remove it: ll has no fragment libraries; write the keys out, or "
+            "share them within one file with YAML anchors (&name, then <<: *name)",
+        ],
+    ),
+    "upstream-fragment": (
+        _in_fix("make fix\n    fragment: shell_exit"),
+        [
+            "loop.yaml:11:5: error: unknown key 'fragment' in state 'fix'; 'fragment' is "
+            "upstream little-loops' name: remove it: ll has no fragment libraries; write the "
+            "keys out, or share them within one file with YAML anchors (&name, then <<: *name)",
+        ],
+    ),
+    "upstream-scope": (
+        OK + "scope: [src]\n",
+        [
+            "loop.yaml:14:1: error: unknown key 'scope' at the top level; 'scope' is upstream "
+            "little-loops' name: remove it: ll has no counterpart ('working_dir' only sets where "
+            "actions run)",
+        ],
+    ),
+    "upstream-run-dir": (
+        _in_fix("make fix > ${context.run_dir}/log"),
+        [
+            "loop.yaml:10:13: error: '${context.run_dir}' in 'action' of state 'fix': there is no "
+            "context key 'run_dir'; the run's own folder is '${loop.run_dir}' here",
+        ],
+    ),
+}
+CASES.update(HINTS)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_diagnostic_text(tmp_path: Path, case: str) -> None:
     text, expected = CASES[case]
@@ -374,9 +625,11 @@ def test_every_problem_is_reported_in_one_pass_sorted_by_line(tmp_path: Path) ->
 
 
 def test_current_is_a_valid_target(tmp_path: Path) -> None:
-    assert lines(tmp_path, OK.replace("next: check", "next: $current")) == [
-        "loop.yaml:9:3: warning: state 'fix' has no path to a terminal state; a run that "
-        "gets there can only end at a limit"
+    looping = OK.replace("next: check", "next: $current").replace("on_error: failed\n", "")
+    assert lines(tmp_path, looping) == [
+        "loop.yaml:8:3: warning: state 'fix' has no path to a terminal state; a run that "
+        "gets there can only end at a limit",
+        "loop.yaml:12:3: warning: state 'failed' cannot be reached from initial state 'check'",
     ]
 
 
@@ -444,3 +697,169 @@ def test_literal_patterns_are_not_compiled(tmp_path: Path) -> None:
         "    action: make fix\n    evaluate: {type: output_contains, pattern: '(a', literal: true}",
     )
     assert lines(tmp_path, text) == []
+
+
+# -- one pass: a schema error hides only the checks that depend on what it broke -----------------
+
+
+def test_a_top_level_schema_error_hides_no_state_check(tmp_path: Path) -> None:
+    text = (
+        OK.replace("    on_failure: fix\n", "")
+        .replace("next: check", "next: chekc")
+        .replace("on_error: failed\n", "on_error: failed\ncategory: ci\n")
+    )
+    assert lines(tmp_path, text) == [
+        "loop.yaml:4:1: error: unknown key 'category' at the top level; labels go under "
+        "'metadata:' (metadata: {category: ci})",
+        "loop.yaml:6:3: error: state 'check' can give verdict 'failure' but nothing routes it; "
+        "add 'failure: STATE' under 'route:', or a default '_: STATE'",
+        "loop.yaml:11:11: error: state 'fix' has 'next' naming unknown state 'chekc' (did you "
+        "mean 'check'?)",
+    ]
+
+
+def test_a_misspelt_key_hides_nothing_else_in_its_state(tmp_path: Path) -> None:
+    text = OK.replace("    on_failure: fix\n", "    descripton: run the tests\n").replace(
+        "action: make test", "action: make test ${context.target}"
+    )
+    assert lines(tmp_path, text) == [
+        "loop.yaml:5:3: error: state 'check' can give verdict 'failure' but nothing routes it; "
+        "add 'failure: STATE' under 'route:', or a default '_: STATE'",
+        "loop.yaml:6:13: error: '${context.target}' in 'action' of state 'check': there is no "
+        "context key 'target'; define it under 'context:'",
+        "loop.yaml:8:5: error: unknown key 'descripton' in state 'check' (did you mean "
+        "'description'?); valid keys: action, action_type, capture, description, evaluate, "
+        "next, on_error, on_failure, on_maintain, on_success, on_timeout, outcome, retry, "
+        "route, terminal, timeout",
+        "loop.yaml:9:3: warning: state 'fix' cannot be reached from initial state 'check'",
+    ]
+
+
+def test_a_wrong_value_off_the_routes_keeps_the_graph_checks(tmp_path: Path) -> None:
+    text = "name: x\ninitial: a\nstates:\n  a: {action: 'true', timeout: soon, next: a}\n"
+    assert lines(tmp_path, text) == [
+        "loop.yaml:4:3: error: no state is terminal, so the run can only end at a limit; mark "
+        "the state where it should end with 'terminal: true'",
+        "loop.yaml:4:32: error: 'timeout' of state 'a' must be a number, not text ('soon')",
+    ]
+
+
+def test_a_broken_route_key_is_not_followed_by_guesses(tmp_path: Path) -> None:
+    # 'fix' is reachable only through the misspelt key: no unreachable or uncovered news.
+    text = OK.replace("on_failure: fix", "on_falure: fix")
+    assert len(lines(tmp_path, text)) == 1
+    text = OK.replace("on_failure: fix", "on_no: fix")
+    assert len(lines(tmp_path, text)) == 1
+    text = OK.replace("  done: {terminal: true}", "  done: {terminal: yes please}")
+    assert lines(tmp_path, text) == [
+        "loop.yaml:12:20: error: 'terminal' of state 'done' must be true or false, not text "
+        "('yes please')",
+    ]
+
+
+def test_a_context_value_of_the_wrong_type_is_still_a_defined_key(tmp_path: Path) -> None:
+    text = _in_fix("make fix ${context.files}") + "context: {files: [a, b]}\n"
+    assert lines(tmp_path, text) == [
+        "loop.yaml:14:18: error: 'context.files' must be text, a number or true or false, not a "
+        "list",
+    ]
+
+
+def test_a_paradigm_file_with_an_unknown_key_is_still_compiled_and_checked(
+    tmp_path: Path,
+) -> None:
+    text = (
+        "name: g\nparadigm: goal\ngoal: tests pass\ncategory: ci\n"
+        "tools:\n  - make test ${context.nope}\n  - make fix\n"
+    )
+    assert lines(tmp_path, text) == [
+        "loop.yaml:4:1: error: unknown key 'category' at the top level; labels go under "
+        "'metadata:' (metadata: {category: ci})",
+        "loop.yaml:6:5: error: '${context.nope}' in 'action' of state 'evaluate': there is no "
+        "context key 'nope'; define it under 'context:'",
+    ]
+
+
+def test_the_same_problem_twice_in_one_field_is_said_once(tmp_path: Path) -> None:
+    assert lines(tmp_path, _in_fix("cp ${context.a} ${context.a}.bak")) == [
+        "loop.yaml:10:13: error: '${context.a}' in 'action' of state 'fix': there is no "
+        "context key 'a'; define it under 'context:'",
+    ]
+
+
+# -- hints that must stay quiet --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        "make fix  # the usual fix",  # the shell would read the same comment
+        "/ll:fix now   # a note for people",  # '# ' with a space: the author's comment
+        "'echo \"a #b\"'",  # quoted: nothing is cut
+        "echo a#b",  # no space before '#': not a comment
+    ],
+)
+def test_comments_that_cut_nothing_give_no_warning(tmp_path: Path, action: str) -> None:
+    assert lines(tmp_path, _in_fix(action)) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "slash", "comment", "cut"),
+    [
+        ('echo "a', False, 'b"', True),
+        ("echo 'a", False, "b'", True),
+        ("echo $(date", False, " x)", True),
+        ("echo `date", False, "x`", True),
+        ("echo a\\", False, "b", True),
+        ("echo 'a' \"b\" $(c) `d`", False, " note", False),
+        ("/fix issue", True, "42", True),
+        ("/fix issue", True, " note", False),
+    ],
+)
+def test_comment_cuts_command(command: str, slash: bool, comment: str, cut: bool) -> None:
+    from little_loops.hints import comment_cuts_command
+
+    assert comment_cuts_command(command, comment, slash=slash) is cut
+
+
+def test_operator_aliases_name_real_operators() -> None:
+    from little_loops import hints
+    from little_loops.evaluators.deterministic import OPERATORS
+
+    assert hints.OPERATORS == OPERATORS
+    for word in ("gte", ">=", "=>", "lte", "<=", "==", "=", "equals", "!=", "<>", "<", ">", "GE"):
+        assert hints.operator_for(word) in OPERATORS, word
+    assert hints.operator_for("gte") == "ge"
+    assert hints.operator_for("lte") == "le"
+    assert hints.operator_for("banana") is None
+
+
+def test_x_keys_and_metadata_are_accepted_and_ignored(tmp_path: Path) -> None:
+    text = (
+        OK.replace("    action: make fix", "    action: make fix\n    x-owner: team-a")
+        .replace("  done: {terminal: true}", "  done: {terminal: true, x-note: [1, 2]}")
+        .replace(
+            "    on_failure: fix",
+            "    on_failure: fix\n"
+            "    evaluate: {type: exit_code, x-why: default}\n"
+            "    retry: {max_attempts: 2, x-a: 1}",
+        )
+        + "metadata: {category: ci, labels: [nightly], owner: {team: a}}\n"
+        + "x-anchors: &shared {timeout: 5}\n"
+        + "llm: {x-cost-center: 42}\n"
+    )
+    assert lines(tmp_path, text) == []
+    loop, _ = try_load(tmp_path / "loop.yaml")
+    assert loop is not None
+    check = loop.states["check"]
+    assert check.retry is not None
+    assert check.retry.max_attempts == 2
+    assert check.evaluate is not None
+    assert check.evaluate.type == "exit_code"
+
+
+def test_troubleshooting_quotes_every_hint_as_printed() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "troubleshooting.md").read_text()
+    for case, (_, expected) in HINTS.items():
+        for line in expected:
+            assert line in text, case

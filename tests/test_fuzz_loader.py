@@ -75,6 +75,12 @@ KEYS = [
     "llm_structured",
     "$current",
     "paradigm",
+    "metadata",
+    "x-note",
+    "on_yes",
+    "category",
+    "action_type",
+    "prompt",
 ]
 scalars = st.one_of(
     st.sampled_from(KEYS),
@@ -84,7 +90,19 @@ scalars = st.one_of(
     st.booleans(),
     st.none(),
     st.sampled_from(
-        ["${context.src}", "${captured.lint.output}", "${bad", "${x.y}", "(a", ".a[0]"]
+        [
+            "${context.src}",
+            "${captured.lint.output}",
+            "${bad",
+            "${x.y}",
+            "(a",
+            ".a[0]",
+            "${HOME}",
+            "${A:-b}",
+            "${context.x:shell}",
+            "gte",
+            "/fix #1",
+        ]
     ),
 )
 documents = st.recursive(
@@ -147,3 +165,14 @@ def test_mutated_loops(edits: list[tuple[int, int, bytes]]) -> None:
 @given(st.text(alphabet=" \t\n-:?[]{},&*!|>'\"%@`#abcxyz01", max_size=200))
 def test_random_yaml_punctuation(text: str) -> None:
     check_outcome(text.encode())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.text(alphabet=" #:'\"$(){}`\\-/ab>=!<", max_size=30),
+    st.sampled_from(["action", "description", "operator", "check"]),
+)
+def test_hint_lines(value: str, key: str) -> None:
+    """The hints read odd lines of YAML: any action or operator still gives located lines."""
+    line = f"    {key}: {value}\n"
+    check_outcome(BASE.replace(b"    action: /ll:fix\n", line.encode()))

@@ -10,12 +10,13 @@ import sys
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from little_loops.errors import RunError
-from little_loops.graph import MAX_ITERATIONS, dot, draw, mermaid, run_overlay
-from little_loops.model import Loop, Route, State
+from little_loops.graph import MAX_ITERATIONS, STOPPED, dot, draw, mermaid, run_overlay
+from little_loops.model import Evaluate, Loop, Route, State
 
 REPO = Path(__file__).resolve().parent.parent
 LL = [sys.executable, "-m", "little_loops"]
@@ -179,9 +180,38 @@ def test_mermaid_next_edges_and_default_route() -> None:
     text = mermaid(loop)
     assert_mermaid_well_formed(text)
     labels = {lab for _s, _a, lab, _d in edges(text)}
-    assert {"next", "success", "_"} <= labels
+    assert {"success (next)", "success", "_"} <= labels
     assert "ll_on_error" not in text
     assert "ll_max_iterations" not in text
+
+
+def test_unrouted_verdicts_are_drawn_as_stops() -> None:
+    # `next` is only the success edge: a failing `a` stops the run (SPEC section 6)
+    shell: dict[str, Any] = {"action_type": "shell", "evaluate": Evaluate("exit_code")}
+    loop = Loop(
+        "n",
+        "a",
+        {
+            "a": State("a", action="true", **shell, next=Route("b", "next")),
+            "b": State("b", action="true", **shell, routes=routes(success="c", failure="a")),
+            "c": State("c", terminal=True),
+        },
+    )
+    text = mermaid(loop)
+    assert_mermaid_well_formed(text)
+    assert 'll_stop_1(["stops (exit 1)"])' in text
+    assert 'll_stop_3(["stops (exit 3)"])' in text
+    links = edges(text)
+    assert ("s0", "-->", "success (next)", "s1") in links
+    assert ("s0", "-.->", "failure", "ll_stop_1") in links
+    assert ("s0", "-.->", "error / timeout", "ll_stop_3") in links
+    assert ("s1", "-.->", "error / timeout", "ll_stop_3") in links
+    assert not any(src == "s1" and dst == "ll_stop_1" for src, _a, _l, dst in links)
+    # with a loop-wide on_error nothing stops: the note's edge stands for them all
+    caught = mermaid(Loop("n", "a", loop.states, on_error="c"))
+    assert "ll_stop" not in caught
+    assert ("ll_on_error", "-.->", "error / timeout", "s2") in edges(caught)
+    assert "stops (exit" in dot(loop)
 
 
 def test_mermaid_escapes_labels() -> None:
@@ -317,6 +347,21 @@ def test_run_overlay_counts_visits_and_routes(tmp_path: Path) -> None:
     visits, taken = run_overlay(run)
     assert visits == {"check-src": 1, "fix": 1, "ask.human": 1}
     assert taken == {("check-src", "fix"), ("fix", "fix"), (MAX_ITERATIONS, "ask.human")}
+
+
+def test_run_overlay_marks_where_a_run_stopped(tmp_path: Path) -> None:
+    run = write_events(
+        tmp_path / "r",
+        [
+            {"event": "state_enter", "step": 1, "state": "check-src"},
+            {"event": "loop_complete", "final_state": "check-src", "exit_code": 3},
+        ],
+    )
+    assert run_overlay(run)[1] == {("check-src", STOPPED[3])}
+    odd = write_events(
+        tmp_path / "odd", [{"event": "loop_complete", "final_state": "a", "exit_code": [1]}]
+    )
+    assert run_overlay(odd)[1] == set()
 
 
 def test_run_overlay_without_events_is_a_run_error(tmp_path: Path) -> None:

@@ -104,6 +104,34 @@ def test_action_types_and_default_evaluators(loop: Loop) -> None:
     assert loop.states["done"].evaluate is None
 
 
+SLASH_DEFAULTS = """\
+name: slash
+initial: moves_on
+states:
+  moves_on: {action: /ll:fix, next: branches}
+  branches: {action: /ll:review, on_success: also_routes, on_failure: report}
+  also_routes: {action: /ll:review, route: {success: beside, failure: report}}
+  beside: {action: /ll:fix, next: report, on_failure: report}
+  report: {action: /ll:report, terminal: true}
+"""
+
+
+def test_slash_default_evaluator_follows_how_the_state_routes(tmp_path: Path) -> None:
+    # SPEC section 3: the CLI's own result for next/terminal, else a success/failure judge
+    path = tmp_path / "slash.yaml"
+    path.write_text(SLASH_DEFAULTS)
+    states = load(path).states
+    assert states["moves_on"].evaluate is None
+    assert states["report"].evaluate is None
+    for name in ("branches", "also_routes", "beside"):
+        spec = states[name].evaluate
+        assert spec is not None
+        assert spec.type == "llm_structured"
+        assert spec.schema is not None
+        assert spec.schema["properties"]["verdict"]["enum"] == ["success", "failure"]
+        assert spec.prompt is None  # the default prompt
+
+
 def test_state_fields(loop: Loop) -> None:
     check, fix, escalate = (loop.states[n] for n in ("check", "fix", "escalate"))
     assert check.pos == Pos(10, 3)
@@ -229,3 +257,40 @@ def test_recursive_and_explosive_aliases_are_refused(tmp_path: Path) -> None:
     levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
     bomb = write(tmp_path, "context:\n" + "".join(f"  {x}\n" for x in levels), "b.yaml")
     assert [d.code for d in try_load(bomb)[1]] == ["too-large"]
+
+
+def test_comments_after_plain_values_are_recorded_with_their_text() -> None:
+    from little_loops.loader import _compose
+
+    text = (
+        "a: echo x  # note\n"
+        "b: 'echo y' # quoted: the author chose where it ends\n"
+        "c: |\n  echo z # inside a block: text\n"
+        "d: [p, r]  # after a flow list\n"
+        "e: éé #42\n"
+    )
+    _, smap, diagnostics, complete = _compose(text, "x.yaml")
+    assert complete
+    assert diagnostics == []
+    assert smap.comments == {("a",): (Pos(1, 12), " note"), ("e",): (Pos(6, 7), "42")}
+
+
+def test_schema_issues_taint_only_what_they_break() -> None:
+    from little_loops.checks import WHOLE_LOOP
+    from little_loops.loader import _tainted
+    from little_loops.schema import SchemaIssue
+
+    def issue(path: tuple[str, ...], key: str | None = None) -> SchemaIssue:
+        return SchemaIssue(path, "unknown-key" if key else "wrong-type", "m", key)
+
+    assert _tainted([issue(("states", "a", "timeout"))]) == frozenset()
+    assert _tainted([issue(("states", "a"), "descripton")]) == frozenset()
+    assert _tainted([issue(("states", "a"), "on_falure")]) == {"a"}
+    assert _tainted([issue(("states", "a"), "on_yes")]) == {"a"}
+    assert _tainted([issue(("states", "a"), "nxt")]) == {"a"}
+    assert _tainted([issue(("states", "a", "evaluate", "type"))]) == {"a"}
+    assert _tainted([issue(("states",), "$bad")]) == {"$bad"}
+    assert _tainted([issue((), "category"), issue(("name",))]) == frozenset()
+    assert _tainted([issue((), "on_handoff")]) == frozenset()
+    assert _tainted([issue((), "on_eror")]) == {WHOLE_LOOP}
+    assert _tainted([issue(("on_error",))]) == {WHOLE_LOOP}

@@ -56,13 +56,15 @@ GREET_ROUTES = [
     "routes:",
     "  hello --success--> check",
     "  hello --failure--> hello",
+    "  hello --timeout--> broken  (loop on_error)",
     "  check --success--> done",
     "  check --failure--> hello",
     "  check --_--> broken",
-    "  wait --*--> done",
+    "  check --error/timeout--> broken  (loop on_error)",
+    "  wait --success--> done  (next)",
+    "  wait --failure/error/timeout--> broken  (loop on_error)",
     "  done: terminal (success)",
     "  broken: terminal (failure)",
-    "  (any state) --error/timeout--> broken  (loop on_error)",
 ]
 
 
@@ -109,7 +111,13 @@ def test_dry_run_does_not_run_anything(tmp_path: Path) -> None:
     assert f"  shell action: touch {marker}\n" in text
     assert "max_iterations: 50\n" in text  # the default, and no timeout part
     assert "  evaluate: exit_code\n" in text
-    assert "routes:\n  touch --*--> done\n  done: terminal (success)\n" in text
+    assert text.endswith(
+        "routes:\n"
+        "  touch --success--> done  (next)\n"
+        "  touch --failure--> stops (exit 1)\n"
+        "  touch --error/timeout--> stops (exit 3)\n"
+        "  done: terminal (success)\n"
+    )
     assert not marker.exists()
 
 

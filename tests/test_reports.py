@@ -529,7 +529,7 @@ def test_github_summary_draws_the_path_with_the_loop(tmp_path: Path) -> None:
     assert block.startswith("flowchart TD\n")
     assert 's0["check<br/>2 visits"]' in block
     assert 's0 ==>|"failure"| s1' in block
-    assert 's1 ==>|"next"| s0' in block
+    assert 's1 ==>|"success (next)"| s0' in block
 
 
 def test_github_summary_appends_and_no_judge(tmp_path: Path) -> None:

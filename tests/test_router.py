@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import pytest
 
 from little_loops.model import Loop, Route, State
-from little_loops.router import Decision, route
+from little_loops.router import Decision, fallbacks, route, stop
 
 
 def make_state(
@@ -97,26 +97,88 @@ def test_state_routes_before_the_loop_on_error() -> None:
     assert go(bare, "success", on_error="loop") is None  # only error/timeout
 
 
-def test_next_catches_every_verdict() -> None:
+def test_next_is_the_success_path() -> None:
     s = make_state(next_="after")
-    for verdict in ("success", "failure", "blocked", "success_uncertain", "error", "timeout"):
-        assert go(s, verdict, on_error="loop") == Decision("after", "next")
+    assert go(s, "success") == Decision("after", "next")
+    assert go(s, "success_uncertain") == Decision("after", "next:success")
 
 
-def test_next_with_on_error_and_on_timeout() -> None:
-    s = make_state(routes={"error": ("e", "on_error")}, next_="after")
-    assert go(s, "failure") == Decision("after", "next")
-    assert go(s, "error") == Decision("e", "on_error")
+@pytest.mark.parametrize(
+    "verdict", ["failure", "blocked", "partial", "failure_uncertain", "error", "timeout"]
+)
+def test_next_never_takes_another_verdict(verdict: str) -> None:
+    # unrouted, the run stops at the state; a loop-wide on_error catches it
+    s = make_state(next_="after")
+    assert go(s, verdict) is None
+    assert go(s, verdict, on_error="loop") == Decision("loop", "loop.on_error")
+
+
+def test_next_state_failures_go_the_error_way() -> None:
+    # rule 1 (on_failure / on_timeout), then on_error, then the loop's on_error
+    s = make_state(routes={"failure": ("f", "on_failure"), "error": ("e", "on_error")}, next_="a")
+    assert go(s, "failure", on_error="loop") == Decision("f", "on_failure")
+    assert go(s, "failure_uncertain") == Decision("f", "on_failure:failure")
+    assert go(s, "blocked", on_error="loop") == Decision("e", "on_error")
     assert go(s, "timeout") == Decision("e", "on_error")
-    t = make_state(routes={"timeout": ("t", "on_timeout")}, next_="after")
+    assert go(s, "error") == Decision("e", "on_error")
+    t = make_state(routes={"timeout": ("t", "on_timeout")}, next_="a")
     assert go(t, "timeout") == Decision("t", "on_timeout")
-    assert go(t, "error") == Decision("after", "next")
+    assert go(t, "error") is None
+    assert go(t, "failure", on_error="loop") == Decision("loop", "loop.on_error")
 
 
-@pytest.mark.parametrize("verdict", ["success", "error"])
-def test_current_resolves_to_the_state(verdict: str) -> None:
+def test_error_route_catches_a_next_states_failures() -> None:
+    s = make_state(routes={"_error": ("oops", "route")}, next_="a")
+    assert go(s, "failure") == Decision("oops", "_error")
+    assert go(s, "success") == Decision("a", "next")
+
+
+def test_a_verdict_routing_state_sends_only_error_and_timeout_to_on_error() -> None:
+    s = make_state(routes={"success": ("done", "on_success")})
+    assert go(s, "failure", on_error="loop") is None
+    assert go(s, "error", on_error="loop") == Decision("loop", "loop.on_error")
+
+
+def test_stop_outcome_and_message() -> None:
+    nxt = make_state("build", next_="publish")
+    assert stop(nxt, "error", "command not found: make") == (
+        "error",
+        "stopped at 'build': verdict 'error' (command not found: make) and nothing routes it; "
+        "add 'on_error: STATE' (or a loop-wide 'on_error')",
+    )
+    assert stop(nxt, "timeout", None)[0] == "error"
+    assert stop(nxt, "failure", "exit code 1: nope") == (
+        "failure",
+        "stopped at 'build': verdict 'failure' (exit code 1: nope) and nothing routes it; "
+        "add 'on_failure: STATE' (or a loop-wide 'on_error')",
+    )
+    assert stop(nxt, "blocked", None)[1].endswith(
+        "add 'on_error: STATE' (or a loop-wide 'on_error')"
+    )
+    branching = make_state("judge", routes={"success": ("done", "on_success")})
+    assert stop(branching, "partial", None) == (
+        "failure",
+        "stopped at 'judge': verdict 'partial' and nothing routes it; "
+        "add 'partial: STATE' under 'route:'",
+    )
+
+
+def test_fallbacks_group_what_a_state_leaves_unrouted() -> None:
+    s = make_state(routes={"failure": ("fix", "on_failure")}, next_="after")
+    verdicts = ["timeout", "success", "failure", "error", "blocked"]
+    assert fallbacks(make_loop(s), s, verdicts) == {
+        "stops (exit 1)": ["blocked"],
+        "stops (exit 3)": ["error", "timeout"],
+    }
+    assert fallbacks(make_loop(s, on_error="r"), s, verdicts) == {
+        "r": ["blocked", "error", "timeout"]
+    }
+
+
+def test_current_resolves_to_the_state() -> None:
     s = make_state("poll", next_="$current")
-    assert go(s, verdict) == Decision("poll", "next")
+    assert go(s, "success") == Decision("poll", "next")
+    assert go(s, "error", on_error="$current") == Decision("poll", "loop.on_error")
     r = make_state("poll", routes={"failure": ("$current", "on_failure")})
     assert go(r, "failure") == Decision("poll", "on_failure")
     u = make_state("poll", routes={"failure": ("$current", "route")})

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,7 +61,8 @@ def test_state_keys_match_the_state_model() -> None:
 
 
 def test_top_level_keys_match_the_loop_model() -> None:
-    in_model = (fields(Loop) - {"path", "source_sha256"}) | {"paradigm"}
+    # `metadata` is for people and tools; the loader never puts it in the model.
+    in_model = (fields(Loop) - {"path", "source_sha256"}) | {"paradigm", "metadata"}
     assert set(SCHEMA["properties"]) == in_model
 
 
@@ -99,7 +102,7 @@ def walk(node: Any, path: str = "#") -> Iterator[tuple[str, dict[str, Any]]]:
         return
     yield path, node
     for key, value in node.items():
-        if key in ("properties", "$defs"):
+        if key in ("properties", "patternProperties", "$defs"):
             for name, sub in value.items():
                 yield from walk(sub, f"{path}/{key}/{name}")
         elif key in ("items", "additionalProperties", "propertyNames", "if", "then"):
@@ -127,6 +130,8 @@ def test_every_property_has_a_description() -> None:
         for name, prop in node.get("properties", {}).items():
             if "$ref" in prop or ("const" in prop and where.endswith("/if")):
                 continue  # described where it is defined / only a discriminator
+            if prop == {} and name in SCHEMA["properties"]:
+                continue  # a paradigm branch allowing a top-level key described at the top
             assert prop.get("description"), f"{where}/properties/{name}"
 
 
@@ -158,6 +163,21 @@ DOCS = [
     {"name": "x", "initial": "a", "context": {"k": None}, "states": {"a": {}}},
     {"name": "x", "initial": "a", "llm": {"min_confidence": 1.5}, "states": {"a": {}}},
     {"name": "x", "initial": "a", "paradigm": "fsm", "states": {"a": {"outcome": "fail"}}},
+    # metadata is free-form; x- keys are ignored where the format names the keys
+    {"name": "x", "initial": "a", "metadata": {"a": [1, {"b": None}]}, "states": {"a": {}}},
+    {"name": "x", "initial": "a", "metadata": "ci", "states": {"a": {}}},
+    {"name": "x", "initial": "a", "x-any": [1], "states": {"a": {"x-note": {"k": 1}}}},
+    {"name": "x", "initial": "a", "llm": {"x-a": 1}, "states": {"a": {"retry": {"x-b": 2}}}},
+    {"name": "x", "initial": "a", "states": {"a": {"evaluate": {"type": "exit_code", "x-c": 0}}}},
+    {"name": "x", "initial": "a", "states": {"x-a": {}}, "context": {"x-k": "v"}},
+    {"name": "x", "initial": "a", "states": {"a": {"route": {"x-r": "a"}}}},
+    {"name": "x", "initial": "a", "states": {"a": {"X-note": 1}}},
+    {"name": "g", "paradigm": "goal", "goal": "g", "tools": ["a", "b"], "x-n": 1, "metadata": {}},
+    {
+        "name": "g",
+        "paradigm": "invariants",
+        "constraints": [{"name": "a", "check": "a", "fix": "b", "x-y": 1}],
+    },
 ]
 
 
@@ -214,3 +234,61 @@ def test_every_full_reference_snippet_validates(tmp_path: Path) -> None:
         assert diagnostics == [], (snippet, [d.format() for d in diagnostics])
     for snippet in snippets(text):
         yaml.safe_load(snippet)  # fragments are YAML too
+
+
+def test_x_keys_are_allowed_wherever_the_format_names_the_keys() -> None:
+    for where, node in walk(SCHEMA):
+        if node.get("additionalProperties") is False:
+            assert set(node.get("patternProperties", {})) == {"^x-"}, where
+
+
+def test_metadata_is_a_free_form_mapping_in_every_form() -> None:
+    assert SCHEMA["properties"]["metadata"]["type"] == "object"
+    assert SCHEMA["properties"]["metadata"]["additionalProperties"] is True
+    for name in ("fsm", "paradigm_goal", "paradigm_convergence", "paradigm_invariants"):
+        assert "metadata" in DEFS[name]["properties"], name
+    assert "metadata" in DEFS["paradigm_imperative"]["properties"]
+
+
+# -- `ll init`: the modeline names a schema file that outlives the venv --------------------------
+
+
+def ll(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "little_loops", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_init_modeline_names_a_schema_beside_the_loop(tmp_path: Path) -> None:
+    (tmp_path / "loops").mkdir()
+    made = ll("init", "loops/nightly", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout == (
+        "ll: wrote loops/nightly.yaml (paradigm: fsm) and loops/loop.schema.json (for editors); "
+        "try: ll run loops/nightly.yaml\n"
+    )
+    first = (tmp_path / "loops" / "nightly.yaml").read_text().splitlines()[0]
+    assert first == "# yaml-language-server: $schema=./loop.schema.json"
+    # Relative to the loop file, and outside the venv: recreating the venv cannot break it.
+    schema = tmp_path / "loops" / "loop.schema.json"
+    assert schema.read_text() == ll("schema", cwd=tmp_path).stdout
+    assert Path(sys.prefix).resolve() not in schema.resolve().parents
+
+
+def test_init_refreshes_a_stale_schema_and_leaves_a_current_one(tmp_path: Path) -> None:
+    schema = tmp_path / "loop.schema.json"
+    schema.write_text("{}\n")  # written by an older ll
+    made = ll("init", "one", cwd=tmp_path)
+    assert "and loop.schema.json (for editors)" in made.stdout
+    assert schema.read_text() == schema_mod.schema_text()
+    before = schema.stat().st_mtime_ns
+    again = ll("init", "two", cwd=tmp_path)
+    assert again.stdout == "ll: wrote two.yaml (paradigm: fsm); try: ll run two.yaml\n"
+    assert schema.stat().st_mtime_ns == before
+    checked = ll("validate", "--strict", "one.yaml", "two.yaml", cwd=tmp_path)
+    assert (checked.returncode, checked.stdout) == (0, "")

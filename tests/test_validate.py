@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_checks import HINTS
 
 from little_loops.validate import validate_files
 
@@ -93,6 +94,60 @@ def test_shipped_loops_validate_strictly() -> None:
     loops = sorted(str(p) for p in (REPO / "loops").glob("*.yaml"))
     assert loops
     result = ll("validate", "--strict", *loops)
+    assert (result.returncode, result.stdout) == (0, "")
+
+
+# The first loop a newcomer writes: no on_error, no `broken` state (SPEC section 6).
+FIRST = """\
+name: first
+initial: check
+states:
+  check:
+    action: test -f marker
+    on_success: done
+    on_failure: fix
+  fix:
+    action: touch marker
+    next: check
+  done: {terminal: true}
+"""
+
+
+def test_a_first_loop_without_error_routes_is_silent(tmp_path: Path) -> None:
+    path = tmp_path / "first.yaml"
+    path.write_text(FIRST)
+    result = ll("validate", str(path))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_strict_reports_each_verdict_that_would_stop_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "first.yaml"
+    path.write_text(FIRST)
+    result = ll("validate", "--strict", str(path))
+    assert result.returncode == 2
+    hint = "(or a loop-wide 'on_error')"
+    assert result.stdout.splitlines() == [
+        f"{path}:4:3: warning: state 'check' can give verdict 'error', which nothing routes, so "
+        f"the run would stop there (exit 3); add 'on_error: STATE' {hint}",
+        f"{path}:4:3: warning: state 'check' can give verdict 'timeout', which nothing routes, "
+        f"so the run would stop there (exit 3); add 'on_timeout: STATE' {hint}",
+        f"{path}:8:3: warning: state 'fix' can give verdict 'error', which nothing routes, so "
+        f"the run would stop there (exit 3); add 'on_error: STATE' {hint}",
+        f"{path}:8:3: warning: state 'fix' can give verdict 'failure', which nothing routes, so "
+        f"the run would stop there (exit 1); add 'on_failure: STATE' {hint}",
+        f"{path}:8:3: warning: state 'fix' can give verdict 'timeout', which nothing routes, "
+        f"so the run would stop there (exit 3); add 'on_timeout: STATE' {hint}",
+    ]
+    # a loop-wide on_error routes every one of them
+    covered = FIRST.replace("initial: check\n", "initial: check\non_error: done\n")
+    path.write_text(covered)
+    assert ll("validate", "--strict", str(path)).returncode == 0
+
+
+def test_strict_finds_nothing_to_add_to_a_paradigms_routes(tmp_path: Path) -> None:
+    path = tmp_path / "goal.yaml"
+    path.write_text("name: g\nparadigm: goal\ngoal: a marker exists\ntools: [test -f m, touch m]\n")
+    result = ll("validate", "--strict", str(path))
     assert (result.returncode, result.stdout) == (0, "")
 
 
@@ -250,3 +305,159 @@ def test_schema_command_prints_the_packaged_schema() -> None:
     result = ll("schema")
     assert result.returncode == 0
     assert result.stdout == (REPO / "schemas" / "loop.schema.json").read_text()
+
+
+# -- authoring hints and one-pass diagnostics, through the real `ll validate` ----------------------
+
+
+def _validate_here(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "loop.yaml").write_text(text)
+    return ll("validate", "loop.yaml", cwd=tmp_path)
+
+
+@pytest.mark.parametrize("case", sorted(HINTS))
+def test_every_hint_is_printed_by_ll_validate(tmp_path: Path, case: str) -> None:
+    text, expected = HINTS[case]
+    result = _validate_here(tmp_path, text)
+    assert result.stdout.splitlines() == expected
+    assert result.stderr == ""
+    assert result.returncode == (2 if any(": error: " in line for line in expected) else 0)
+
+
+def test_a_warning_hint_fails_only_under_strict(tmp_path: Path) -> None:
+    (tmp_path / "loop.yaml").write_text(HINTS["cut-by-comment-slash"][0])
+    assert ll("validate", "--strict", "loop.yaml", cwd=tmp_path).returncode == 2
+
+
+def test_one_schema_error_and_two_semantic_errors_in_one_run(tmp_path: Path) -> None:
+    text = """\
+name: demo
+initial: check
+on_error: failed
+states:
+  check:
+    action: make test ${context.target}
+    on_success: done
+    descripton: run the tests
+  fix:
+    action: make fix
+    next: chekc
+  done: {terminal: true}
+  failed: {terminal: true, outcome: failure}
+"""
+    result = _validate_here(tmp_path, text)
+    assert result.returncode == 2
+    assert result.stdout.splitlines() == [
+        "loop.yaml:5:3: error: state 'check' can give verdict 'failure' but nothing routes it; "
+        "add 'failure: STATE' under 'route:', or a default '_: STATE'",
+        "loop.yaml:6:13: error: '${context.target}' in 'action' of state 'check': there is no "
+        "context key 'target'; define it under 'context:'",
+        "loop.yaml:8:5: error: unknown key 'descripton' in state 'check' (did you mean "
+        "'description'?); valid keys: action, action_type, capture, description, evaluate, "
+        "next, on_error, on_failure, on_maintain, on_success, on_timeout, outcome, retry, "
+        "route, terminal, timeout",
+        "loop.yaml:11:11: error: state 'fix' has 'next' naming unknown state 'chekc' (did you "
+        "mean 'check'?)",
+    ]
+
+
+EXTENDED = """\
+name: extended
+initial: check
+on_error: done
+metadata:
+  category: ci
+  labels: [nightly, lint]
+  owner: {team: platform}
+x-defaults: &quick {timeout: 30}
+states:
+  check:
+    <<: *quick
+    action: echo checked
+    x-note: the first state
+    evaluate: {type: output_contains, pattern: checked, x-why: any text would do}
+    retry: {max_attempts: 2, x-reason: flaky network}
+    on_success: done
+    on_failure: done
+  done: {terminal: true, x-tags: [end]}
+llm: {x-budget-owner: platform}
+"""
+
+
+def test_metadata_and_x_keys_validate_and_run(tmp_path: Path) -> None:
+    path = tmp_path / "extended.yaml"
+    path.write_text(EXTENDED)
+    checked = ll("validate", "--strict", "extended.yaml", cwd=tmp_path)
+    assert (checked.returncode, checked.stdout) == (0, "")
+    ran = ll("run", "-q", "extended.yaml", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_paradigm_files_take_metadata_and_x_keys_and_compile_them(tmp_path: Path) -> None:
+    path = tmp_path / "goal.yaml"
+    path.write_text(
+        "name: greet\nparadigm: goal\ngoal: a greeting exists\n"
+        "metadata: {category: demo}\nx-note: kept\n"
+        "tools:\n  - test -f .greeting && rm .greeting\n  - touch .greeting\n"
+    )
+    assert ll("validate", "--strict", "goal.yaml", cwd=tmp_path).returncode == 0
+    compiled = ll("compile", "goal.yaml", cwd=tmp_path)
+    assert compiled.returncode == 0
+    assert "\nmetadata:\n  category: demo\nx-note: kept\n" in compiled.stdout
+    assert ll("run", "-q", "goal.yaml", cwd=tmp_path).returncode == 0
+
+
+UPSTREAM = REPO.parent / "shared" / "upstream-loops"
+
+
+@pytest.mark.skipif(not UPSTREAM.is_dir(), reason="the upstream corpus is not beside the repo")
+def test_upstream_loops_get_messages_naming_the_key_to_use() -> None:
+    result = ll("validate", "general-task.yaml", cwd=UPSTREAM)
+    assert result.returncode == 2
+    found = result.stdout.splitlines()
+    for line in [
+        "general-task.yaml:3:1: error: unknown key 'category' at the top level; labels go under "
+        "'metadata:' (metadata: {category: harness})",
+        "general-task.yaml:7:1: error: unknown key 'max_steps' at the top level; 'max_steps' is "
+        "upstream little-loops' name: write 'max_iterations: 500'",
+        "general-task.yaml:185:5: error: unknown key 'on_yes' in state 'resume_check'; 'on_yes' "
+        "is upstream little-loops' name: write 'on_success: mark_done'",
+        "general-task.yaml:186:5: error: unknown key 'on_no' in state 'resume_check'; 'on_no' is "
+        "upstream little-loops' name: write 'on_failure: select_step'",
+    ]:
+        assert line in found
+
+
+@pytest.mark.skipif(not UPSTREAM.is_dir(), reason="the upstream corpus is not beside the repo")
+def test_no_upstream_name_gets_a_did_you_mean() -> None:
+    import re
+
+    from little_loops.loader import try_load
+
+    upstream = {
+        "on_yes",
+        "on_no",
+        "on_partial",
+        "on_blocked",
+        "on_handoff",
+        "max_steps",
+        "max_retries",
+        "failure",
+        "category",
+        "visibility",
+        "import",
+        "fragment",
+    }
+    seen: set[str] = set()
+    files = sorted(UPSTREAM.glob("*.yaml"))
+    assert len(files) > 50
+    for path in files:
+        _, diagnostics = try_load(path, digest=False)
+        for d in diagnostics:
+            m = re.match(r"unknown key '([^']+)'", d.message)
+            if m and m.group(1) in upstream:
+                seen.add(m.group(1))
+                assert "did you mean" not in d.message, d.format()
+            if "action_type" in d.message and "'prompt'" in d.message:
+                assert "write 'action_type: slash'" in d.message, d.format()
+    assert seen == upstream

@@ -34,6 +34,20 @@ DEFAULT_SCHEMA: Mapping[str, Any] = {
 }
 
 
+# The implicit judge of a slash state that routes by verdict with no `evaluate:` (SPEC section 3):
+# the two verdicts `on_success`/`on_failure` route, so no answer falls through unrouted.
+PASS_FAIL_SCHEMA: Mapping[str, Any] = {
+    **DEFAULT_SCHEMA,
+    "properties": {
+        **DEFAULT_SCHEMA["properties"],
+        "verdict": {
+            "type": "string",
+            "enum": ["success", "failure"],
+            "description": "success: the action achieved its goal. failure: it did not.",
+        },
+    },
+}
+
 SYSTEM_PROMPT = (
     "You judge one step of an automated loop. The user message asks a question about the "
     "step and then shows what the step printed, inside <action_output> tags (and its error "
