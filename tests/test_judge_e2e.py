@@ -69,7 +69,7 @@ def loop_file(
 def chain_file(
     tmp_path: Path, judged: list[tuple[str, str]], action: str = "echo 3 passed"
 ) -> Path:
-    """A loop of judged states run one after the other (`next:`), whatever their verdicts:
+    """A loop of judged states run one after the other, whatever their verdicts:
     one `ll` process exercises several settings."""
     lines = ["name: chain", f"initial: {judged[0][0]}", "max_iterations: 20", "states:"]
     names = [name for name, _ in judged] + ["done"]
@@ -77,7 +77,7 @@ def chain_file(
         lines += [f"  {name}:", f"    action: {json.dumps(action)}", "    evaluate:"]
         lines.append("      type: llm_structured")
         lines.append(textwrap.indent(textwrap.dedent(evaluate).strip("\n"), "      "))
-        lines.append(f"    next: {following}")
+        lines.append(f"    route: {{_: {following}, error: {following}}}")
     lines.append("  done: {terminal: true}")
     path = tmp_path / "chain.yaml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
