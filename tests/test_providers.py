@@ -23,8 +23,7 @@ from llm_server import (
 from little_loops.evaluators import EvalInput
 from little_loops.evaluators.llm import JudgeSession, JudgeSettings
 from little_loops.model import Evaluate, Verdict
-from little_loops.providers import RetryPolicy, split_model
-from little_loops.providers.openai_compat import ollama_target
+from little_loops.providers import RetryPolicy, model_problem, ollama_target, split_model
 
 FAST = RetryPolicy(max_attempts=3, base=0.01, cap=0.05)
 FAKE_CLAUDE = Path(__file__).with_name("fake_claude_judge.py")
@@ -58,6 +57,36 @@ def test_model_uris() -> None:
         split_model("openai://")
     with pytest.raises(ValueError, match="HOST:PORT/MODEL"):
         ollama_target("localhost:11434")
+    assert ollama_target("[::1]/llama3") == ("http://[::1]/v1", "llama3")
+    assert ollama_target("[::1]:8080/llama3") == ("http://[::1]:8080/v1", "llama3")
+
+
+@pytest.mark.parametrize(
+    ("model", "problem"),
+    [
+        ("claude-haiku-4-5", None),
+        ("claude://sonnet", None),
+        ("ollama://localhost:11434/qwen3:8b", None),
+        ("openai://gpt-4o-mini", None),
+        ("gemini://pro", "unknown judge model scheme 'gemini://' in 'gemini://pro'"),
+        ("openai://", "judge model 'openai://' names no model after 'openai://'"),
+        ("ollama://localhost:11434", "ollama judge 'ollama://localhost:11434' names no model"),
+        ("ollama://localhost:11434/", "ollama judge 'ollama://localhost:11434/' names no model"),
+        ("ollama://localhost:port/llama3", "has port 'port', not a number from 1 to 65535"),
+        ("ollama://localhost:99999/llama3", "has port '99999', not a number from 1 to 65535"),
+        ("ollama://:11434/llama3", "has no valid host"),
+        ("", "the judge model is empty"),
+        ("${context.model}", "holds a placeholder, but a model is never interpolated"),
+        ("claude haiku", "contains a space"),
+    ],
+)
+def test_model_problem_names_every_bad_judge(model: str, problem: str | None) -> None:
+    found = model_problem(model)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert problem in found
 
 
 # -- OpenAI-compatible ------------------------------------------------------------------------

@@ -201,15 +201,13 @@ class JudgeSession:
         return verdict
 
     def _resolve(self, spec: Evaluate) -> _Call:
-        from ..providers import split_model
+        from ..providers import ollama_target, split_model
 
         llm = self.settings.llm
         model = spec.model or llm.model or self.settings.model_override or DEFAULT_JUDGE_MODEL
         provider, target = split_model(model)
         endpoint = ""
         if provider == "ollama":
-            from ..providers.openai_compat import ollama_target
-
             endpoint, target = ollama_target(target)
         # Thawed once here: everything after serialises it (keys, request bodies, argv).
         schema = thaw(spec.schema if spec.schema is not None else DEFAULT_SCHEMA)

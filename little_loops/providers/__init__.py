@@ -203,3 +203,49 @@ def split_model(model: str) -> tuple[str, str]:
     if not rest:
         raise ValueError(f"judge model '{model}' names no model after '{scheme}://'")
     return scheme, rest
+
+
+def ollama_target(rest: str) -> tuple[str, str]:
+    """`HOST:PORT/MODEL` -> (base URL, model). The model may itself contain `/` or `:`.
+
+    Raises ValueError when the host, the port or the model is missing or malformed.
+    """
+    host, sep, model = rest.partition("/")
+    shape = "must look like ollama://HOST:PORT/MODEL, e.g. ollama://localhost:11434/qwen3:8b"
+    if not sep or not host or not model.strip("/"):
+        raise ValueError(f"ollama judge 'ollama://{rest}' names no model; it {shape}")
+    port = ""
+    if not host.endswith("]") and ":" in host:  # `[::1]` is an IPv6 host without a port
+        host, _, port = host.rpartition(":")
+        if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(
+                f"ollama judge 'ollama://{rest}' has port '{port}', not a number from 1 to "
+                f"65535; it {shape}"
+            )
+    if not host or any(c.isspace() or c in "@?#" for c in host):
+        raise ValueError(f"ollama judge 'ollama://{rest}' has no valid host; it {shape}")
+    return f"http://{host}{':' + port if port else ''}/v1", model
+
+
+def model_problem(model: str) -> str | None:
+    """Why `model` names no judge this program can ask, or None when it does.
+
+    Checked when a loop file is loaded (`model`, `llm.model`) and for `--model` / `LL_MODEL`,
+    so a misspelt judge is an error before the run instead of verdict `error` in every step.
+    """
+    if not model.strip():
+        return "the judge model is empty; name one, e.g. claude-haiku-4-5, or remove the key"
+    if "${" in model:
+        return (
+            f"judge model '{model}' holds a placeholder, but a model is never interpolated; "
+            "write the model id, or pass it with --model or LL_MODEL"
+        )
+    if any(c.isspace() for c in model):
+        return f"judge model '{model}' contains a space; a model id is one word"
+    try:
+        provider, rest = split_model(model)
+        if provider == "ollama":
+            ollama_target(rest)
+    except ValueError as exc:
+        return str(exc)
+    return None
