@@ -470,9 +470,13 @@ class Runner:
             previous_value=self.progress.convergence.get(state.name),
             prior_reason=self.progress.prior_reasons.get(state.name),
             judge=self._judge_session() if judged else None,
+            deadline=self._deadline(),
         )
         verdict = evaluate(spec, inp)
-        return self._evaluated(step, state, verdict, action, spec.type, command)
+        result = self._evaluated(step, state, verdict, action, spec.type, command)
+        if judged:
+            self._check_deadline(state.name)  # the judge gave up at the loop's deadline
+        return result
 
     def _evaluated(
         self,
@@ -673,6 +677,10 @@ class Runner:
         if self.loop.timeout is None:
             return None
         return max(0.0, self.loop.timeout - (time.monotonic() - self._t0))
+
+    def _deadline(self) -> float | None:
+        """time.monotonic() when the loop's `timeout` runs out; None without one."""
+        return None if self.loop.timeout is None else self._t0 + self.loop.timeout
 
     def _check_deadline(self, state_name: str) -> None:
         remaining = self._remaining()

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 from llm_server import (
     SUCCESS,
     LlmServer,
+    Reply,
     api_error,
     chat,
     llm_server_fixture,  # noqa: F401  (the llm_server fixture)
@@ -511,3 +513,53 @@ def test_source_is_what_the_judge_reads_fenced_like_output(
         assert "STDOUT-NOT-THIS" not in text
         assert "STDERR-NOT-THIS" not in text
         assert "<action_stderr>" not in text
+
+
+# -- issue 11 item 6: the loop's timeout bounds the judge ---------------------------------------
+
+
+@pytest.mark.parametrize("model", ["claude-haiku-4-5", "openai://gpt-4o", "claude://sonnet"])
+def test_loop_timeout_bounds_every_judge_call(
+    tmp_path: Path, llm_server: LlmServer, model: str
+) -> None:
+    """`timeout: 2` ends the run at 2 s though the judge would answer after 5 s: the SDK's
+    import, each request, the retries and the other samples all fit in the loop's time."""
+    late = chat(json.dumps(SUCCESS)) if model.startswith("openai") else message(SUCCESS)
+    llm_server.script(then=Reply(delay=5, body=late.body))
+    loop = tmp_path / "slow.yaml"
+    loop.write_text(
+        textwrap.dedent(f"""\
+            name: slow-judge
+            initial: check
+            timeout: 2
+            states:
+              check:
+                action: echo 3 passed
+                evaluate:
+                  type: llm_structured
+                  model: {json.dumps(model)}
+                  samples: 3
+                  timeout: 30
+                retry: {{max_attempts: 3, interval: 0.1, on: [error]}}
+                route: {{_: done, error: done}}
+              done: {{terminal: true}}
+        """),
+        encoding="utf-8",
+    )
+    started = time.monotonic()
+    run = ll_run(tmp_path, loop, llm_server, "--no-cache", FAKE_JUDGE_MODE="sleep")
+    elapsed = time.monotonic() - started
+    assert run.code == 124, run.events
+    assert elapsed < 4.5, f"the run took {elapsed:.1f} s"
+    end = run.events[-1]
+    assert end["event"] == "loop_complete"
+    assert end["outcome"] == "timeout"
+    assert end["error"] == "loop timeout of 2s reached"
+    (judged,) = run.judged()
+    assert judged["verdict"] == "error"
+    assert judged["details"]["loop_timeout"] is True
+    assert judged["details"]["timeout"] is True
+    assert "the loop's timeout ran out while the judge was" in judged["details"]["error"]
+    assert not run.named("judge_retry")
+    assert not run.named("retry")
+    assert len(llm_server.requests) <= 1  # the other samples were never sent

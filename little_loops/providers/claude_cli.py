@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import JudgeReply, JudgeRequest, ProviderError, token_count
+from . import JudgeReply, JudgeRequest, ProviderError, loop_timeout, remaining, token_count
 
 
 class ClaudeCliProvider:
@@ -51,8 +51,11 @@ class ClaudeCliProvider:
         ]
 
     def complete(self, request: JudgeRequest) -> JudgeReply:
+        budget = remaining(request.deadline, request.timeout)
+        if budget <= 0:
+            raise loop_timeout("starting")
         with tempfile.TemporaryDirectory(prefix="ll-judge-") as scratch:
-            returncode, stdout, stderr = self._run(self.argv(request), request.timeout, scratch)
+            returncode, stdout, stderr = self._run(self.argv(request), budget, scratch)
         return parse_result(returncode, stdout, stderr)
 
     def _run(self, argv: list[str], timeout: float, cwd: str) -> tuple[int, str, str]:

@@ -77,6 +77,7 @@ class OpenAICompatProvider:
             budget=request.timeout,
             policy=self._policy,
             on_retry=self._on_retry,
+            until=request.deadline,
         )
 
     def _attempt(self, payload: bytes, request: JudgeRequest, remaining: float) -> JudgeReply:
