@@ -631,7 +631,10 @@ JUDGE_CASES: dict[str, tuple[str, list[str]]] = {
     ),
     "samples-bound": (
         _judged("samples: 100000"),
-        ["loop.yaml:13:16: error: 'evaluate.samples' of state 'fix' must be at most 25, not 100000"],
+        [
+            "loop.yaml:13:16: error: 'evaluate.samples' of state 'fix' must be at most 25, "
+            "not 100000"
+        ],
     ),
     "unknown-schema-type": (
         _judged("""

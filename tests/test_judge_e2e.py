@@ -563,3 +563,131 @@ def test_loop_timeout_bounds_every_judge_call(
     assert not run.named("judge_retry")
     assert not run.named("retry")
     assert len(llm_server.requests) <= 1  # the other samples were never sent
+
+
+# -- issue 11 item 3: judge config errors are load-time errors ----------------------------------
+
+BAD_JUDGES = textwrap.dedent("""\
+    name: bad-judges
+    initial: scheme
+    llm: {model: "ollama://localhost:11434"}
+    states:
+      scheme:
+        action: echo 3 passed
+        evaluate: {type: llm_structured, model: "gemini://pro", samples: 100000}
+        route: {_: typo}
+      typo:
+        action: echo 3 passed
+        evaluate:
+          type: llm_structured
+          schema:
+            type: object
+            properties:
+              verdict: {type: string, enum: [done, error, retry_uncertain]}
+              note: {type: strin}
+              id: {type: string, pattern: "(["}
+        route: {_: loose}
+      loose:
+        action: echo 3 passed
+        evaluate:
+          type: llm_structured
+          schema:
+            type: object
+            properties:
+              verdict: {type: string, enum: [done]}
+              anything: {description: no type}
+        route: {_: done}
+      done: {terminal: true}
+""")
+
+
+def test_judge_config_errors_stop_validate_and_run_before_any_step(tmp_path: Path) -> None:
+    loop = tmp_path / "bad.yaml"
+    loop.write_text(BAD_JUDGES, encoding="utf-8")
+    expected = [
+        "bad.yaml:3:14: error: 'llm.model': ollama judge 'ollama://localhost:11434' names no "
+        "model; it must look like ollama://HOST:PORT/MODEL, e.g. ollama://localhost:11434/qwen3:8b",
+        "bad.yaml:7:45: error: 'evaluate.model' of state 'scheme': unknown judge model scheme "
+        "'gemini://' in 'gemini://pro'; use a bare model id, anthropic://ID, claude://ALIAS, "
+        "ollama://HOST:PORT/MODEL or openai://MODEL",
+        "bad.yaml:7:70: error: 'evaluate.samples' of state 'scheme' must be at most 25, not 100000",
+        "bad.yaml:17:24: error: 'evaluate.schema.properties.note.type' of state 'typo': 'strin' "
+        "is not a JSON Schema type (did you mean 'string'?); use one of: array, boolean, "
+        "integer, null, number, object, string",
+        "bad.yaml:18:39: error: 'evaluate.schema.properties.id.pattern' of state 'typo' is not "
+        "a valid regular expression: unterminated character set at position 1",
+        "bad.yaml:28:21: error: 'evaluate.schema.properties.anything' of state 'loose' has no "
+        "'type', which strict structured outputs need; add one (e.g. type: string), or an "
+        "'enum', 'const' or 'anyOf'",
+    ]
+    validated = subprocess.run(
+        [*LL, "validate", "bad.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert validated.returncode == 2
+    assert validated.stdout.splitlines() == expected
+    ran = subprocess.run(
+        [*LL, "run", "bad.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert ran.returncode == 2
+    assert "Traceback" not in ran.stderr
+    assert ran.stderr.splitlines()[0] == expected[0]
+    assert not (tmp_path / ".loops" / "runs").exists()  # no step ran
+    # Once the schema is valid, the reserved verdicts are the next thing said.
+    fixed = BAD_JUDGES.replace("strin}", "string}").replace('"(["', '"[a-z]+"')
+    loop.write_text(fixed, encoding="utf-8")
+    again = subprocess.run(
+        [*LL, "validate", "bad.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert again.returncode == 2
+    reserved = [line for line in again.stdout.splitlines() if "is reserved" in line]
+    assert [line.split(": error: ")[1].split(" in ")[0] for line in reserved] == [
+        "verdict 'error'",
+        "verdict 'retry_uncertain'",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("option", "env"), [(["--model", "gemini://pro"], {}), ([], {"LL_MODEL": "ollama://gpu:11434"})]
+)
+def test_an_unusable_judge_on_the_command_line_is_a_usage_error(
+    tmp_path: Path, option: list[str], env: dict[str, str]
+) -> None:
+    loop = loop_file(tmp_path, "prompt: Did it pass?")
+    proc = subprocess.run(
+        [*LL, "run", str(loop), *option],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+    assert proc.returncode == 2
+    (error,) = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
+    name = "--model" if option else "LL_MODEL"
+    assert error.startswith(f"Error: {name}: ")
+    assert ("unknown judge model scheme 'gemini://'" if option else "names no model") in error
+    assert not (tmp_path / ".loops" / "runs").exists()
+
+
+def _imported_by_validate(tmp_path: Path, loop: Path) -> set[str]:
+    mods = tmp_path / "mods.txt"
+    code = (
+        "import sys, runpy\n"
+        f"sys.argv = ['ll', 'validate', {str(loop)!r}]\n"
+        "try:\n"
+        "    runpy.run_module('little_loops', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"open({str(mods)!r}, 'w').write(' '.join(sys.modules))\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    return {name.split(".")[0] for name in mods.read_text().split()}
+
+
+def test_only_a_custom_schema_makes_validate_import_jsonschema(tmp_path: Path) -> None:
+    plain = loop_file(tmp_path, "model: ollama://localhost:11434/qwen3:8b\nsamples: 3")
+    assert not {"jsonschema", "anthropic"} & _imported_by_validate(tmp_path, plain)
+    custom = loop_file(tmp_path, CUSTOM)
+    loaded = _imported_by_validate(tmp_path, custom)
+    assert "jsonschema" in loaded
+    assert "anthropic" not in loaded
