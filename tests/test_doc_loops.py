@@ -10,10 +10,11 @@ HTML comment that the rendered page does not show:
 The comment's text after `ll-run:` is a YAML mapping:
 
 - `path` (list of state names, one a step) and `exit` (the exit code): what the text promises;
-- `stubs`: command name -> the exit codes of its calls in order (the last repeats). Each becomes
-  an executable first on PATH that prints `NAME: call N` and, for a non-zero code, a line on
-  stderr, so a doc loop's `ruff`, `pytest`, `make`, `curl` or `./deploy.sh` runs offline, and a
-  failure path can be taken on purpose (failure injection);
+- `stubs`: command name -> its calls in order (the last repeats), each an exit code or a
+  mapping `{exit: CODE, out: TEXT}`. Each becomes an executable first on PATH that prints TEXT
+  (default `NAME: call N`) and, for a non-zero code, a line on stderr, so a doc loop's `ruff`,
+  `pytest`, `make`, `curl` or `./deploy.sh` runs offline, prints the number a loop measures, and
+  a failure path can be taken on purpose (failure injection);
 - `files`: path -> text, written in the directory the run starts in (`./deploy.sh` stubs are
   written there too when the name starts with `./`);
 - `claude`: the fake `claude`'s scenarios, one per call (tests/fake_claude.py);
@@ -118,8 +119,18 @@ def test_every_doc_loop_has_a_scenario(block: Block) -> None:
     )
 
 
-def _stub(bin_dir: Path, name: str, codes: list[Any]) -> None:
-    """An executable that answers its n-th call with the n-th exit code (the last repeats)."""
+def _stub_call(name: str, item: Any) -> tuple[int, str | None]:
+    if isinstance(item, dict):
+        unknown = set(item) - {"exit", "out"}
+        assert not unknown, f"stub {name}: unknown keys {sorted(unknown)} (exit, out)"
+        out = item.get("out")
+        return int(item.get("exit", 0)), None if out is None else str(out)
+    return int(item), None
+
+
+def _stub(bin_dir: Path, name: str, calls: list[Any]) -> None:
+    """An executable that answers its n-th call with the n-th exit code and text (the last
+    repeats)."""
     target = bin_dir / name
     target.parent.mkdir(parents=True, exist_ok=True)
     counter = target.with_name(target.name + ".calls")
@@ -129,9 +140,9 @@ from pathlib import Path
 counter = Path({str(counter)!r})
 n = int(counter.read_text()) if counter.exists() else 0
 counter.write_text(str(n + 1))
-codes = {json.dumps([int(c) for c in codes])}
-code = codes[min(n, len(codes) - 1)]
-print("{name}: call", n + 1)
+calls = {[_stub_call(name, c) for c in calls]!r}
+code, out = calls[min(n, len(calls) - 1)]
+print(("{name}: call " + str(n + 1)) if out is None else out)
 if code:
     print("{name}: failed on purpose (exit", code, ")", file=sys.stderr)
 sys.exit(code)
