@@ -12,7 +12,7 @@ The comment's text after `ll-run:` is a YAML mapping:
 - `path` (list of state names, one a step) and `exit` (the exit code): what the text promises;
 - `stubs`: command name -> its calls in order (the last repeats), each an exit code or a
   mapping `{exit: CODE, out: TEXT}`. Each becomes an executable first on PATH that prints TEXT
-  (default `NAME: call N`) and, for a non-zero code, a line on stderr, so a doc loop's `ruff`,
+  (default `NAME: call N`; `""` prints nothing) and, for a non-zero code, a line on stderr, so a doc loop's `ruff`,
   `pytest`, `make`, `curl` or `./deploy.sh` runs offline, prints the number a loop measures, and
   a failure path can be taken on purpose (failure injection);
 - `files`: path -> text, written in the directory the run starts in (`./deploy.sh` stubs are
@@ -21,7 +21,7 @@ The comment's text after `ll-run:` is a YAML mapping:
 - `judge`: the loopback judge's verdicts, one per request (the last repeats); an item may be a
   mapping with `verdict`, `confidence`, `reason`;
 - `set`: context overrides (`--set KEY=VALUE`); `args`: further `ll run` arguments;
-- `output`: text that must appear in what `ll run` printed.
+- `output`: text (or a list of texts) that must appear in what `ll run` printed.
 
 A block with no scenario fails the test below: a doc loop nobody ran is a doc loop nobody knows
 works.
@@ -142,7 +142,10 @@ n = int(counter.read_text()) if counter.exists() else 0
 counter.write_text(str(n + 1))
 calls = {[_stub_call(name, c) for c in calls]!r}
 code, out = calls[min(n, len(calls) - 1)]
-print(("{name}: call " + str(n + 1)) if out is None else out)
+if out is None:
+    print("{name}: call", n + 1)
+elif out:
+    print(out)
 if code:
     print("{name}: failed on purpose (exit", code, ")", file=sys.stderr)
 sys.exit(code)
@@ -211,5 +214,6 @@ def test_doc_loop_runs_as_its_text_says(
     if "path" in spec:
         assert path == [str(s) for s in spec["path"]], where
     assert done.returncode == spec["exit"], where
-    if "output" in spec:
-        assert str(spec["output"]) in shown, where
+    wanted = spec.get("output")
+    for text in wanted if isinstance(wanted, list) else [] if wanted is None else [wanted]:
+        assert str(text) in shown, where
