@@ -110,7 +110,9 @@ SCENARIOS = [
     pytest.param(
         Scenario(block, i, spec),
         id=Scenario(block, i, spec).id,
-        marks=[pytest.mark.xfail(reason=str(spec["xfail"]), strict=True)] if "xfail" in spec else [],
+        marks=[pytest.mark.xfail(reason=str(spec["xfail"]), strict=True)]
+        if "xfail" in spec
+        else [],
     )
     for block, specs in DOC_LOOPS
     for i, spec in enumerate(specs)
