@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from .errors import Diagnostic, Severity
 from .evaluators import possible_verdicts
 from .evaluators.deterministic import OPERATORS, parse_json_path
+from .evaluators.judge_input import PASS_FAIL_SCHEMA
 from .interpolate import Placeholder, PlaceholderError, scan
 from .model import ERROR_VERDICTS, Evaluate, Loop, Pos, Route, State
 from .router import CURRENT, route, route_hint
@@ -325,7 +326,7 @@ def _check_judge(ctx: _Ctx, spec: Evaluate, at: NodePath) -> Iterator[Diagnostic
     found: list[judge_config.Finding] = []
     if spec.model is not None:
         found += judge_config.model_findings(spec.model, (*at, "model"))
-    if spec.schema is not None:
+    if spec.schema is not None and spec.schema is not PASS_FAIL_SCHEMA:  # not the built-in one
         model = spec.model or ctx.loop.llm.model
         strict = not found and judge_config.uses_strict_schema(model)
         found += judge_config.schema_findings(spec.schema, (*at, "schema"), strict=strict)

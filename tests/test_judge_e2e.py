@@ -687,6 +687,14 @@ def _imported_by_validate(tmp_path: Path, loop: Path) -> set[str]:
 def test_only_a_custom_schema_makes_validate_import_jsonschema(tmp_path: Path) -> None:
     plain = loop_file(tmp_path, "model: ollama://localhost:11434/qwen3:8b\nsamples: 3")
     assert not {"jsonschema", "anthropic"} & _imported_by_validate(tmp_path, plain)
+    implicit = tmp_path / "implicit.yaml"  # a slash step routing by verdict: the built-in judge
+    implicit.write_text(
+        "name: implicit\ninitial: fix\nstates:\n"
+        "  fix: {action: /ll:fix, on_success: done, on_failure: fix}\n"
+        "  done: {terminal: true}\n",
+        encoding="utf-8",
+    )
+    assert not {"jsonschema", "anthropic"} & _imported_by_validate(tmp_path, implicit)
     custom = loop_file(tmp_path, CUSTOM)
     loaded = _imported_by_validate(tmp_path, custom)
     assert "jsonschema" in loaded
