@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -135,6 +136,14 @@ _PARAM_DQ = "param_dq"  # inside ${...} written within "..."
 _COMMENT = "comment"  # after an unquoted '#' that starts a word, to the end of the line
 _HEREDOC = "heredoc"  # body of a here-document with an unquoted delimiter
 _HEREDOC_Q = "heredoc_q"  # body of a here-document with a quoted delimiter: no expansion
+_ARITH = "arith"  # inside $((...)): an arithmetic expression, where '<<' is a shift
+_ARITH_CMD = "arith_cmd"  # inside ((...)): bash's arithmetic command, sh's nested subshells
+_BRACKET = "bracket"  # inside $[...]: bash's old arithmetic, plain text to sh
+_ARITHMETIC = frozenset({_ARITH, _ARITH_CMD, _BRACKET})
+# Where the shell drops a backslash-newline before reading anything (a line continuation).
+_CONTINUED = frozenset({_CMD, _DQ, _PARAM, _PARAM_DQ, _HEREDOC, *_ARITHMETIC})
+# What sh and bash both read alike inside $[...]: no quote, redirection, comment or separator.
+_BRACKET_SAFE = frozenset(string.ascii_letters + string.digits + "_ \t+*/%=!~^?:,.{}-")
 
 _WORD_BREAK = frozenset(" \t\n;&|()<>")
 # Per context, a run of characters that changes nothing but the current word.
@@ -144,8 +153,11 @@ _PLAIN: dict[str, re.Pattern[str]] = {
     _SQ: re.compile(r"[^']+"),
     _ANSI: re.compile(r"[^'\\]+"),
     _PARAM: re.compile(r"[^}'\"\\$`]+"),
-    _PARAM_DQ: re.compile(r"[^}\"\\$`]+"),
+    _PARAM_DQ: re.compile(r"[^}'\"\\$`]+"),
     _COMMENT: re.compile(r"[^\n]+"),
+    _ARITH: re.compile(r"[^()'\"\\$`]+"),
+    _ARITH_CMD: re.compile(r"[^()'\"\\$`<#]+"),
+    _BRACKET: re.compile(r"[A-Za-z0-9_ \t+*/%=!~^?:,.{}-]+"),
 }
 # Reserved words after which a command name may follow (so `case` there opens a case).
 _BEFORE_COMMAND = frozenset(
@@ -165,8 +177,13 @@ class _ShellLexer:
     """Follows the quoting state of a POSIX shell command as its text is written.
 
     It knows unquoted text, "...", '...', $'...', ${...}, $( ... ) and `...` (both nest a
-    fresh unquoted context), backslash escapes, comments and here-documents. Backtick bodies
-    are handed, with their backslash escapes removed, to a nested lexer, as the shell does.
+    fresh unquoted context), backslash escapes and line continuations, comments,
+    here-documents and arithmetic ($((...)), ((...)), $[...]). Backtick bodies are handed,
+    with their backslash escapes removed, to a nested lexer, as the shell does.
+
+    Where `sh` and `bash` read the text differently (`((` is arithmetic to bash and two
+    subshells to sh; `\'` inside $'...'; a quote inside "${...}"), or where the lexer cannot
+    follow the shell, it records why in `unsure`: no value is placed after that point.
     """
 
     def __init__(self) -> None:
@@ -193,6 +210,11 @@ class _ShellLexer:
         self.bq: _ShellLexer | None = None  # the body of an open backtick substitution
         self.bq_escape = False
         self.bq_in_dq = False
+        self.unsure: str | None = None  # why the lexer no longer knows where it stands
+        self.pending = ""  # "$(" or "(" that a "(" makes arithmetic; ")" that needs a ")"
+        self.before_escape: tuple[bool, int, bool, bool, str] = (False, 0, True, False, "")
+        self.hd_joined = False  # the body line being read continues the previous one
+        self.keyword = ""  # the last word read where a command name may stand
 
     # ---------------------------------------------------------------- reading text
     def feed(self, text: str) -> None:
@@ -202,7 +224,9 @@ class _ShellLexer:
                 # a run of characters that cannot change the state is skipped at once
                 kind = self.frames[-1]
                 plain = _PLAIN.get(kind)
-                if plain is not None and not (self.escape or self.dollar or self.lt):
+                if plain is not None and not (
+                    self.escape or self.dollar or self.lt or self.pending
+                ):
                     m = plain.match(text, i)
                     if m is not None and not (kind == _CMD and self.word_start and text[i] == "#"):
                         if kind == _CMD:
@@ -225,6 +249,26 @@ class _ShellLexer:
             self._delimiter_char(ch)
             return
         kind = self.frames[-1]
+        if self.escape and ch == "\n" and kind in _CONTINUED:
+            # a line continuation: the shell reads on as if neither character were there
+            self.escape = False
+            self.dollar, self.lt, self.word_start, self.word_tainted, self.pending = (
+                self.before_escape
+            )
+            return
+        if ch == "\\" and not self.escape and kind in _CONTINUED:
+            self.before_escape = (
+                self.dollar,
+                self.lt,
+                self.word_start,
+                self.word_tainted,
+                self.pending,
+            )
+        elif self.pending:
+            pending, self.pending = self.pending, ""
+            if self._after(pending, "\\" if self.escape else ch):
+                return
+            kind = self.frames[-1]
         if kind == _SQ:
             if ch == "'":
                 self._pop()
@@ -239,6 +283,8 @@ class _ShellLexer:
         if kind == _ANSI:
             if self.escape:
                 self.escape = False
+                if ch == "'":
+                    self._unsure("\\' inside $'...', which bash reads as a quote and sh as the end")
             elif ch == "\\":
                 self.escape = True
             elif ch == "'":
@@ -249,6 +295,8 @@ class _ShellLexer:
         if self.escape:
             self.escape = False
             self.word_start = False
+            if kind in _ARITHMETIC:
+                self._unsure("a backslash inside arithmetic")
             return
         dollar, self.dollar = self.dollar, False
         if ch == "\\":
@@ -264,6 +312,10 @@ class _ShellLexer:
         if dollar and ch == "(":
             self._push(_CMD)
             self.word_start = True
+            self.pending = "$("
+            return
+        if dollar and ch == "[":
+            self._push(_BRACKET)
             return
         if dollar and ch == "{":
             self._push(_PARAM_DQ if kind in (_DQ, _PARAM_DQ, _HEREDOC) else _PARAM)
@@ -284,6 +336,11 @@ class _ShellLexer:
                 self._push(_DQ)
             elif ch == "}":
                 self._pop()
+            elif ch == "'":
+                self._unsure("""a single quote inside "${...}", which bash pairs and sh does not""")
+            return
+        if kind in _ARITHMETIC:
+            self._arith_char(kind, ch)
             return
         # _CMD or _PARAM
         if ch == '"':
@@ -303,6 +360,8 @@ class _ShellLexer:
         if ch == "#" and self.word_start:
             self._push(_COMMENT)
             return
+        if ch == "(" and self.word_start and not self.word and not self.word_tainted:
+            self.pending = "("  # a second '(' right after makes it `((`
         if ch in _WORD_BREAK:
             self._end_word(ch)
         else:
@@ -329,10 +388,62 @@ class _ShellLexer:
             self._newline()
         self.word_start = ch in _WORD_BREAK
 
+    def _after(self, pending: str, ch: str) -> bool:
+        """Settle what the character after `$(`, `(` or an arithmetic `)` makes of it; True
+        when `ch` was used up doing so."""
+        kind = self.frames[-1]
+        if pending == "$(" and ch == "(":
+            self.frames[-1] = _ARITH
+            return True
+        if pending == "(" and ch == "(":
+            # `for ((;;))` is arithmetic to bash and a syntax error to sh, which stops there
+            for_loop = self.keyword == "for"
+            self.parens[-1] -= 1
+            self._push(_ARITH if for_loop else _ARITH_CMD)
+            return True
+        if pending == ")" and kind in _ARITHMETIC:
+            self._pop()
+            if ch == ")":
+                self.word_start = kind == _ARITH_CMD
+                return True
+            self._unsure(f"a '{'$((' if kind == _ARITH else '(('}' that does not end with '))'")
+        return False
+
+    def _arith_char(self, kind: str, ch: str) -> None:
+        if kind == _BRACKET:
+            if ch == "[":
+                self.parens[-1] += 1
+            elif ch == "]" and self.parens[-1] > 0:
+                self.parens[-1] -= 1
+            elif ch == "]":
+                self._pop()
+                self.word_start = False
+            elif ch not in _BRACKET_SAFE:
+                self._unsure(f"'{ch}' inside $[...], which bash reads as arithmetic, sh as text")
+            return
+        if ch == "(":
+            self.parens[-1] += 1
+        elif ch == ")":
+            if self.parens[-1] > 0:
+                self.parens[-1] -= 1
+            else:
+                self.pending = ")"
+        elif ch in "'\"":
+            self._unsure("a quote inside arithmetic, which bash and sh read differently")
+        elif kind == _ARITH_CMD and ch in "<#":
+            self._unsure(
+                f"'{ch}' inside '((...))', which sh reads as a command, bash as arithmetic"
+            )
+
+    def _unsure(self, why: str) -> None:
+        if self.unsure is None and why:
+            self.unsure = why
+
     def _end_word(self, ch: str) -> None:
         """An unquoted word ended at `ch`: follow `case`/`esac` where a command may start."""
         word = "".join(self.word)
         if word or self.word_tainted:
+            self.keyword = word if self.cmd_pos and not self.word_tainted else ""
             if self.cmd_pos and not self.word_tainted:
                 if word == "case":
                     self.cases[-1] += 1
@@ -382,6 +493,7 @@ class _ShellLexer:
             self.bq_escape = True
         elif ch == "`":
             self.bq = None
+            self._unsure(inner.unsure or "")
         else:
             inner._char(ch)
 
@@ -389,6 +501,9 @@ class _ShellLexer:
     def _delimiter_char(self, ch: str) -> None:
         word = self.hd_word
         assert word is not None
+        if ch == "\n" and (self.hd_quote or self.escape):
+            # sh and bash disagree on such a delimiter (a quoted newline, a continuation)
+            self._unsure("a here-document delimiter that spans lines")
         if self.hd_quote:
             if ch == self.hd_quote:
                 self.hd_quote = ""
@@ -435,6 +550,7 @@ class _ShellLexer:
         self.heredoc = doc
         self.hd_line = []
         self.hd_line_has_value = False
+        self.hd_joined = False
         self.hd_depth = 0
 
     def _line_ends_body(self, line: str) -> bool:
@@ -458,8 +574,16 @@ class _ShellLexer:
         if ch != "\n":
             self.hd_line.append(ch)
             return
+        doc = self.heredoc
+        assert doc is not None
         line = "".join(self.hd_line)
+        if not doc.quoted and _odd_backslashes(line):
+            # a line continuation: the shell joins this line and the next
+            self.hd_line = [line[:-1]]
+            self.hd_joined = True
+            return
         self.hd_line = []
+        joined, self.hd_joined = self.hd_joined, False
         has_value, self.hd_line_has_value = self.hd_line_has_value, False
         if has_value and self._line_trips_dash(line):
             raise _UnsafeValue("a line of it starts with the here-document's delimiter")
@@ -467,6 +591,10 @@ class _ShellLexer:
             return
         if has_value:
             raise _UnsafeValue("a value would end the here-document early")
+        if joined:
+            # bash ends the body at a joined line equal to the delimiter, sh does not
+            self._unsure("a here-document line continued into its delimiter")
+            return
         for _ in range(self.hd_depth + 1):
             self._pop_frame()
         self.heredoc = None
@@ -493,8 +621,20 @@ class _ShellLexer:
         lexer = chain[-1]
         kind = lexer.frames[-1]
         dollar = lexer.dollar
+        for level in chain:
+            if level.unsure is not None:
+                raise _UnsafeValue(
+                    f"the command before it has {level.unsure}, so where the value would "
+                    "stand is uncertain",
+                    hint="rewrite that part, or pass the value in a file or variable",
+                )
         if lexer.hd_word is not None:
             raise _UnsafeValue("it stands in a here-document's delimiter word")
+        if kind in _ARITHMETIC:
+            raise _UnsafeValue(
+                "it stands inside arithmetic, where the shell would evaluate it",
+                hint='set a variable first (n="${captured.NAME.output}") and use $((n))',
+            )
         if any(outer.bq_escape for outer in chain[:-1]) or (
             lexer.escape and kind not in (_SQ, _HEREDOC_Q, _COMMENT)
         ):
@@ -543,6 +683,7 @@ class _ShellLexer:
         if len(lines) > 1:
             lines[0] = "".join(self.hd_line) + lines[0]
             self.hd_line = []
+            self.hd_joined = False
             if any(self._line_ends_body(line) for line in lines[:-1]):
                 raise _UnsafeValue("a line of it would end the here-document early")
             if any(self._line_trips_dash(line) for line in lines[:-1]):
@@ -553,6 +694,14 @@ class _ShellLexer:
 
 class _UnsafeValue(Exception):
     """A value stands where no escaping can keep it inert."""
+
+    def __init__(self, message: str, hint: str = 'move it to a plain spot such as "..."') -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def _odd_backslashes(line: str) -> bool:
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
 
 
 _SAFE_BARE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
@@ -662,8 +811,7 @@ def render(
                 value = lexer.quote(value)
             except _UnsafeValue as exc:
                 raise RunError(
-                    f"cannot safely place '${{{part.name}}}'{suffix}: {exc}; "
-                    'move it to a plain spot such as "..."'
+                    f"cannot safely place '${{{part.name}}}'{suffix}: {exc}; {exc.hint}"
                 ) from None
         elif not shell and part.modifier == "q":
             value = single_quote(value)
