@@ -91,6 +91,7 @@ def check_loop(
 
         for where, code, message in model_findings(loop.llm.model, ("llm", "model")):
             out.append(ctx.diag(ctx.locate(where), "error", code, message))
+    out += _check_secret_literals(ctx)
     # A wrong target already explains any odd reachability; do not pile warnings on it.
     if whole and not any(d.code in ("unknown-initial", "unknown-target") for d in out):
         out += _check_graph(ctx, tainted)
@@ -507,6 +508,22 @@ def _check_graph(ctx: _Ctx, tainted: frozenset[str] = frozenset()) -> Iterator[D
                 f"state '{name}' has no path to a terminal state; a run that gets there can "
                 "only end at a limit",
             )
+
+
+def _check_secret_literals(ctx: _Ctx) -> Iterator[Diagnostic]:
+    """A secret written in the file travels with it (repositories, CI artifacts)."""
+    for key in dict.fromkeys(ctx.loop.secrets):
+        value = ctx.loop.context.get(key)
+        if value is None or value == "" or (isinstance(value, str) and "${" in value):
+            continue
+        yield ctx.diag(
+            ctx.locate(("context", key)),
+            "warning",
+            "literal-secret",
+            f"secret '{key}' has a literal value in the file, which is then kept wherever the "
+            f"file goes; pass it with --set {key}=... or the environment "
+            f"({key}: ${{env.NAME}})",
+        )
 
 
 def _closure(roots: set[str], edges: Mapping[str, set[str]]) -> set[str]:

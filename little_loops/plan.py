@@ -12,6 +12,7 @@ from .errors import LoopError
 from .evaluators import possible_verdicts
 from .interpolate import render, resolve_context
 from .model import Loop, State
+from .secrets import MaskedView, Redactor
 from .store import RUNS
 
 
@@ -42,8 +43,12 @@ def dry_run(loop: Loop, overrides: Mapping[str, str]) -> str:
             "captured": {},
             "prev": {},
         }
+        # secrets masked before quoting, as the run shows its commands
+        redactor = Redactor.for_run(os.environ, context, loop.secrets)
+        if redactor:
+            scope = {name: MaskedView(values, redactor.text) for name, values in scope.items()}
         try:
-            command = render(first.action, scope, shell=first.action_type == "shell")
+            command = redactor.text(render(first.action, scope, shell=first.action_type == "shell"))
         except LoopError as exc:
             command = f"{first.action}    # cannot interpolate before the run: {exc.message}"
         lines.append(f"  {first.action_type} action: {command}")

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .errors import EXIT_RUN_ERROR, LoopError
+from .errors import EXIT_RUN_ERROR, EXIT_USAGE, LoopError
 from .model import Loop
 from .runner import Progress, RunOptions
 from .store import RunDir
@@ -55,11 +55,12 @@ def prepare_resume(
     if loop.source_sha256 != progress.loop_sha256 and not force:
         raise LoopError(
             f"{path} changed since run {progress.run_id} started "
-            f"({_change_summary(run_dir, path)}); "
+            f"({_change_summary(run_dir, path, loop)}); "
             "resume anyway with --force, or start a new run",
             exit_code=EXIT_RUN_ERROR,
         )
     saved = progress.options
+    _require_secrets(progress.run_id, saved.get("secret_sets") or [], overrides or {})
     options = RunOptions(
         base_dir=base,
         overrides={**saved.get("overrides", {}), **(overrides or {})},
@@ -73,6 +74,19 @@ def prepare_resume(
     )
     progress.status = "running"
     return loop, options, progress, run_dir
+
+
+def _require_secrets(run_id: str, given: list[str], overrides: Mapping[str, str]) -> None:
+    """Secrets given with --set are never written down: a resume must give them again, or
+    it would quietly run with the file's defaults."""
+    missing = [key for key in given if key not in overrides]
+    if missing:
+        sets = " ".join(f"--set {key}=..." for key in missing)
+        raise LoopError(
+            f"run {run_id} was started with secret {', '.join(missing)} given by --set, which "
+            f"is never saved; give it again: ll resume {run_id} {sets}",
+            exit_code=EXIT_USAGE,
+        )
 
 
 def _run_dir_path(run_id: str | None) -> Path | None:
@@ -105,14 +119,19 @@ def _resumable(base: Path, run_id: str | None) -> RunDir:
     )
 
 
-def _change_summary(run_dir: RunDir, path: Path) -> str:
+def _change_summary(run_dir: RunDir, path: Path, loop: Loop) -> str:
     import difflib
+
+    from .runner import file_secrets
+    from .secrets import Redactor
 
     snapshot = run_dir.root / "loop.yaml"
     if not snapshot.is_file():
         return "no copy of the original file to compare"
     before = snapshot.read_text(encoding="utf-8", errors="replace").splitlines()
-    after = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    # the copy has the file's secret literals masked: compare like with like
+    after_text = Redactor(file_secrets(loop)).text(path.read_text("utf-8", errors="replace"))
+    after = after_text.splitlines()
     added = removed = 0
     first: int | None = None
     for group in difflib.SequenceMatcher(None, before, after).get_opcodes():

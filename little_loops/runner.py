@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
+import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -32,7 +32,7 @@ from .evaluators import EvalInput, evaluate
 from .events import Emitter, Event, JsonlSink, Listener, utc_now
 from .interpolate import literal_text, render, resolve_context
 from .model import Loop, State, Verdict, base_verdict
-from .secrets import RedactingStream, Redactor
+from .secrets import MaskedView, RedactingStream, Redactor, Sealer, secret_sources
 from .store import RUNS, LoopLock, RunDir, new_run_id, state_head
 
 OUTCOME_EXIT = {
@@ -240,6 +240,9 @@ class Runner:
                     "replay": str(o.replay) if o.replay else None,
                     "claude": list(o.claude),
                     "claude_flags": list(o.claude_flags),
+                    # which secrets came from --set, so a resume asks for them again
+                    "secret_sets": sorted(k for k in o.overrides if k in set(loop.secrets)),
+                    "secret_nonce": os.urandom(4).hex(),
                 },
             )
         else:
@@ -247,11 +250,19 @@ class Runner:
             progress.context.update({k: context[k] for k in loop.secrets if k in context})
         progress.pid = os.getpid()
         self.progress = progress
-        self.redactor = Redactor.for_run(self.env, progress.context, loop.secrets)
+        sources = secret_sources(self.env, progress.context, loop.secrets)
+        self.redactor = Redactor(sources.values())
+        # Saved values hold markers where secrets stood; a resumed run fills them in again.
+        self._sealer = Sealer(sources, str(progress.options.get("secret_nonce") or ""))
+        if self.resumed and self._sealer.nonce:
+            for name in ("context", "captured", "prev"):
+                setattr(progress, name, self._sealer.unseal(getattr(progress, name), sources))
         fixed = progress.to_dict(_FIXED)
         # Secret context values are never written down; a resumed run takes them afresh.
         fixed["context"] = {k: v for k, v in progress.context.items() if k not in loop.secrets}
-        self._state_head = state_head(self.redactor.obj(fixed) if self.redactor else fixed)
+        if self.redactor:
+            fixed = self.redactor.obj({**fixed, "context": self._sealer.seal(fixed["context"])})
+        self._state_head = state_head(fixed)
         self._lock: LoopLock | None = None
         if not self.options.allow_concurrent:
             # Before the run directory exists, so a refused start leaves nothing behind.
@@ -259,8 +270,7 @@ class Runner:
             self._lock.acquire(progress.run_id, loop.path)
         if run_dir is None:
             run_dir = RunDir.create(self.options.base_dir, progress.run_id)
-            # The file as it was at the start, so `ll resume` can tell what changed since.
-            shutil.copyfile(loop.path, run_dir.root / "loop.yaml")
+            self._write_snapshot(run_dir)
         self.run_dir = run_dir
         self._sink = JsonlSink(self.run_dir.events_path)
         self.emitter = Emitter(
@@ -274,6 +284,23 @@ class Runner:
         # recorded before v2 ran their actions in the loop file's directory.
         self._cwd = Path(progress.options.get("cwd") or loop.dir)
         self._t0 = time.monotonic() - progress.elapsed_ms / 1000.0
+
+    def _write_snapshot(self, run_dir: RunDir) -> None:
+        """The file as it was at the start, so `ll resume` can tell what changed since; secret
+        values (the run's, and literals the file gives its secret keys) are masked, since run
+        directories get uploaded as CI artifacts. Resume compares digests of the original."""
+        loop = self.loop
+        try:
+            if not stat.S_ISREG(os.stat(loop.path).st_mode):
+                return  # a pipe (`ll run /dev/stdin`) cannot be read twice
+            data = loop.path.read_bytes()
+        except OSError:
+            return
+        redactor = Redactor([*self.redactor.values, *file_secrets(loop)])
+        if redactor:
+            text = data.decode("utf-8", "surrogateescape")
+            data = redactor.text(text).encode("utf-8", "surrogateescape")
+        (run_dir.root / "loop.yaml").write_bytes(data)
 
     # -- the run -------------------------------------------------------------------------
 
@@ -431,29 +458,30 @@ class Runner:
 
     def _attempt(self, step: int, state: State, attempt: int) -> _StepResult:
         action = None
-        command: str | None = None
+        shown: str | None = None
         if state.action is not None:
-            command = self._render(
-                state.action, step, state, attempt, shell=state.action_type == "shell"
-            )
-            action = self._act(step, state, attempt, command)
+            shell = state.action_type == "shell"
+            command = self._render(state.action, step, state, attempt, shell=shell)
+            # What events, the terminal and reports show: secrets masked before quoting.
+            shown = self._display(state.action, command, step, state, attempt, shell=shell)
+            action = self._act(step, state, attempt, command, shown)
             if self._ends_run(state):
                 self._show_terminal_output(action)
             self._capture_output(state, action)
             if action.timed_out:
                 self._check_deadline(state.name)
                 verdict = Verdict("timeout", {"timeout_s": self._action_timeout(state)})
-                return self._evaluated(step, state, verdict, action, "timeout", command)
+                return self._evaluated(step, state, verdict, action, "timeout", shown)
             if action.error is not None:
                 verdict = Verdict("error", {"error": action.error, **dict(action.details)})
-                return self._evaluated(step, state, verdict, action, "action", command)
+                return self._evaluated(step, state, verdict, action, "action", shown)
         elif state.terminal:
             return _StepResult(Verdict("success"), None)  # nothing ran, so nothing failed
         else:
             self._capture_output(state, None)
         spec = state.evaluate
         if spec is None:
-            return self._evaluated(step, state, Verdict("success"), action, "none", command)
+            return self._evaluated(step, state, Verdict("success"), action, "none", shown)
         judged = _uses_judge(spec)
         # The judge (a remote model, a cache file) never sees a secret value.
         mask = self.redactor.text if judged and self.redactor else _same
@@ -473,7 +501,7 @@ class Runner:
             deadline=self._deadline(),
         )
         verdict = evaluate(spec, inp)
-        result = self._evaluated(step, state, verdict, action, spec.type, command)
+        result = self._evaluated(step, state, verdict, action, spec.type, shown)
         if judged:
             self._check_deadline(state.name)  # the judge gave up at the loop's deadline
         return result
@@ -518,7 +546,9 @@ class Runner:
         )
         return _StepResult(verdict, action, why.get("reason"))
 
-    def _act(self, step: int, state: State, attempt: int, command: str) -> actions.ActionResult:
+    def _act(
+        self, step: int, state: State, attempt: int, command: str, shown: str
+    ) -> actions.ActionResult:
         assert state.action_type is not None
         action_type = state.action_type
         announced: list[bool] = []
@@ -533,7 +563,7 @@ class Runner:
                 "action_start",
                 step=step,
                 state=state.name,
-                action=command,
+                action=shown,
                 action_type=action_type,
             )
             self._sink.flush()
@@ -647,10 +677,40 @@ class Runner:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _render(self, template: str, step: int, state: State, attempt: int, *, shell: bool) -> str:
+    def _render(
+        self,
+        template: str,
+        step: int,
+        state: State,
+        attempt: int,
+        *,
+        shell: bool,
+        mask: Callable[[str], str] | None = None,
+    ) -> str:
         text = literal_text(template)
         if text is not None:
             return text
+        scope = self._scope(step, state, attempt)
+        if mask is not None:
+            scope = {name: MaskedView(values, mask) for name, values in scope.items()}
+        return render(template, scope, shell=shell, where=f"state '{state.name}'")
+
+    def _display(
+        self, template: str, command: str, step: int, state: State, attempt: int, *, shell: bool
+    ) -> str:
+        """`command` as shown: rendered again from masked values, since a quoted secret
+        (`'hunter2'\\''xyz'`) no longer matches the secret itself."""
+        if not self.redactor or literal_text(template) is not None:
+            return self.redactor.text(command) if self.redactor else command
+        try:
+            shown = self._render(
+                template, step, state, attempt, shell=shell, mask=self.redactor.text
+            )
+        except LoopError:
+            shown = command
+        return self.redactor.text(shown)
+
+    def _scope(self, step: int, state: State, attempt: int) -> dict[str, Mapping[str, Any]]:
         p = self.progress
         elapsed_ms = self._elapsed_ms()
         scope: dict[str, Mapping[str, Any]] = {
@@ -665,7 +725,7 @@ class Runner:
             },
             "env": self.env,
         }
-        return render(template, scope, shell=shell, where=f"state '{state.name}'")
+        return scope
 
     def _action_timeout(self, state: State) -> float:
         return state.timeout if state.timeout is not None else self.loop.action_timeout
@@ -731,7 +791,9 @@ class Runner:
         self.progress.elapsed_ms = self._elapsed_ms()
         data = self.progress.to_dict(_CHANGING)
         if self.redactor:
-            data = self.redactor.obj(data)
+            # captured values and `prev` keep named markers, which a resumed run fills in
+            sealed = {name: self._sealer.seal(data[name]) for name in ("captured", "prev")}
+            data = self.redactor.obj(data) | sealed
         self.run_dir.write_state(data, fsync=self.options.fsync, head=self._state_head)
 
     def _finish(
@@ -775,6 +837,11 @@ class Runner:
             self._lock = None
         self._sink.close()
         self.run_dir.close()
+
+
+def file_secrets(loop: Loop) -> list[str]:
+    """The literal values the loop file itself gives its secret keys."""
+    return [str(loop.context[k]) for k in loop.secrets if k in loop.context]
 
 
 def _output_record(state: State, action: actions.ActionResult | None) -> dict[str, Any]:

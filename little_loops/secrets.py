@@ -1,11 +1,15 @@
-"""Secret values and their redaction to `***` in events, state files, logs and terminal output."""
+"""Secret values: their redaction to `***` in events, logs and terminal output, and their
+sealing as named markers in the state a resumed run reads back."""
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
+
+from .errors import EXIT_USAGE, LoopError
 
 MASK = "***"
 MASK_BYTES = MASK.encode()
@@ -24,26 +28,45 @@ def secret_env_names(env: Mapping[str, str]) -> list[str]:
     ]
 
 
+def secret_sources(
+    env: Mapping[str, str], context: Mapping[str, str], secret_keys: Iterable[str]
+) -> dict[str, str]:
+    """Each secret value of a run by where it comes from: `env.NAME` or `context.KEY`."""
+    sources = {f"env.{name}": env[name] for name in secret_env_names(env)}
+    sources |= {f"context.{key}": context[key] for key in secret_keys if key in context}
+    return sources
+
+
+def quoted_forms(value: str) -> Iterator[str]:
+    """`value` as shell quoting and JSON write it: a quoted copy must not slip past a mask."""
+    yield value
+    yield value.replace("'", "'\\''")  # inside '...'
+    yield value.replace("\\", "\\\\").replace("$", "\\$").replace("`", "\\`").replace('"', '\\"')
+    yield json.dumps(value, ensure_ascii=False)[1:-1]
+
+
 class Redactor:
-    """Replaces every known secret value with `***`, in text, bytes and nested JSON values."""
+    """Replaces every known secret value with `***`, in text, bytes and nested JSON values.
+
+    The quoted forms of each value (shell quotes, JSON escapes) are masked too.
+    """
 
     def __init__(self, values: Iterable[str]) -> None:
-        unique = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH}
+        secrets = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH}
+        self.values: tuple[str, ...] = tuple(sorted(secrets, key=len, reverse=True))
         # Longest first, so a secret that contains another is masked whole.
-        self.values: tuple[str, ...] = tuple(sorted(unique, key=len, reverse=True))
-        self._bytes = tuple(v.encode("utf-8") for v in self.values)
+        forms = sorted({f for v in secrets for f in quoted_forms(v)}, key=len, reverse=True)
+        self._bytes = tuple(f.encode("utf-8") for f in forms)
         self.longest = max((len(b) for b in self._bytes), default=0)
         # One scan, leftmost match first and the longest secret at each place.
         self.pattern_bytes = re.compile(b"|".join(re.escape(b) for b in self._bytes))
-        self._pattern_text = re.compile("|".join(re.escape(v) for v in self.values))
+        self._pattern_text = re.compile("|".join(re.escape(f) for f in forms))
 
     @classmethod
     def for_run(
         cls, env: Mapping[str, str], context: Mapping[str, str], secret_keys: Iterable[str]
     ) -> Redactor:
-        values = [env[name] for name in secret_env_names(env)]
-        values += [context[key] for key in secret_keys if key in context]
-        return cls(values)
+        return cls(secret_sources(env, context, secret_keys).values())
 
     def __bool__(self) -> bool:
         return bool(self.values)
@@ -107,3 +130,112 @@ class RedactingStream:
         if self._pending:
             self._sink(self._redactor.data(self._pending))
             self._pending = b""
+
+
+class MaskedView(Mapping[str, Any]):
+    """A read-only view of a nested mapping whose text values come out masked."""
+
+    def __init__(self, inner: Mapping[str, Any], mask: Callable[[str], str]) -> None:
+        self._inner = inner
+        self._mask = mask
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._inner[key]
+        if isinstance(value, str):
+            return self._mask(value)
+        if isinstance(value, Mapping):
+            return MaskedView(value, self._mask)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._inner)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+
+_OPEN, _CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧: a marker reads ⟦secret NAME FORM NONCE⟧
+
+
+class Sealer:
+    """Swaps secret values for markers naming their source (`⟦secret context.pw 0 3fa2c1⟧`)
+    in what a resumed run reads back (captured values, `prev`, context), and swaps them back.
+
+    FORM numbers the quoted form the value had (see `quoted_forms`). The nonce is the run's
+    own, so output that happens to look like a marker stays text.
+    """
+
+    def __init__(self, sources: Mapping[str, str], nonce: str) -> None:
+        self.nonce = nonce
+        self._names: dict[str, tuple[str, int]] = {}
+        for name, value in sources.items():
+            if len(value) >= MIN_SECRET_LENGTH:
+                for form, text in enumerate(quoted_forms(value)):
+                    self._names.setdefault(text, (name, form))
+        values = sorted(self._names, key=len, reverse=True)
+        self._pattern = re.compile("|".join(re.escape(v) for v in values)) if values else None
+        self._marker = re.compile(
+            re.escape(f"{_OPEN}secret ")
+            + r"([A-Za-z0-9_.-]+) ([0-9]+) "
+            + re.escape(f"{nonce}{_CLOSE}")
+        )
+
+    def seal(self, value: Any) -> Any:
+        """A copy of a JSON-like value with every secret replaced by its marker."""
+        pattern = self._pattern
+        if pattern is None:
+            return value
+        if isinstance(value, str):
+            return pattern.sub(self._marker_for, value)
+        if isinstance(value, Mapping):
+            return {self.seal(str(k)): self.seal(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.seal(v) for v in value]
+        return value
+
+    def _marker_for(self, match: re.Match[str]) -> str:
+        name, form = self._names[match.group()]
+        return f"{_OPEN}secret {name} {form} {self.nonce}{_CLOSE}"
+
+    def unseal(self, value: Any, sources: Mapping[str, str]) -> Any:
+        """`value` with each marker replaced by the secret now in `sources`.
+
+        Raises LoopError (a usage error) naming every source that is no longer given.
+        """
+        missing: set[str] = set()
+        out = self._unseal(value, sources, missing)
+        if missing:
+            names = ", ".join(sorted(missing))
+            how = []
+            keys = sorted(n.removeprefix("context.") for n in missing if n.startswith("context."))
+            env = sorted(n.removeprefix("env.") for n in missing if n.startswith("env."))
+            if keys:
+                how.append(" ".join(f"--set {k}=..." for k in keys))
+            if env:
+                how.append("set " + ", ".join(env) + " in the environment")
+            raise LoopError(
+                f"the run's saved values use secrets that are not given again ({names}); "
+                f"resume with {' and '.join(how)}",
+                exit_code=EXIT_USAGE,
+            )
+        return out
+
+    def _unseal(self, value: Any, sources: Mapping[str, str], missing: set[str]) -> Any:
+        if isinstance(value, str):
+            if _OPEN not in value:
+                return value
+
+            def fill(match: re.Match[str]) -> str:
+                name, form = match.group(1), int(match.group(2))
+                if name not in sources:
+                    missing.add(name)
+                    return match.group()
+                forms = list(quoted_forms(sources[name]))
+                return forms[form] if form < len(forms) else match.group()
+
+            return self._marker.sub(fill, value)
+        if isinstance(value, Mapping):
+            return {k: self._unseal(v, sources, missing) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._unseal(v, sources, missing) for v in value]
+        return value

@@ -136,7 +136,7 @@ CASES = {
         ],
     ),
     "duplicate-item": (
-        OK + "context: {a: 1}\nsecrets: [a, a]\n",
+        OK + "context: {a: ''}\nsecrets: [a, a]\n",
         ["loop.yaml:15:10: error: 'secrets' lists 'a' twice"],
     ),
     "duplicate-key": (

@@ -118,3 +118,163 @@ def test_line_continuations_keep_values_quoted(
     assert done.returncode == 0, done.stdout + done.stderr
     assert captured(tmp_path, "q").splitlines()[-1] == value
     assert pwned(tmp_path) == []
+
+
+# ------------------------------------------------------------------ 11: secrets in quoted form
+
+PW = "hunter2'xyz"
+TOKEN = "tok'en\"$x`9"  # an environment secret a step prints and a later step re-quotes
+LEAKS = [PW, "hunter2'\\''xyz", "hunter2", TOKEN, "tok'\\''en", "tok'en"]
+
+SECRET_LOOP = """\
+name: secret
+initial: a
+context:
+  pw: "hunter2'xyz"
+secrets: [pw]
+states:
+  a:
+    action: echo ${context.pw|q} >/dev/null; printf '%s\\n' "t=$MY_TOKEN"
+    capture: a
+    next: b
+  b:
+    action: echo ${captured.a.output} "${context.pw}"; false
+    next: done
+  done: {terminal: true}
+"""
+
+
+def leaked(text: str) -> list[str]:
+    return [secret for secret in LEAKS if secret in text]
+
+
+def run_dir_text(base: Path) -> str:
+    return "\n".join(
+        p.read_bytes().decode("utf-8", "replace") for p in base.rglob("*") if p.is_file()
+    )
+
+
+def test_quoted_secrets_never_reach_terminal_events_junit_or_files(
+    tmp_path: Path, ll_cmd: list[str]
+) -> None:
+    loop = write(tmp_path / "l.yaml", SECRET_LOOP)
+    env = os.environ | {"MY_TOKEN": TOKEN}
+    for args in (["--verbose"], ["--json"], []):
+        done = subprocess.run(
+            [*ll_cmd, "run", str(loop), "--junit-xml", str(tmp_path / "j.xml"), *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert leaked(done.stdout + done.stderr) == [], done.stdout
+        assert "echo '***'" in done.stdout or "echo '***'" in done.stdout.replace('\\"', '"')
+    assert leaked((tmp_path / "j.xml").read_text()) == []
+    assert leaked(run_dir_text(tmp_path / ".loops")) == []
+    # the snapshot keeps the file's shape, with the secret literal masked
+    for snapshot in (tmp_path / ".loops" / "runs").glob("*/loop.yaml"):
+        assert '  pw: "***"' in snapshot.read_text()
+
+
+def test_dry_run_masks_secrets(tmp_path: Path, ll_cmd: list[str]) -> None:
+    loop = write(tmp_path / "l.yaml", SECRET_LOOP)
+    done = run_ll(ll_cmd, tmp_path, "run", str(loop), "--dry-run", "--set", "pw=s3cret'value")
+    assert done.returncode == 0, done.stderr
+    assert "echo '***' >/dev/null" in done.stdout
+    assert "s3cret" not in done.stdout + done.stderr
+
+
+def test_validate_warns_about_a_literal_secret(tmp_path: Path, ll_cmd: list[str]) -> None:
+    loop = write(tmp_path / "l.yaml", SECRET_LOOP)
+    done = run_ll(ll_cmd, tmp_path, "validate", str(loop))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        "l.yaml:4:7: warning: secret 'pw' has a literal value in the file, which is then "
+        "kept wherever the file goes; pass it with --set pw=... or the environment "
+        "(pw: ${env.NAME})"
+    ) in done.stdout + done.stderr
+    from_env = write(tmp_path / "e.yaml", SECRET_LOOP.replace('"hunter2\'xyz"', "${env.PW}"))
+    done = run_ll(ll_cmd, tmp_path, "validate", str(from_env))
+    assert "literal" not in done.stdout + done.stderr
+
+
+def test_a_masked_snapshot_still_resumes_unchanged_file(tmp_path: Path, ll_cmd: list[str]) -> None:
+    # the snapshot differs from the file (masked), the change check uses the digest
+    loop = write(tmp_path / "l.yaml", RESUME_LOOP.replace("pw: ''", "pw: 'file-secret-1'"))
+    first = run_ll(ll_cmd, tmp_path, "run", str(loop))
+    assert first.returncode == 143, first.stdout + first.stderr
+    assert "file-secret-1" not in run_dir_text(tmp_path / ".loops")
+    again = run_ll(ll_cmd, tmp_path, "resume")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (tmp_path / "got.txt").read_text() == "dist/file-secret-1/app|file-secret-1"
+
+
+# ------------------------------------------------------------------ 12: resume with secrets
+
+RESUME_LOOP = """\
+name: resumable
+initial: build
+context:
+  pw: ''
+secrets: [pw]
+states:
+  build:
+    action: printf 'dist/%s/app' "${context.pw}"
+    capture: build
+    next: stop
+  stop:
+    # the first time through, ll itself is terminated here
+    action: if [ ! -f stopped ]; then touch stopped; kill -TERM $PPID; sleep 5; fi
+    next: use
+  use:
+    action: printf '%s|%s' ${captured.build.output} "${context.pw}" > got.txt
+    next: done
+  done: {terminal: true}
+"""
+
+
+def test_resume_refills_captured_secrets_and_asks_for_set_ones(
+    tmp_path: Path, ll_cmd: list[str]
+) -> None:
+    secret = "s3cr3t-Value"
+    loop = write(tmp_path / "l.yaml", RESUME_LOOP)
+    first = run_ll(ll_cmd, tmp_path, "run", str(loop), "--set", f"pw={secret}")
+    assert first.returncode == 143, first.stdout + first.stderr
+    assert secret not in run_dir_text(tmp_path / ".loops")
+    # not given again: refused, naming the key, rather than quietly using the file's ''
+    refused = run_ll(ll_cmd, tmp_path, "resume")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "secret pw given by --set" in refused.stdout + refused.stderr
+    assert "--set pw=..." in refused.stdout + refused.stderr
+    assert not (tmp_path / "got.txt").exists()
+    again = run_ll(ll_cmd, tmp_path, "resume", "--set", f"pw={secret}")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (tmp_path / "got.txt").read_text() == f"dist/{secret}/app|{secret}"
+    assert secret not in run_dir_text(tmp_path / ".loops")
+
+
+def test_resume_refuses_when_an_environment_secret_is_gone(
+    tmp_path: Path, ll_cmd: list[str]
+) -> None:
+    loop = write(
+        tmp_path / "l.yaml",
+        RESUME_LOOP.replace(
+            "printf 'dist/%s/app' \"${context.pw}\"", "printf '%s' \"$MY_TOKEN\""
+        ).replace("pw: ''", "pw: 'x'"),
+    )
+    env = os.environ | {"MY_TOKEN": "env-secret-42"}
+    first = subprocess.run(
+        [*ll_cmd, "run", str(loop)], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
+    assert first.returncode == 143, first.stdout + first.stderr
+    assert "env-secret-42" not in run_dir_text(tmp_path / ".loops")
+    refused = run_ll(ll_cmd, tmp_path, "resume")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "env.MY_TOKEN" in refused.stdout + refused.stderr
+    again = subprocess.run(
+        [*ll_cmd, "resume"], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (tmp_path / "got.txt").read_text() == "env-secret-42|x"

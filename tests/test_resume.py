@@ -197,9 +197,13 @@ def test_restores_the_options_of_the_run(tmp_path: Path) -> None:
         cache=False,
         record=tmp_path / "cassette.jsonl",
     )
-    _, options, progress, _ = prepare_resume(tmp_path, first.run_id, overrides={"extra": "1"})
-    # Secret values are never written down, so a resumed run gets them afresh.
-    assert options.overrides == {"who": "Ada", "extra": "1"}
+    # Secret values are never written down, so a resumed run is given them afresh.
+    with pytest.raises(LoopError, match="secret token given by --set") as info:
+        prepare_resume(tmp_path, first.run_id, overrides={"extra": "1"})
+    assert info.value.exit_code == 2
+    again = {"extra": "1", "token": "again-token"}
+    _, options, progress, _ = prepare_resume(tmp_path, first.run_id, overrides=again)
+    assert options.overrides == {"who": "Ada", **again}
     assert options.max_iterations == 9 == progress.max_iterations
     assert options.claude == ("my-claude", "--x")
     assert options.claude_flags == ("--flag",)
