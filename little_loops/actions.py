@@ -41,6 +41,9 @@ POLL_S = 0.05  # wake-up interval where pidfd_open is unavailable
 READ_CHUNK = 1 << 16
 MAX_EVENT_LINE = 64 << 20  # a stream-JSON line longer than this is skipped, not buffered
 DEFAULT_TAIL_BYTES = 1 << 20
+# The kernel refuses a single argument over 128 KiB (MAX_ARG_STRLEN, "argument list too
+# long"): a longer command or prompt goes to the child through a file descriptor instead.
+MAX_ARG_BYTES = 100_000
 
 SLASH_FLAGS = ("--dangerously-skip-permissions",)
 _ROOT_REFUSAL = "cannot be used with root/sudo privileges"
@@ -164,10 +167,13 @@ def run_shell(
     ActionStartError when the shell or `cwd` does not exist.
     """
     _check_cwd(cwd)
+    script = _long_text(command)
+    # a long command is read by the shell from a descriptor, as if it were given with -c
+    argv = [shell, "-c", command if script is None else f". /dev/fd/{script}"]
     try:
         run = _execute(
-            [shell, "-c", command], cwd, env, timeout, log_path, tail_bytes, on_output,
-            on_start=on_start,
+            argv, cwd, env, timeout, log_path, tail_bytes, on_output, on_start=on_start,
+            pass_fds=() if script is None else (script,),
         )  # fmt: skip
     except FileNotFoundError:
         raise ActionStartError(
@@ -179,6 +185,9 @@ def run_shell(
             f"cannot run shell action: shell {shell!r} is not executable (permission denied); "
             "set 'shell:' in the loop file to an executable shell such as /bin/sh"
         ) from None
+    finally:
+        if script is not None:
+            os.close(script)
     return ActionResult(
         output=run.stdout.text(),
         stderr=run.stderr.text(),
@@ -211,7 +220,10 @@ def run_slash(
     if not claude:
         raise ValueError("claude command must not be empty")
     _check_cwd(cwd)
-    argv = [*claude, "-p", prompt, "--output-format", "stream-json", "--verbose", *flags]
+    # `claude -p` with no prompt argument reads the prompt from its standard input
+    stdin = _long_text(prompt)
+    given = [prompt] if stdin is None else []
+    argv = [*claude, "-p", *given, "--output-format", "stream-json", "--verbose", *flags]
     parser = _StreamJson(tail_bytes)
     started = time.monotonic()
     try:
@@ -225,6 +237,7 @@ def run_slash(
             on_output,
             on_stdout=parser.feed,
             on_start=on_start,
+            stdin=stdin,
         )
     except (FileNotFoundError, PermissionError) as exc:
         problem = "not found" if isinstance(exc, FileNotFoundError) else "not executable"
@@ -238,6 +251,9 @@ def run_slash(
             error=f"claude CLI {problem}: {claude[0]!r}; install Claude Code or set "
             "LL_CLAUDE / --claude",
         )
+    finally:
+        if stdin is not None:
+            os.close(stdin)
     parser.close()
     stderr = run.stderr.text()
     result = parser.result
@@ -303,6 +319,27 @@ def _clip(text: str, limit: int = 300) -> str:
 
 
 _DEVNULL: int | None = None
+
+
+def _long_text(text: str) -> int | None:
+    """For text too long to be one argument, a descriptor reading it from its start; else None."""
+    if len(text) * 4 <= MAX_ARG_BYTES:
+        return None  # short enough whatever its encoding: spare the encoding
+    data = text.encode("utf-8", "surrogateescape")
+    if len(data) <= MAX_ARG_BYTES:
+        return None
+    try:
+        fd = os.memfd_create("ll-action")  # in memory: the text may hold secrets
+    except (AttributeError, OSError):
+        import tempfile
+
+        with tempfile.TemporaryFile() as file:  # already unlinked
+            fd = os.dup(file.fileno())
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _devnull() -> int:
@@ -475,8 +512,13 @@ def _execute(
     on_output: OutputHook | None,
     on_stdout: Callable[[bytes], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    stdin: int | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> _Run:
-    """Start argv in its own group and pump its output until it and its group are gone."""
+    """Start argv in its own group and pump its output until it and its group are gone.
+
+    `stdin` is a descriptor for the child's standard input (default /dev/null); `pass_fds`
+    stay open in the child."""
     pipes = _Pipes()
     started = time.monotonic()
     try:
@@ -484,7 +526,8 @@ def _execute(
             argv,
             cwd=cwd,
             env=None if env is None else dict(env),
-            stdin=_devnull(),
+            stdin=_devnull() if stdin is None else stdin,
+            pass_fds=pass_fds,
             stdout=pipes.out_w,
             stderr=pipes.err_w,
             start_new_session=True,

@@ -764,7 +764,12 @@ def _needs_quoting(p: Placeholder) -> bool:
 
 
 def render(
-    template: str, scope: Mapping[str, Mapping[str, Any]], *, shell: bool, where: str = ""
+    template: str,
+    scope: Mapping[str, Mapping[str, Any]],
+    *,
+    shell: bool,
+    where: str = "",
+    command: bool = False,
 ) -> str:
     """Resolve every `${ns.path}` of `template` against `scope` (SPEC section 7).
 
@@ -784,7 +789,11 @@ def render(
     placeholder, a name that holds a group of values, or a spot no escaping can make safe
     (after a backslash, in a here-document's delimiter, a value line that would end a
     here-document, a single quote inside "${...}", after a bare `$` in `${...}`).
-    Inside `$((...))` a captured value is single-quoted, which arithmetic rejects.
+    A quoted value is also refused inside arithmetic, and anywhere after text whose reading
+    differs between `sh` and `bash` (see `_ShellLexer`).
+
+    With `command=True` (an action: a shell command or a prompt passed to a program), a
+    value holding a NUL byte is a RunError naming its placeholder: no argument carries one.
     """
     compiled = _compile(template)
     suffix = f" in {where}" if where else ""
@@ -806,6 +815,11 @@ def render(
                     raise RunError(f"cannot safely build the command{suffix}: {exc}") from None
             continue
         value = _to_text(lookup(scope, part, where=where), part, suffix)
+        if command and "\0" in value:
+            raise RunError(
+                f"'${{{part.name}}}'{suffix} holds a NUL byte, which no command can carry; "
+                "write the value to a file in an earlier step and read it from there"
+            )
         if lexer is not None and _needs_quoting(part):
             try:
                 value = lexer.quote(value)

@@ -27,6 +27,7 @@ from .errors import (
     EXIT_TERMINATED,
     EXIT_TIMEOUT,
     LoopError,
+    RunError,
 )
 from .evaluators import EvalInput, evaluate
 from .events import Emitter, Event, JsonlSink, Listener, utc_now
@@ -461,7 +462,7 @@ class Runner:
         shown: str | None = None
         if state.action is not None:
             shell = state.action_type == "shell"
-            command = self._render(state.action, step, state, attempt, shell=shell)
+            command = self._render(state.action, step, state, attempt, shell=shell, command=True)
             # What events, the terminal and reports show: secrets masked before quoting.
             shown = self._display(state.action, command, step, state, attempt, shell=shell)
             action = self._act(step, state, attempt, command, shown)
@@ -686,14 +687,21 @@ class Runner:
         *,
         shell: bool,
         mask: Callable[[str], str] | None = None,
+        command: bool = False,
     ) -> str:
         text = literal_text(template)
-        if text is not None:
-            return text
-        scope = self._scope(step, state, attempt)
-        if mask is not None:
-            scope = {name: MaskedView(values, mask) for name, values in scope.items()}
-        return render(template, scope, shell=shell, where=f"state '{state.name}'")
+        if text is None:
+            scope = self._scope(step, state, attempt)
+            if mask is not None:
+                scope = {name: MaskedView(values, mask) for name, values in scope.items()}
+            where = f"state '{state.name}'"
+            text = render(template, scope, shell=shell, where=where, command=command)
+        if command and "\0" in text:
+            raise RunError(
+                f"the action of state '{state.name}' holds a NUL byte, which no command can "
+                "carry; remove it from the loop file"
+            )
+        return text
 
     def _display(
         self, template: str, command: str, step: int, state: State, attempt: int, *, shell: bool

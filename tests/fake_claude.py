@@ -62,6 +62,15 @@ def _option(argv: list[str], name: str, default: str | None = None) -> str | Non
     return default
 
 
+def _prompt(argv: list[str]) -> str | None:
+    """The prompt argument: the word after -p/--print, unless that is an option."""
+    for i, arg in enumerate(argv):
+        if arg in ("-p", "--print"):
+            following = argv[i + 1] if i + 1 < len(argv) else None
+            return None if following is None or following.startswith("-") else following
+    return None
+
+
 def _scenario() -> str:
     items = [s.strip() for s in os.environ.get("FAKE_CLAUDE_SCENARIO", "ok").split(",")]
     items = [s for s in items if s] or ["ok"]
@@ -170,7 +179,16 @@ class Out:
 
 
 def main(argv: list[str]) -> int:
-    prompt = _option(argv, "-p") or _option(argv, "--print") or ""
+    prompt = _prompt(argv)
+    if prompt is None:
+        # as the real CLI: without a prompt argument, print mode reads it from stdin
+        prompt = sys.stdin.read()
+        if not prompt.strip():
+            sys.stderr.write(
+                "Error: Input must be provided either through stdin or as a prompt argument "
+                "when using --print\n"
+            )
+            return 1
     fmt = _option(argv, "--output-format", "text") or "text"
     scenario = _scenario()
     log = os.environ.get("FAKE_CLAUDE_ARGV_LOG")

@@ -14,8 +14,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from fakes import FakeClaude, install_fake_claude
 
 HOSTILE = "x; touch PWNED;"
+
+
+@pytest.fixture
+def claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeClaude:
+    return install_fake_claude(tmp_path / "fake-bin", monkeypatch)
 
 
 def run_ll(
@@ -278,3 +284,69 @@ def test_resume_refuses_when_an_environment_secret_is_gone(
     )
     assert again.returncode == 0, again.stdout + again.stderr
     assert (tmp_path / "got.txt").read_text() == "env-secret-42|x"
+
+
+# ------------------------------------------------------------------ 15: any size, no NUL
+
+NUL_LOOP = """\
+name: nul
+initial: a
+states:
+  a:
+    action: printf 'a\\0b'
+    capture: a
+    next: b
+  b:
+    action: ACTION
+    next: done
+  done: {terminal: true}
+"""
+
+
+@pytest.mark.parametrize("action", ["echo ${captured.a.output}", "/ll:fix ${captured.a.output}"])
+def test_a_nul_byte_in_a_value_is_a_run_error_naming_it(
+    tmp_path: Path, ll_cmd: list[str], claude: FakeClaude, action: str
+) -> None:
+    loop = write(tmp_path / "l.yaml", NUL_LOOP.replace("ACTION", action))
+    done = run_ll(ll_cmd, tmp_path, "run", str(loop))
+    out = done.stdout + done.stderr
+    assert done.returncode == 3, out
+    assert "'${captured.a.output}' in state 'b' holds a NUL byte" in out
+    assert "Traceback" not in out
+    state = json.loads(next(tmp_path.glob(".loops/runs/*/state.json")).read_text())
+    assert state["status"] == "finished"
+    assert state["outcome"] == "error"
+
+
+BIG_LOOP = """\
+name: big
+initial: make
+states:
+  make:
+    action: head -c 300000 /dev/zero | tr '\\0' x
+    capture: big
+    next: shell
+  shell:
+    action: printf %s ${captured.big.output} | wc -c
+    capture: shell
+    next: slash
+  slash:
+    action: /ll:check ${captured.big.output}
+    capture: slash
+    next: done
+  done: {terminal: true}
+"""
+
+
+def test_commands_and_prompts_of_any_length_run(
+    tmp_path: Path, ll_cmd: list[str], claude: FakeClaude
+) -> None:
+    # 300 KB, over the kernel's 128 KiB limit for one argument
+    loop = write(tmp_path / "l.yaml", BIG_LOOP)
+    done = run_ll(ll_cmd, tmp_path, "run", str(loop))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert captured(tmp_path, "shell").strip() == "300000"
+    assert captured(tmp_path, "slash") == "fake claude: /ll:check " + "x" * 300000
+    # the long prompt went in on stdin: the argument list stays short
+    (call,) = [json.loads(line) for line in claude.argv_log.read_text().splitlines()]
+    assert sum(len(arg) for arg in call["argv"]) < 1000
