@@ -181,3 +181,31 @@ def test_stream_masks_a_secret_that_contains_another_whole() -> None:
     r = Redactor(["hunter", "hunter2024"])
     out = stream_through(r, [b"pw=hunter", b"2024\n"])
     assert out == r.data(b"pw=hunter2024\n") == b"pw=***\n"
+
+
+def test_quoted_forms_of_a_secret_are_masked() -> None:
+    r = Redactor(["hunter2'x\"y"])
+    assert r.values == ("hunter2'x\"y",)
+    assert r.text("echo 'hunter2'\\''x\"y'") == "echo '***'"
+    assert r.text('echo "hunter2\'x\\"y"') == 'echo "***"'
+    assert r.text('{"pw": "hunter2\'x\\"y"}') == '{"pw": "***"}'
+
+
+def test_sealer_names_each_secret_and_fills_it_back() -> None:
+    from little_loops.errors import LoopError
+    from little_loops.secrets import Sealer
+
+    sources = {"context.pw": "hunter2'x", "env.GH_TOKEN": "ghp-123456"}
+    sealer = Sealer(sources, "ab12")
+    data = {"out": {"output": "dist/hunter2'x/app", "q": "'hunter2'\\''x' ghp-123456"}}
+    sealed = sealer.seal(data)
+    text = repr(sealed)
+    assert "hunter2" not in text
+    assert "ghp-123456" not in text
+    assert "\u27e6secret context.pw 0 ab12\u27e7" in sealed["out"]["output"]
+    assert sealer.unseal(sealed, sources) == data
+    # a different nonce leaves look-alike text alone
+    assert Sealer(sources, "zz99").unseal(sealed, sources) == sealed
+    with pytest.raises(LoopError, match=r"context\.pw.*--set pw=\.\.\.") as info:
+        sealer.unseal(sealed, {"env.GH_TOKEN": "ghp-123456"})
+    assert info.value.exit_code == 2
