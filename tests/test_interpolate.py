@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -311,6 +312,52 @@ def test_fuzzed_values_arrive_exactly(template: str, tmp_path: Path) -> None:
         command = render(template, scope_with(value), shell=True)
         assert sh(command, tmp_path) == expected(value).encode()
         assert not (tmp_path / "PWNED").exists()
+
+    check()
+
+
+# Shell fragments whose order decides where a value stands: quotes, continuations, arithmetic,
+# here-documents, comments, substitutions, and the bash-only forms sh reads otherwise.
+FRAGMENTS = [
+    *["echo ", " ", "\t", "\n", ";", "|", "&&", "x", "1", "-", "{", "}", "(", ")", "#"],
+    *['"', "'", "$'", "\\'", "\\", "\\\n", "$", "`", "$(", "$((", "))", "((", "$${", "$[", "]"],
+    *["<", ">", "<<", "<<-", "EOF", "'EOF'", "case x in x) ", ";; esac", "for "],
+]
+INJECTING = "$(touch PWNED)`touch PWNED`';touch PWNED;'\"\n touch PWNED\nEOF\ntouch PWNED\n"
+
+
+def test_fuzzed_templates_never_run_a_value(tmp_path: Path) -> None:
+    """Random commands around a placeholder: either refused, or no shell runs the value."""
+    shells = [s for s in ("/bin/sh", shutil.which("bash")) if s]
+    fragments = st.lists(st.sampled_from(FRAGMENTS), max_size=9).map("".join)
+
+    @settings(
+        max_examples=150,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(fragments, fragments, st.booleans())
+    def check(before: str, after: str, twice: bool) -> None:
+        template = before + X + after + (X if twice else "")
+        try:
+            command = render(template, scope_with(INJECTING), shell=True)
+        except RunError:
+            return
+        for shell in shells:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                subprocess.run(
+                    [shell, "-c", command],
+                    cwd=tmp_path,
+                    capture_output=True,
+                    stdin=subprocess.DEVNULL,
+                    timeout=5,
+                    check=False,
+                )
+            made = [p.name for p in tmp_path.iterdir() if p.name.startswith("PWNED")]
+            for p in tmp_path.iterdir():
+                if p.is_file():
+                    p.unlink()
+            assert made == [], (shell, template)
 
     check()
 
