@@ -133,6 +133,7 @@ _SQ = "sq"  # inside '...'
 _ANSI = "ansi"  # inside $'...' (bash, ksh, zsh; dash reads it as '$' then '...')
 _PARAM = "param"  # inside ${...} written unquoted
 _PARAM_DQ = "param_dq"  # inside ${...} written within "..."
+_PARAM_SQ = "param_sq"  # inside '...' within "${...}": bash pairs the quotes, sh does not
 _COMMENT = "comment"  # after an unquoted '#' that starts a word, to the end of the line
 _HEREDOC = "heredoc"  # body of a here-document with an unquoted delimiter
 _HEREDOC_Q = "heredoc_q"  # body of a here-document with a quoted delimiter: no expansion
@@ -154,6 +155,7 @@ _PLAIN: dict[str, re.Pattern[str]] = {
     _ANSI: re.compile(r"[^'\\]+"),
     _PARAM: re.compile(r"[^}'\"\\$`]+"),
     _PARAM_DQ: re.compile(r"[^}'\"\\$`]+"),
+    _PARAM_SQ: re.compile(r"[^}'\"\\$`]+"),
     _COMMENT: re.compile(r"[^\n]+"),
     _ARITH: re.compile(r"[^()'\"\\$`]+"),
     _ARITH_CMD: re.compile(r"[^()'\"\\$`<#]+"),
@@ -275,6 +277,12 @@ class _ShellLexer:
             return
         if kind == _HEREDOC_Q:
             return
+        if kind == _PARAM_SQ:
+            if ch != "'":
+                # a character whose meaning depends on whether the quote counts
+                self._unsure("""a single quote inside "${...}" around '}', '"', '$' or '\\'""")
+            self._pop()
+            return
         if kind == _COMMENT:
             if ch == "\n":
                 self._pop()
@@ -337,7 +345,7 @@ class _ShellLexer:
             elif ch == "}":
                 self._pop()
             elif ch == "'":
-                self._unsure("""a single quote inside "${...}", which bash pairs and sh does not""")
+                self._push(_PARAM_SQ)
             return
         if kind in _ARITHMETIC:
             self._arith_char(kind, ch)
@@ -641,6 +649,10 @@ class _ShellLexer:
             raise _UnsafeValue("it follows a backslash")
         if dollar and kind in (_PARAM, _PARAM_DQ, _HEREDOC):
             raise _UnsafeValue("it follows a bare '$'")
+        if kind == _PARAM_SQ:
+            raise _UnsafeValue(
+                """it stands inside '...' within "${...}", which sh and bash read differently"""
+            )
         if kind == _PARAM_DQ and "'" in value:
             # bash pairs single quotes inside "${...}" while dash reads them literally
             raise _UnsafeValue('its value has a single quote and it stands inside "${...}"')

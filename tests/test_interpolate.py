@@ -220,6 +220,8 @@ CONTEXTS: dict[str, Any] = {
     f'printf %s "$\\\n(printf %s {X})"': _trailing_newlines_stripped,
     f"cat <<EOF\nab\\\nEOF\n{X}\nEOF": lambda v: f"abEOF\n{v}\n",
     f"printf %s a\\\n{X}": lambda v: f"a{v}",
+    # quotes inside "${...}" that sh and bash both take as text
+    f"x=; printf %s \"$${{x:-'a b'}}\" {X}": lambda v: f"'a b'{v}",
 }
 
 
@@ -384,6 +386,7 @@ def test_fuzzed_templates_never_run_a_value(tmp_path: Path) -> None:
         (f"cat <<'E\nOF'\n{X}\nE\nOF", "v", "delimiter that spans lines"),
         (f"cat <<EOF\nEO\\\nF\n{X}\nEOF", "v", "continued into its delimiter"),
         (f"x=; echo \"$${{x:-'}}'}} {X} '}}\"", "v", "single quote inside"),
+        (f"x=; echo \"$${{x:-'{X}'}}\"", "v", "inside '...' within"),
         (f"echo $((echo a); echo b) {X}", "v", "does not end with"),
         (f'echo $(( "1" + 1 )) {X}', "v", "quote inside arithmetic"),
         (f"echo `echo $[1<<2]` {X}", "v", "inside \\$\\["),
