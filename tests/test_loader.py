@@ -19,8 +19,8 @@ description: Fix lint until clean
 initial: check
 max_iterations: 20
 on_error: escalate
-context: {src: src/, limit: 3}
-secrets: [src]
+context: {src: src/, limit: 3, token: ""}
+secrets: [token]
 llm: {model: claude-haiku, min_confidence: 0.7}
 states:
   check:
@@ -64,8 +64,8 @@ def test_top_level_fields(loop: Loop, tmp_path: Path) -> None:
     assert loop.initial == "check"
     assert loop.max_iterations == 20
     assert loop.on_error == "escalate"
-    assert dict(loop.context) == {"src": "src/", "limit": 3}
-    assert loop.secrets == ("src",)
+    assert dict(loop.context) == {"src": "src/", "limit": 3, "token": ""}
+    assert loop.secrets == ("token",)
     assert loop.llm.model == "claude-haiku"
     assert loop.llm.min_confidence == 0.7
     assert loop.llm.max_tokens == 256
@@ -194,7 +194,7 @@ def test_warnings_do_not_stop_a_load(tmp_path: Path) -> None:
     text = LOOP + "  orphan: {terminal: true}\n"
     loaded, diagnostics = try_load(write(tmp_path, text))
     assert loaded is not None
-    assert [d.code for d in diagnostics] == ["literal-secret", "unreachable-state"]
+    assert [d.code for d in diagnostics] == ["unreachable-state"]
 
 
 def test_keys_are_always_text(tmp_path: Path) -> None:
