@@ -212,6 +212,13 @@ def test_a_masked_snapshot_still_resumes_unchanged_file(tmp_path: Path, ll_cmd: 
     first = run_ll(ll_cmd, tmp_path, "run", str(loop))
     assert first.returncode == 143, first.stdout + first.stderr
     assert "file-secret-1" not in run_dir_text(tmp_path / ".loops")
+    # a real change is still told apart from the masking, line for line
+    original = loop.read_text()
+    loop.write_text(original + "description: changed\n")
+    changed = run_ll(ll_cmd, tmp_path, "resume")
+    assert changed.returncode == 3
+    assert "(1 line(s) added, 0 removed, first change at line" in changed.stdout + changed.stderr
+    loop.write_text(original)
     again = run_ll(ll_cmd, tmp_path, "resume")
     assert again.returncode == 0, again.stdout + again.stderr
     assert (tmp_path / "got.txt").read_text() == "dist/file-secret-1/app|file-secret-1"
