@@ -31,6 +31,7 @@ from little_loops.errors import LoopError, RunError
 from little_loops.model import EMPTY
 
 OutputHook = Callable[[str, bytes], None]
+Window = Callable[[], contextlib.AbstractContextManager[None]]
 StrPath = str | os.PathLike[str]
 
 KILL_GRACE_S = 0.75  # between SIGTERM and SIGKILL of a process group
@@ -155,6 +156,7 @@ def run_shell(
     tail_bytes: int = DEFAULT_TAIL_BYTES,
     on_output: OutputHook | None = None,
     on_start: Callable[[int], None] | None = None,
+    interruptible: Window | None = None,
 ) -> ActionResult:
     """Run `[shell, "-c", command]` in a new process group, stdin from /dev/null.
 
@@ -167,7 +169,7 @@ def run_shell(
     try:
         run = _execute(
             [shell, "-c", command], cwd, env, timeout, log_path, tail_bytes, on_output,
-            on_start=on_start,
+            on_start=on_start, interruptible=interruptible,
         )  # fmt: skip
     except FileNotFoundError:
         raise ActionStartError(
@@ -201,6 +203,7 @@ def run_slash(
     tail_bytes: int = DEFAULT_TAIL_BYTES,
     on_output: OutputHook | None = None,
     on_start: Callable[[int], None] | None = None,
+    interruptible: Window | None = None,
 ) -> ActionResult:
     """Run `claude -p PROMPT --output-format stream-json --verbose FLAGS` like a shell action.
 
@@ -225,6 +228,7 @@ def run_slash(
             on_output,
             on_stdout=parser.feed,
             on_start=on_start,
+            interruptible=interruptible,
         )
     except (FileNotFoundError, PermissionError) as exc:
         problem = "not found" if isinstance(exc, FileNotFoundError) else "not executable"
@@ -428,10 +432,10 @@ class _Sink:
         self.sel.register(self.pidfd, selectors.EVENT_READ)
 
     def unwatch_exit(self) -> None:
-        if self.pidfd is not None:
-            self.sel.unregister(self.pidfd)
-            os.close(self.pidfd)
-            self.pidfd = None
+        pidfd, self.pidfd = self.pidfd, None
+        if pidfd is not None:
+            self.sel.unregister(pidfd)
+            os.close(pidfd)
 
     def read(self, fd: int) -> None:
         try:
@@ -475,8 +479,13 @@ def _execute(
     on_output: OutputHook | None,
     on_stdout: Callable[[bytes], None] | None = None,
     on_start: Callable[[int], None] | None = None,
+    interruptible: Window | None = None,
 ) -> _Run:
-    """Start argv in its own group and pump its output until it and its group are gone."""
+    """Start argv in its own group and pump its output until it and its group are gone.
+
+    `interruptible`, when given, opens the only stretch where the caller's signal handlers
+    may raise: the wait. Starting, killing and cleaning up then never stop half-way.
+    """
     pipes = _Pipes()
     started = time.monotonic()
     try:
@@ -503,7 +512,8 @@ def _execute(
         if on_start is not None:
             on_start(proc.pid)
         deadline = None if timeout is None else started + max(timeout, 0.0)
-        timed_out = _pump(proc, sink, deadline)
+        with interruptible() if interruptible is not None else contextlib.nullcontext():
+            timed_out = _pump(proc, sink, deadline)
         sink.unwatch_exit()
         if timed_out or _group_alive(proc.pid):
             _kill_group(proc)

@@ -316,6 +316,9 @@ def _execute(
             loop, options, listeners=listeners, progress=progress, run_dir=run_dir, run_id=run_id
         )
         result = runner.run()
+    # The run's end is recorded: a late signal neither changes its exit code nor breaks into
+    # the interpreter's shutdown.
+    _ignore_signals()
     if result.outcome == "interrupted" and not json_mode:
         click.echo(
             f"ll: run {result.run_id} stopped at step {result.steps + 1}; "
@@ -323,6 +326,13 @@ def _execute(
             err=True,
         )
     sys.exit(result.exit_code)
+
+
+def _ignore_signals() -> None:
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def _fan_out(hooks: list[Any]) -> Any:

@@ -6,6 +6,7 @@ Everything a resumed run needs lives in `Progress`, written to state.json after 
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import shutil
@@ -49,11 +50,72 @@ class Terminated(BaseException):
     """Raised in the main thread by the SIGTERM handler, so running actions are killed."""
 
 
+class _SignalGate:
+    """Where SIGINT and SIGTERM take effect during a run.
+
+    A signal stops the run at once only inside a window the runner opens for waiting on
+    something outside (an action, the judge, a sleep). Anywhere else it is held until the
+    step's bookkeeping (its events and persisted route) is done, so a step is either
+    finished and recorded, or cut off and run again on resume, never half of each.
+    """
+
+    def __init__(self) -> None:
+        self.held = False
+        self.pending: int | None = None
+
+    def arrived(self, signum: int) -> None:
+        """The handler's half: raise now, or remember the signal for the end of the hold."""
+        if self.held:
+            self.pending = signum
+            return
+        _raise_for(signum)
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Hold signals; a signal that came meanwhile is raised on leaving, unless still held."""
+        was = self.held
+        self.held = True
+        try:
+            yield
+        finally:
+            self.held = was
+        if not was:
+            self.raise_pending()
+
+    @contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """A window where a signal stops the run at once (a held one is raised on entry)."""
+        self.raise_pending()
+        was = self.held
+        self.held = False
+        try:
+            yield
+        finally:
+            self.held = was
+
+    def raise_pending(self) -> None:
+        if self.pending is not None:
+            signum, self.pending = self.pending, None
+            _raise_for(signum)
+
+
+def _raise_for(signum: int) -> None:
+    import signal
+
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated
+
+
+GATE = _SignalGate()
+
+
 @contextmanager
 def signals_as_exceptions() -> Iterator[None]:
     """While a run is in progress, SIGINT and SIGTERM raise, so the action is stopped and the
     run persisted; a second signal ends the process at once (state.json is only ever replaced
-    whole, so the run stays resumable)."""
+    whole, so the run stays resumable). Where a signal lands in a step's bookkeeping, it is
+    held until that bookkeeping is done (see `_SignalGate`)."""
     import signal
 
     received: list[int] = []
@@ -62,16 +124,17 @@ def signals_as_exceptions() -> Iterator[None]:
         if received:
             os._exit(EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_TERMINATED)
         received.append(signum)
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise Terminated
+        GATE.arrived(signum)
 
+    # Held from here: a signal while the run is set up stops it at its first step, recorded.
+    GATE.held, GATE.pending = True, None
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
         for sig, previous in old.items():
             signal.signal(sig, previous)
+        GATE.held, GATE.pending = False, None
 
 
 @dataclass(frozen=True)
@@ -269,6 +332,7 @@ class Runner:
             redact=self.redactor.obj if self.redactor else None,
         )
         self._judge: Any = None
+        self._judge_spent = 0.0  # what the judge's answers in this evaluation cost so far
         self._entering: tuple[int, str] | None = None  # a state_enter not yet written
         # Recorded at the start, so a run resumed from elsewhere acts in the same place; runs
         # recorded before v2 ran their actions in the loop file's directory.
@@ -278,7 +342,21 @@ class Runner:
     # -- the run -------------------------------------------------------------------------
 
     def run(self) -> RunResult:
-        """Run until a terminal state, a limit, an error or a signal; always persists the end."""
+        """Run until a terminal state, a limit, an error or a signal; always persists the end.
+
+        Signals are held throughout, except in the windows that wait on something outside
+        (actions, the judge, sleeps); one that arrives while the end is being recorded does
+        not change the recorded outcome.
+        """
+        # Held until signals_as_exceptions ends, so that a signal after the end is recorded
+        # is dropped there rather than raised on the way out.
+        GATE.held = True
+        try:
+            return self._run()
+        finally:
+            GATE.pending = None
+
+    def _run(self) -> RunResult:
         p = self.progress
         self._emit(
             "loop_start",
@@ -296,8 +374,10 @@ class Runner:
             )
         self._persist()
         try:
+            GATE.raise_pending()  # one that came while the run was set up
             while True:
                 self._next_step()
+                GATE.raise_pending()  # the step is recorded: a held signal stops the run here
         except _Finish as end:
             return self._finish(end.outcome, end.final_state, end.error)
         except LoopError as exc:
@@ -352,7 +432,8 @@ class Runner:
         self._persist()
         self._check_budget(state.name)
         if self.loop.backoff > 0:
-            self._sleep(min(self.loop.backoff, self._remaining() or self.loop.backoff))
+            with GATE.interruptible():
+                self._sleep(min(self.loop.backoff, self._remaining() or self.loop.backoff))
 
     def _after_terminal(self, state: State, result: _StepResult) -> None:
         """End the run at a terminal (or the `on_max_iterations` state), or maintain.
@@ -426,7 +507,8 @@ class Runner:
             attempt += 1
             self.progress.attempt = attempt
             self._persist()
-            self._sleep(delay)
+            with GATE.interruptible():
+                self._sleep(delay)
             self._check_deadline(state.name)
 
     def _attempt(self, step: int, state: State, attempt: int) -> _StepResult:
@@ -437,6 +519,8 @@ class Runner:
                 state.action, step, state, attempt, shell=state.action_type == "shell"
             )
             action = self._act(step, state, attempt, command)
+            # Spent as soon as it is known: a step cut off later still counts its action.
+            self._spend(action.cost_usd)
             if self._ends_run(state):
                 self._show_terminal_output(action)
             self._capture_output(state, action)
@@ -471,7 +555,14 @@ class Runner:
             prior_reason=self.progress.prior_reasons.get(state.name),
             judge=self._judge_session() if judged else None,
         )
-        verdict = evaluate(spec, inp)
+        self._judge_spent = 0.0
+        if judged:
+            # Waiting on a model: a signal stops the step here (it is run again on resume),
+            # while each answer's cost is recorded the moment it arrives (`_on_judge_cost`).
+            with GATE.interruptible():
+                verdict = evaluate(spec, inp)
+        else:
+            verdict = evaluate(spec, inp)
         return self._evaluated(step, state, verdict, action, spec.type, command)
 
     def _evaluated(
@@ -483,10 +574,9 @@ class Runner:
         kind: str,
         command: str | None = None,
     ) -> _StepResult:
-        cost = float(verdict.details.get("cost_usd") or 0.0)
-        if action is not None:
-            cost += action.cost_usd
-        self.progress.cost_usd += cost
+        # The judge's answers were counted as they came; only the rest is added here.
+        self._spend(_cost(verdict.details.get("cost_usd")) - self._judge_spent)
+        self._judge_spent = 0.0
         why: dict[str, Any] = {}
         if verdict.verdict != "success":
             # Why it did not succeed, and what it printed last: the terminal, JUnit and the
@@ -525,15 +615,17 @@ class Runner:
             if announced:
                 return
             announced.append(True)
-            self._emit(
-                "action_start",
-                step=step,
-                state=state.name,
-                action=command,
-                action_type=action_type,
-            )
-            self._sink.flush()
+            with GATE.deferred():
+                self._emit(
+                    "action_start",
+                    step=step,
+                    state=state.name,
+                    action=command,
+                    action_type=action_type,
+                )
+                self._sink.flush()
 
+        GATE.raise_pending()  # rather than start a process only to kill it
         timeout = self._action_timeout(state)
         remaining = self._remaining()
         if remaining is not None:
@@ -568,6 +660,7 @@ class Runner:
                     log_path=log,
                     on_output=on_output,
                     on_start=started,
+                    interruptible=GATE.interruptible,
                 )
             else:
                 result = actions.run_shell(
@@ -579,6 +672,7 @@ class Runner:
                     log_path=log,
                     on_output=on_output,
                     on_start=started,
+                    interruptible=GATE.interruptible,
                 )
         finally:
             started()  # a no-op when the process started; the event still comes first
@@ -701,11 +795,27 @@ class Runner:
                 ),
                 emit=self._judge_event,
                 env=self.env,
+                on_cost=self._on_judge_cost,
             )
         return self._judge
 
     def _judge_event(self, name: str, fields: Mapping[str, Any]) -> None:
-        self._emit(name, step=self.progress.step + 1, state=self.progress.current, **fields)
+        with GATE.deferred():
+            self._emit(name, step=self.progress.step + 1, state=self.progress.current, **fields)
+
+    def _on_judge_cost(self, cost: object) -> None:
+        """An answer arrived: its cost is spent even if the step is cut off before its verdict,
+        so it is written down at once (a resumed run re-judges, and pays again)."""
+        amount = _cost(cost)
+        if amount:
+            with GATE.deferred():
+                self._judge_spent += amount
+                self._spend(amount)
+                self._persist()
+
+    def _spend(self, cost: float) -> None:
+        if cost > 0:
+            self.progress.cost_usd += cost
 
     def _emit(
         self, name: str, *, step: int | None = None, state: str | None = None, **fields: Any
@@ -716,12 +826,13 @@ class Runner:
         return self.emitter.emit(name, fields, step=step, state=state)
 
     def _persist(self) -> None:
-        self._sink.flush()
-        self.progress.elapsed_ms = self._elapsed_ms()
-        data = self.progress.to_dict(_CHANGING)
-        if self.redactor:
-            data = self.redactor.obj(data)
-        self.run_dir.write_state(data, fsync=self.options.fsync, head=self._state_head)
+        with GATE.deferred():
+            self._sink.flush()
+            self.progress.elapsed_ms = self._elapsed_ms()
+            data = self.progress.to_dict(_CHANGING)
+            if self.redactor:
+                data = self.redactor.obj(data)
+            self.run_dir.write_state(data, fsync=self.options.fsync, head=self._state_head)
 
     def _finish(
         self, outcome: str, final_state: str, error: str | None, exit_code: int | None = None
@@ -776,6 +887,13 @@ def _output_record(state: State, action: actions.ActionResult | None) -> dict[st
         "duration_ms": action.duration_ms if action else 0,
         "state": state.name,
     }
+
+
+def _cost(value: object) -> float:
+    """A cost in USD; anything not a finite, non-negative number counts as unknown (0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value) if math.isfinite(value) and value > 0 else 0.0
 
 
 def _same(text: str) -> str:
