@@ -410,8 +410,9 @@ class Runner:
             return
         decision = router.route(self.loop, state, result.verdict.verdict)
         if decision is None:
+            # The end is written once, by _finish: a state.json naming a finished step but not
+            # the end would make resume run this step again as the next one.
             p.last_route = None
-            self._persist()
             outcome, message = router.stop(state, result.verdict.verdict, result.reason)
             raise _Finish(outcome, state.name, message)
         self._emit(
@@ -449,11 +450,10 @@ class Runner:
             failed = f"{kind} '{state.name}' gave verdict '{result.verdict.verdict}'"
             if result.reason:
                 failed += f": {result.reason}"
+        # The end is written once, by _finish (see _next_step).
         if p.on_max_used:
-            self._persist()
             raise _Finish("max_iterations", state.name, failed)
         if failed is not None:
-            self._persist()
             raise _Finish("failure", state.name, failed)
         if self.loop.maintain and state.terminal:
             p.current = state.on_maintain or self.loop.initial
@@ -474,7 +474,6 @@ class Runner:
             self._persist()
             self._check_budget(state.name)
             return
-        self._persist()
         raise _Finish(state.outcome, state.name)
 
     # -- one state -----------------------------------------------------------------------

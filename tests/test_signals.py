@@ -287,3 +287,131 @@ def test_runs_killed_at_random_moments_run_each_finished_step_once(
 @pytest.mark.skipif(not KILL_RUNS, reason="set LL_KILL_RUNS=200 to run the long kill test")
 def test_many_runs_killed_at_random_moments(tmp_path: Path, uninterrupted: dict[str, Any]) -> None:
     print(_kill_runs(tmp_path, KILL_RUNS, uninterrupted))
+
+
+# -- signals held across the bookkeeping (in-process, at exact points) ------------------------
+
+
+class _SignalAt:
+    """A listener that sends this process `sig` while the runner emits event `name`."""
+
+    def __init__(self, name: str, sig: int = signal.SIGINT, step: int = 2) -> None:
+        self.name, self.sig, self.step = name, sig, step
+        self.sent = False
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        at_step = self.name == "loop_complete" or event.get("step") == self.step
+        if event.get("event") == self.name and at_step and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), self.sig)
+
+
+def _run_in_process(tmp_path: Path, listener: _SignalAt) -> Any:
+    from little_loops.loader import load
+    from little_loops.runner import Runner, RunOptions, signals_as_exceptions
+
+    (tmp_path / "loop.yaml").write_text(CHAIN, encoding="utf-8")
+    loop = load(tmp_path / "loop.yaml")
+    with signals_as_exceptions():
+        runner = Runner(loop, RunOptions(base_dir=tmp_path), listeners=[listener])
+        return runner.run()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("name", ["evaluate", "route"])
+def test_a_signal_in_a_steps_bookkeeping_stops_the_run_after_it_is_recorded(
+    tmp_path: Path, name: str, sig: int
+) -> None:
+    result = _run_in_process(tmp_path, _SignalAt(name, sig, step=2))
+    assert result.outcome == "interrupted"
+    state = _state(result.run_dir)
+    # Step 2 finished and its route is persisted: resume starts at step 3, in s2.
+    assert (state["status"], state["step"], state["current"]) == ("interrupted", 2, "s2")
+    assert state["last_route"]["to"] == "s2"
+    done = subprocess.run(
+        [*LL, "resume", "-q"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "side-effects.txt").read_text(encoding="utf-8").splitlines()
+    assert lines == EXPECTED
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_final_event_leaves_the_run_finished(tmp_path: Path, sig: int) -> None:
+    result = _run_in_process(tmp_path, _SignalAt("loop_complete", sig))
+    assert (result.outcome, result.exit_code) == ("success", 0)
+    state = _state(result.run_dir)
+    assert (state["status"], state["outcome"], state["step"]) == ("finished", "success", 9)
+
+
+# -- costs ---------------------------------------------------------------------------------
+
+from fakes import install_fake_claude  # noqa: E402
+from llm_server import (  # noqa: E402
+    LlmServer,
+    llm_server_fixture,  # noqa: F401  (the llm_server fixture)
+    message,
+)
+
+PAID = """
+name: paid
+initial: review
+llm: {model: claude-sonnet-4-5}
+states:
+  review:
+    action: /summarise the docs
+    action_type: slash
+    evaluate: {type: llm_structured, prompt: Are the docs fine?, samples: 2}
+    next: done
+  done: {terminal: true}
+"""
+
+
+def test_a_step_cut_off_while_judging_still_counts_what_it_spent(
+    tmp_path: Path, llm_server: LlmServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The action's cost and each answer's cost are recorded as they arrive, so a step
+    interrupted between two judge samples is charged for both, and again when re-run."""
+    import dataclasses
+
+    from little_loops.providers import prices
+
+    answer = message({"verdict": "success", "confidence": 0.9, "reason": "fine"})
+    llm_server.script(answer, dataclasses.replace(answer, delay=4.0), then=answer)
+    per_answer = prices.cost_usd("claude-sonnet-4-5", 1200, 40)[0]
+    fake_claude = install_fake_claude(tmp_path / "bin", monkeypatch)
+    fake_claude.scenario("ok", cost=0.0125)
+    env = {
+        **os.environ,
+        "ANTHROPIC_API_KEY": "sk-test-not-real",
+        "ANTHROPIC_BASE_URL": llm_server.url,
+    }
+    (tmp_path / "loop.yaml").write_text(PAID, encoding="utf-8")
+    proc = subprocess.Popen(
+        [*LL, "run", "loop.yaml", "-q", "--no-cache"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while len(llm_server.requests) < 2:  # the second sample is being asked
+        assert time.monotonic() < deadline, "the judge was never asked twice"
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    run_dir = _run_dir(tmp_path)
+    assert run_dir is not None
+    state = _state(run_dir)
+    assert (state["status"], state["step"]) == ("interrupted", 0)
+    assert state["cost_usd"] == pytest.approx(0.0125 + per_answer)
+    done = subprocess.run(
+        [*LL, "resume", "-q"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    # The cut-off step ran again, in full: two actions and three answers were paid for.
+    assert _state(run_dir)["cost_usd"] == pytest.approx(2 * 0.0125 + 3 * per_answer)
+    assert len(fake_claude.calls()) == 2
