@@ -34,7 +34,7 @@ from .events import Emitter, Event, JsonlSink, Listener, utc_now
 from .interpolate import literal_text, render, resolve_context
 from .model import Loop, State, Verdict, base_verdict
 from .secrets import RedactingStream, Redactor
-from .store import RUNS, LoopLock, RunDir, new_run_id, state_head
+from .store import RUNS, LoopLock, RunDir, new_run_id, process_start, state_head
 
 OUTCOME_EXIT = {
     "success": EXIT_SUCCESS,
@@ -181,6 +181,7 @@ class Progress:
     on_max_used: bool = False
     attempt: int = 0  # retry attempt of the step in progress (0 between steps)
     pid: int = 0  # the ll process that owns the run
+    pid_start: int | None = None  # and when it started: with the pid, it names that process
     options: dict[str, Any] = field(default_factory=dict)  # command-line options, for resume
     last_route: dict[str, Any] | None = None
     outcome: str | None = None
@@ -207,6 +208,7 @@ _FIXED = (
     "context",
     "max_iterations",
     "pid",
+    "pid_start",
     "options",
 )
 _CHANGING = tuple(name for name in _PERSISTED if name not in _FIXED)
@@ -309,6 +311,7 @@ class Runner:
             # Secret context values are never written down; a resumed run takes them afresh.
             progress.context.update({k: context[k] for k in loop.secrets if k in context})
         progress.pid = os.getpid()
+        progress.pid_start = process_start(progress.pid)
         self.progress = progress
         self.redactor = Redactor.for_run(self.env, progress.context, loop.secrets)
         fixed = progress.to_dict(_FIXED)

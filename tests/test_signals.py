@@ -415,3 +415,101 @@ def test_a_step_cut_off_while_judging_still_counts_what_it_spent(
     # The cut-off step ran again, in full: two actions and three answers were paid for.
     assert _state(run_dir)["cost_usd"] == pytest.approx(2 * 0.0125 + 3 * per_answer)
     assert len(fake_claude.calls()) == 2
+
+
+# -- the owner of a run: pid and start time, never the pid alone ----------------------------
+
+SLEEPER = """
+name: sleeper
+initial: wait
+states:
+  wait:
+    action: test -f go || sleep 30
+    next: done
+  done: {terminal: true}
+"""
+
+
+def _wait_for_event(cwd: Path, name: str, timeout: float = 30) -> Path:
+    deadline = time.monotonic() + timeout
+    while True:
+        run_dir = _run_dir(cwd)
+        if run_dir is not None and any(e.get("event") == name for e in _events(run_dir)):
+            return run_dir
+        assert time.monotonic() < deadline, f"no {name} event"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("recorded", ["pid and start time", "pid only (an older run)"])
+def test_stop_and_resume_leave_a_process_that_reused_a_crashed_runs_pid_alone(
+    tmp_path: Path, recorded: str
+) -> None:
+    (tmp_path / "loop.yaml").write_text(SLEEPER, encoding="utf-8")
+    owner = subprocess.Popen([*LL, "run", "loop.yaml", "-q"], cwd=tmp_path)
+    run_dir = _wait_for_event(tmp_path, "action_start")
+    owner.kill()  # a crash: the run stays "running" in state.json
+    owner.wait()
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        state = _state(run_dir)
+        assert isinstance(state["pid_start"], int)
+        state["pid"] = stranger.pid  # the crashed run's pid, now someone else's
+        if recorded != "pid and start time":
+            del state["pid_start"]
+        (run_dir / "state.json").write_text(json.dumps(state), encoding="utf-8")
+        run_id = run_dir.name
+
+        def ll(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*LL, *args], cwd=tmp_path, capture_output=True, text=True, timeout=60
+            )
+
+        status = ll("status", run_id)
+        assert "status:  crashed" in status.stdout, status.stdout
+        stop = ll("stop", run_id)
+        assert stop.returncode == 3, stop.stdout + stop.stderr
+        assert stop.stderr == (
+            f"ll: error: run {run_id} is not running (crashed; pid {stranger.pid} is no "
+            f"longer its ll process); resume it with 'll resume {run_id}'\n"
+        )
+        time.sleep(0.2)
+        assert stranger.poll() is None, "ll stop signalled a stranger"
+        (tmp_path / "go").touch()
+        resumed = ll("resume", run_id, "-q")
+        assert resumed.returncode == 0, resumed.stderr
+        assert "ll stop" not in resumed.stderr
+        assert stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_stop_names_a_foreign_users_process_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Signalling another user's process is refused by the kernel: one line, no traceback."""
+    from little_loops.errors import LoopError
+    from little_loops.runs import stop
+    from little_loops.store import process_start
+
+    (tmp_path / "loop.yaml").write_text(SLEEPER, encoding="utf-8")
+    (tmp_path / "go").touch()
+    done = subprocess.run([*LL, "run", "loop.yaml", "-q"], cwd=tmp_path, timeout=60)
+    assert done.returncode == 0
+    run_dir = _run_dir(tmp_path)
+    assert run_dir is not None
+    state = _state(run_dir)
+    state.update(status="running", pid=1, pid_start=process_start(1))
+    (run_dir / "state.json").write_text(json.dumps(state), encoding="utf-8")
+
+    def refused(*args: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "kill", refused)
+    monkeypatch.setattr(signal, "pidfd_send_signal", refused, raising=False)
+    with pytest.raises(LoopError) as exc:
+        stop(tmp_path, run_dir.name)
+    assert exc.value.message == (
+        f"run {run_dir.name}: not allowed to signal pid 1 (it belongs to another user); "
+        "stop it as that user"
+    )
