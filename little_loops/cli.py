@@ -311,6 +311,9 @@ def _execute(
     if on_output is not None:
         options = dataclasses.replace(options, on_output=on_output)
     listeners = [renderer, *_reporters(loop, display.junit_xml, json_mode)]
+    from .actions import adopt_orphans
+
+    adopt_orphans()  # descendants that leave their group come back to us, and are killed
     with signals_as_exceptions():
         runner = Runner(
             loop, options, listeners=listeners, progress=progress, run_dir=run_dir, run_id=run_id

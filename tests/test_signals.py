@@ -7,6 +7,7 @@ as soon as they are known.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import json
@@ -513,3 +514,76 @@ def test_stop_names_a_foreign_users_process_in_one_line(
         f"run {run_dir.name}: not allowed to signal pid 1 (it belongs to another user); "
         "stop it as that user"
     )
+
+
+# -- descendants that leave their process group -----------------------------------------------
+
+ESCAPES = """
+name: escapes
+initial: spawn
+context:
+  rest: "true"
+states:
+  spawn:
+    action: |
+      setsid sh -c 'echo $$ >> pids; exec sleep 60' </dev/null >/dev/null 2>&1 &
+      setsid sh -c 'sleep 60 & echo $! >> pids; echo $$ >> pids; wait' </dev/null >/dev/null 2>&1 &
+      (set -m; sh -c 'echo $$ >> pids; exec sleep 60' </dev/null >/dev/null 2>&1 &)
+      while [ "$(wc -l < pids 2>/dev/null || echo 0)" -lt 4 ]; do sleep 0.01; done
+      echo spawned
+      ${context.rest}
+    timeout: 3
+    next: done
+    on_timeout: done
+  done: {terminal: true}
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rpartition(b")")[2].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux only")
+@pytest.mark.parametrize("how", ["step ends", "timeout", "SIGINT", "SIGTERM", "SIGKILL"])
+def test_descendants_that_left_the_group_do_not_outlive_their_step(
+    tmp_path: Path, how: str
+) -> None:
+    (tmp_path / "loop.yaml").write_text(ESCAPES, encoding="utf-8")
+    rest = "true" if how == "step ends" else "sleep 60"
+    proc = subprocess.Popen(
+        [*LL, "run", "loop.yaml", "-q", "--set", f"rest={rest}"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pids_file = tmp_path / "pids"
+    deadline = time.monotonic() + 30
+    pids: list[int] = []
+    try:
+        while len(pids) < 4:
+            assert time.monotonic() < deadline, proc.communicate()
+            text = pids_file.read_text() if pids_file.exists() else ""
+            pids = [int(p) for p in text.split()]
+            time.sleep(0.02)
+        if how.startswith("SIG"):
+            proc.send_signal(getattr(signal, how))
+        _, err = proc.communicate(timeout=60)
+        expected = {"SIGINT": 130, "SIGTERM": 143, "SIGKILL": -9}.get(how, 0)
+        assert proc.returncode == expected, err
+        # Gone when ll exits; after a kill -9, once the guard had its grace period.
+        wait = time.monotonic() + (10 if how == "SIGKILL" else 0.5)
+        while any(_alive(pid) for pid in pids) and time.monotonic() < wait:
+            time.sleep(0.02)
+        assert [pid for pid in pids if _alive(pid)] == []
+    finally:
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
