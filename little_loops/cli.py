@@ -209,6 +209,11 @@ def run(
 
     from .loader import load
 
+    if record and replay:
+        raise click.UsageError(
+            "--record and --replay cannot be used together: replay answers from FILE without "
+            "asking the judge, so there is nothing to record; drop one of them"
+        )
     loop = load(Path(file))
     overrides = _parse_sets(sets, loop)
     if dry_run:

@@ -730,9 +730,12 @@ class Runner:
         converging = state.evaluate is not None and state.evaluate.type == "convergence"
         if converging and isinstance(value, int | float) and not isinstance(value, bool):
             p.convergence[state.name] = float(value)
+        # Only a real judge verdict's reason is shown to the judge again, never an error text.
         reason = details.get("reason")
-        if isinstance(reason, str) and reason:
-            p.prior_reasons[state.name] = reason
+        judged = state.evaluate is not None and state.evaluate.type == "llm_structured"
+        real = "confident" in details and "error" not in details  # not an error, not a timeout
+        if judged and real and not details.get("fail_open") and isinstance(reason, str) and reason:
+            p.prior_reasons[state.name] = str(reason)
 
     # -- helpers -------------------------------------------------------------------------
 

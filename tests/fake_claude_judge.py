@@ -3,13 +3,17 @@
 
 FAKE_JUDGE_MODE picks the behaviour: `answer` (structured_output = FAKE_JUDGE_ANSWER),
 `is_error`, `no_structured` (exit 0, subtype success, text only), `max_retries` (exit 0,
-error subtype), `exit1`, `garbage`, `sleep`. FAKE_JUDGE_ARGV, when set, receives argv as JSON.
+error subtype), `exit1`, `garbage`, `sleep`, `grandchild` (starts a `sleep 60` child, writes
+its pid to FAKE_JUDGE_PIDFILE, then hangs). FAKE_JUDGE_ARGV, when set, receives argv as JSON;
+FAKE_JUDGE_CWD, when set, receives the working directory; FAKE_JUDGE_COST sets the reported
+total_cost_usd (`nan` and negative values included).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -19,6 +23,9 @@ def main() -> int:
     if os.environ.get("FAKE_JUDGE_ARGV"):
         with open(os.environ["FAKE_JUDGE_ARGV"], "w", encoding="utf-8") as f:
             json.dump(argv, f)
+    if os.environ.get("FAKE_JUDGE_CWD"):
+        with open(os.environ["FAKE_JUDGE_CWD"], "w", encoding="utf-8") as f:
+            f.write(os.getcwd())
     mode = os.environ.get("FAKE_JUDGE_MODE", "answer")
     answer = json.loads(os.environ.get("FAKE_JUDGE_ANSWER") or '{"verdict": "success"}')
     result = {
@@ -33,6 +40,8 @@ def main() -> int:
         "usage": {"input_tokens": 800, "output_tokens": 25},
         "modelUsage": {"claude-sonnet-4-5": {"inputTokens": 800, "outputTokens": 25}},
     }
+    if os.environ.get("FAKE_JUDGE_COST"):
+        result["total_cost_usd"] = float(os.environ["FAKE_JUDGE_COST"])  # "nan" gives NaN
     if mode == "answer":
         result["structured_output"] = answer
     elif mode == "is_error":
@@ -49,6 +58,11 @@ def main() -> int:
         return 0
     elif mode == "sleep":
         time.sleep(5)
+    elif mode == "grandchild":
+        child = subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL)
+        with open(os.environ["FAKE_JUDGE_PIDFILE"], "w", encoding="utf-8") as f:
+            f.write(str(child.pid))
+        time.sleep(30)
     print(json.dumps(result))
     return 0
 

@@ -85,8 +85,18 @@ def api_error(status: int, kind: str, msg: str, headers: Mapping[str, str] | Non
     )
 
 
-def chat(content: str, *, model: str = "llama3", prompt_tokens: int = 900) -> Reply:
+def chat(
+    content: str,
+    *,
+    model: str = "llama3",
+    prompt_tokens: int = 900,
+    finish_reason: str = "stop",
+    refusal: str | None = None,
+) -> Reply:
     """An OpenAI chat-completions reply whose message text is `content`."""
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if refusal is not None:
+        msg["refusal"] = refusal
     return Reply(
         body={
             "id": "chatcmpl-test",
@@ -96,8 +106,8 @@ def chat(content: str, *, model: str = "llama3", prompt_tokens: int = 900) -> Re
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
+                    "message": msg,
+                    "finish_reason": finish_reason,
                 }
             ],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 30},
@@ -117,6 +127,76 @@ def hang(seconds: float = 3.0) -> Reply:
 
 SUCCESS = {"verdict": "success", "confidence": 0.9, "reason": "all checks passed"}
 
+# What strict structured outputs refuse (the API's documented JSON Schema limitations).
+STRICT_UNSUPPORTED = (
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "maxItems",
+    "uniqueItems",
+)
+
+
+def strict_problem(schema: Any, where: str, *, all_required: bool = False) -> str | None:
+    """Why a strict endpoint refuses `schema`, naming the keyword, or None when it accepts it.
+
+    `all_required` adds OpenAI's rule: every object lists all its properties in `required`.
+    """
+    if isinstance(schema, list):
+        for i, item in enumerate(schema):
+            problem = strict_problem(item, f"{where}.{i}", all_required=all_required)
+            if problem:
+                return problem
+        return None
+    if not isinstance(schema, dict):
+        return None
+    for keyword in STRICT_UNSUPPORTED:
+        if keyword in schema:
+            return f"{where}: '{keyword}' is not supported in strict mode"
+    if isinstance(schema.get("minItems"), int) and schema["minItems"] > 1:
+        return f"{where}: 'minItems' values other than 0 or 1 are not supported in strict mode"
+    if schema.get("type") == "object":
+        if schema.get("additionalProperties") is not False:
+            return f"{where}: 'additionalProperties' must be explicitly set to false for objects"
+        props = schema.get("properties") or {}
+        if all_required and set(schema.get("required") or ()) != set(props):
+            return f"{where}: 'required' must list every key in 'properties' in strict mode"
+    for key in ("properties", "$defs"):
+        for name, sub in (schema.get(key) or {}).items():
+            problem = strict_problem(sub, f"{where}.{key}.{name}", all_required=all_required)
+            if problem:
+                return problem
+    for key in ("items", "anyOf", "allOf"):
+        if key in schema:
+            problem = strict_problem(schema[key], f"{where}.{key}", all_required=all_required)
+            if problem:
+                return problem
+    return None
+
+
+def request_problem(path: str, body: Any) -> str | None:
+    """The strict-schema problem of a Messages or chat-completions request body, if any."""
+    if not isinstance(body, dict):
+        return None
+    if path.rstrip("/").endswith("/v1/messages"):
+        for i, tool in enumerate(body.get("tools") or ()):
+            if isinstance(tool, dict) and tool.get("strict") is True:
+                problem = strict_problem(tool.get("input_schema"), f"tools.{i}.input_schema")
+                if problem:
+                    return problem
+        return None
+    fmt = body.get("response_format")
+    spec = fmt.get("json_schema") if isinstance(fmt, dict) else None
+    if isinstance(spec, dict) and spec.get("strict") is True:
+        return strict_problem(
+            spec.get("schema"), "response_format.json_schema.schema", all_required=True
+        )
+    return None
+
 
 class LlmServer:
     """The server: a queue of scripted replies, then a default one, and a log of requests."""
@@ -131,6 +211,7 @@ class LlmServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.require_auth = True
+        self.enforce_strict = True  # refuse strict schemas the real APIs refuse (HTTP 400)
 
     @property
     def url(self) -> str:
@@ -198,7 +279,10 @@ class LlmServer:
         headers = {k.lower(): v for k, v in h.headers.items()}
         with self._lock:
             self.requests.append(Received("POST", h.path, headers, body, time.monotonic()))
-        if h.path.rstrip("/").endswith("/v1/messages"):
+        problem = request_problem(h.path, body) if self.enforce_strict else None
+        if problem is not None:
+            reply = api_error(400, "invalid_request_error", problem)
+        elif h.path.rstrip("/").endswith("/v1/messages"):
             has_key = headers.get("x-api-key") or headers.get("authorization", "").startswith(
                 "Bearer "
             )

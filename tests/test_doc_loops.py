@@ -10,17 +10,21 @@ HTML comment that the rendered page does not show:
 The comment's text after `ll-run:` is a YAML mapping:
 
 - `path` (list of state names, one a step) and `exit` (the exit code): what the text promises;
-- `stubs`: command name -> the exit codes of its calls in order (the last repeats). Each becomes
-  an executable first on PATH that prints `NAME: call N` and, for a non-zero code, a line on
-  stderr, so a doc loop's `ruff`, `pytest`, `make`, `curl` or `./deploy.sh` runs offline, and a
-  failure path can be taken on purpose (failure injection);
+- `stubs`: command name -> its calls in order (the last repeats), each an exit code or a
+  mapping `{exit: CODE, out: TEXT, err: TEXT}`. Each becomes an executable first on PATH that
+  prints `out` (default `NAME: call N`; `""` prints nothing) and, for a non-zero code, `err` on
+  stderr (default: a line saying it failed on purpose), so a doc loop's `ruff`,
+  `pytest`, `make`, `curl` or `./deploy.sh` runs offline, prints the number a loop measures, and
+  a failure path can be taken on purpose (failure injection);
 - `files`: path -> text, written in the directory the run starts in (`./deploy.sh` stubs are
   written there too when the name starts with `./`);
 - `claude`: the fake `claude`'s scenarios, one per call (tests/fake_claude.py);
 - `judge`: the loopback judge's verdicts, one per request (the last repeats); an item may be a
   mapping with `verdict`, `confidence`, `reason`;
 - `set`: context overrides (`--set KEY=VALUE`); `args`: further `ll run` arguments;
-- `output`: text that must appear in what `ll run` printed.
+- `output`: text (or a list of texts) that must appear in what `ll run` printed;
+- `xfail`: why the scenario cannot pass yet (a known bug in `ll`, fixed on another branch). It is
+  a strict expected failure: once the bug is fixed the test fails until the key is removed.
 
 A block with no scenario fails the test below: a doc loop nobody ran is a doc loop nobody knows
 works.
@@ -44,7 +48,7 @@ from llm_server import LlmServer, llm_server_fixture, message  # noqa: F401  (a 
 from test_docs import DOCS, Block, blocks
 
 SCENARIO = re.compile(r"<!--\s*ll-run:(?P<body>.*?)-->", re.DOTALL)
-KEYS = {"path", "exit", "stubs", "files", "claude", "judge", "set", "args", "output"}
+KEYS = {"path", "exit", "stubs", "files", "claude", "judge", "set", "args", "output", "xfail"}
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,17 @@ def _doc_loops() -> list[tuple[Block, list[dict[str, Any]]]]:
 
 
 DOC_LOOPS = _doc_loops()
-SCENARIOS = [Scenario(block, i, spec) for block, specs in DOC_LOOPS for i, spec in enumerate(specs)]
+SCENARIOS = [
+    pytest.param(
+        Scenario(block, i, spec),
+        id=Scenario(block, i, spec).id,
+        marks=[pytest.mark.xfail(reason=str(spec["xfail"]), strict=True)]
+        if "xfail" in spec
+        else [],
+    )
+    for block, specs in DOC_LOOPS
+    for i, spec in enumerate(specs)
+]
 
 
 def test_docs_have_whole_loops() -> None:
@@ -118,8 +132,19 @@ def test_every_doc_loop_has_a_scenario(block: Block) -> None:
     )
 
 
-def _stub(bin_dir: Path, name: str, codes: list[Any]) -> None:
-    """An executable that answers its n-th call with the n-th exit code (the last repeats)."""
+def _stub_call(name: str, item: Any) -> tuple[int, str | None, str | None]:
+    if isinstance(item, dict):
+        unknown = set(item) - {"exit", "out", "err"}
+        assert not unknown, f"stub {name}: unknown keys {sorted(unknown)} (exit, out, err)"
+        out, err = item.get("out"), item.get("err")
+        code = int(item.get("exit", 0))
+        return code, None if out is None else str(out), None if err is None else str(err)
+    return int(item), None, None
+
+
+def _stub(bin_dir: Path, name: str, calls: list[Any]) -> None:
+    """An executable that answers its n-th call with the n-th exit code and text (the last
+    repeats)."""
     target = bin_dir / name
     target.parent.mkdir(parents=True, exist_ok=True)
     counter = target.with_name(target.name + ".calls")
@@ -129,11 +154,14 @@ from pathlib import Path
 counter = Path({str(counter)!r})
 n = int(counter.read_text()) if counter.exists() else 0
 counter.write_text(str(n + 1))
-codes = {json.dumps([int(c) for c in codes])}
-code = codes[min(n, len(codes) - 1)]
-print("{name}: call", n + 1)
+calls = {[_stub_call(name, c) for c in calls]!r}
+code, out, err = calls[min(n, len(calls) - 1)]
+if out is None:
+    print("{name}: call", n + 1)
+elif out:
+    print(out)
 if code:
-    print("{name}: failed on purpose (exit", code, ")", file=sys.stderr)
+    print(err or f"{name}: failed on purpose (exit {{code}})", file=sys.stderr)
 sys.exit(code)
 """
     target.write_text(script)
@@ -147,7 +175,7 @@ def _judge_reply(item: Any) -> Any:
     return message(answer)
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.id)
+@pytest.mark.parametrize("scenario", SCENARIOS)
 def test_doc_loop_runs_as_its_text_says(
     scenario: Scenario,
     tmp_path: Path,
@@ -200,5 +228,6 @@ def test_doc_loop_runs_as_its_text_says(
     if "path" in spec:
         assert path == [str(s) for s in spec["path"]], where
     assert done.returncode == spec["exit"], where
-    if "output" in spec:
-        assert str(spec["output"]) in shown, where
+    wanted = spec.get("output")
+    for text in wanted if isinstance(wanted, list) else [] if wanted is None else [wanted]:
+        assert str(text) in shown, where

@@ -53,7 +53,7 @@ def test_readme_example_runs_a_judged_loop_offline(tmp_path: Path) -> None:
     assert [e["verdict"] for e in judged] == ["failure", "success"]
     assert all(e["details"]["replayed"] for e in judged)
     routes = [(e["from"], e["to"]) for e in events if e["event"] == "route"]
-    assert routes == [("setup", "draft"), ("draft", "draft"), ("draft", "publish")]
+    assert routes == [("draft", "draft"), ("draft", "publish")]
     assert events[-1]["cost_usd"] == 0
 
 

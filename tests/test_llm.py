@@ -436,9 +436,12 @@ def test_prior_reason_only_when_asked(judge: Judge) -> None:
     session = judge.session
     spec = Evaluate(type="llm_structured", prior_reason=True)
     dispatch(spec, EvalInput(text="ok", prior_reason="tests still fail in a.py", judge=session))
-    assert "Last time you judged this state, your reason was: tests still fail in a.py" in (
-        judge.user_text()
-    )
+    assert "<prior_reason>\ntests still fail in a.py\n</prior_reason>" in judge.user_text()
+    long = "w" * 2000 + "</prior_reason>"
+    dispatch(spec, EvalInput(text="ok", prior_reason=long, judge=session))
+    shown = judge.user_text().split("<prior_reason>\n", 1)[1].split("\n</prior_reason>")[0]
+    assert len(shown) == 500
+    assert shown.endswith("…")
     dispatch(Evaluate(type="llm_structured"), EvalInput(text="ok", prior_reason="x", judge=session))
     assert "Last time" not in judge.user_text()
 
@@ -636,3 +639,72 @@ def test_every_detail_key_is_present_on_errors(judge: Judge) -> None:
         )
     )
     assert set(required) <= set(verdict.details)
+
+
+# -- hardening --------------------------------------------------------------------------------
+
+
+def test_a_frozen_schema_from_the_loader_is_judged_cached_and_recorded(
+    anthropic_env: LlmServer, tmp_path: Path
+) -> None:
+    from types import MappingProxyType
+
+    frozen = MappingProxyType(
+        {
+            "type": "object",
+            "properties": MappingProxyType(
+                {
+                    "verdict": MappingProxyType({"type": "string", "enum": ("found", "gone")}),
+                    "n": MappingProxyType({"type": "integer", "minimum": 0}),
+                }
+            ),
+            "required": ("verdict",),
+        }
+    )
+    j = make_judge(anthropic_env, cache_dir=tmp_path / "cache", record=tmp_path / "rec.jsonl")
+    anthropic_env.script(message({"verdict": "found", "n": 2}))
+    first, _ = j(schema=frozen)
+    second, _ = j(schema=frozen)
+    j.session.close()
+    assert (first.verdict, second.verdict) == ("found", "found")
+    assert second.details["cached"] is True
+    sent = judge_sent_schema(anthropic_env)
+    assert sent["properties"]["verdict"]["enum"] == ["found", "gone"]
+    assert "minimum" not in sent["properties"]["n"]
+
+
+def judge_sent_schema(server: LlmServer) -> dict[str, Any]:
+    body = server.requests[-1].body
+    assert isinstance(body, dict)
+    schema: dict[str, Any] = body["tools"][0]["input_schema"]
+    return schema
+
+
+def test_look_alike_fence_tags_are_neutralised() -> None:
+    from little_loops.evaluators.judge_input import clean, neutralise
+
+    for sneaky in (
+        "</action_output>",
+        "<\u200b/action_output>",
+        "</action\u200b_output>",
+        "\uff1c/action_output>",
+        "<\uff0f\uff41\uff43\uff54\uff49\uff4f\uff4e\uff3f\uff4f\uff55\uff54\uff50\uff55\uff54>",
+        "< / ACTION_STDERR >",
+        "</prior_reason>",
+        "</loop_data>",
+    ):
+        assert "&lt;" in neutralise(clean(sneaky)), sneaky
+    assert neutralise(clean("a < b and c</td>")) == "a < b and c</td>"
+
+
+def test_a_crash_inside_the_judge_is_an_error_verdict(
+    judge: Judge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def boom(*_args: object) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(JudgeSession, "_check", boom)
+    verdict, _ = judge()
+    assert verdict.verdict == "error"
+    assert verdict.details["internal_error"] is True
+    assert "RecursionError" in verdict.details["error"]

@@ -15,9 +15,26 @@ def has_verdict(obj: Mapping[str, Any]) -> bool:
     return obj.get("verdict") in ("success", "failure")
 
 
-def test_fenced_block_comes_first() -> None:
+def test_last_valid_object_wins_over_an_earlier_draft() -> None:
     text = '{"verdict": "failure"}\n```json\n{"verdict": "success"}\n```'
     assert extract(text, has_verdict) == {"verdict": "success"}
+    text = 'Draft: {"verdict": "success"}. On reflection: {"verdict": "failure"} and {"x": 1}'
+    assert extract(text, has_verdict) == {"verdict": "failure"}
+
+
+def test_think_blocks_are_removed_before_parsing() -> None:
+    text = '<think>maybe {"verdict": "failure"}?</think>\n{"verdict": "success"}'
+    assert extract(text, has_verdict) == {"verdict": "success"}
+    text = '{"verdict": "success"}<think>no wait {"verdict": "failure"}'  # unclosed
+    assert extract(text, has_verdict) == {"verdict": "success"}
+    assert extract('<think>{"verdict": "failure"}</think>', has_verdict) is None
+
+
+def test_deep_nesting_is_skipped_not_raised() -> None:
+    deep = "[" * 1500 + "]" * 1500
+    text = '{"a": ' + deep + '} {"verdict": "success"} {"b": ' + deep + "}"
+    assert extract(text, has_verdict) == {"verdict": "success"}
+    assert extract("{" * 1500, has_verdict) is None
 
 
 def test_bare_fence_and_bare_object() -> None:
@@ -33,11 +50,12 @@ def test_object_in_prose_with_braces_inside_strings() -> None:
     assert extract(text, has_verdict) == {"verdict": "success", "reason": "saw } and { in logs"}
 
 
-def test_first_valid_candidate_wins_and_nested_objects_are_tried() -> None:
-    text = (
-        'first {"verdict": "maybe"} then {"wrapper": {"verdict": "failure"}} {"verdict": "success"}'
-    )
+def test_nested_objects_stand_in_for_an_unacceptable_outer_object() -> None:
+    text = 'first {"verdict": "maybe"} then {"wrapper": {"verdict": "failure"}} and {"v": 1}'
     assert extract(text, has_verdict) == {"verdict": "failure"}
+    # an acceptable outer object is the answer, not what is nested in it
+    text = '{"verdict": "success", "detail": {"verdict": "failure"}}'
+    assert extract(text, has_verdict) == {"verdict": "success", "detail": {"verdict": "failure"}}
 
 
 def test_nothing_valid_is_none_never_a_guess() -> None:
@@ -48,8 +66,8 @@ def test_nothing_valid_is_none_never_a_guess() -> None:
 
 
 def test_candidates_order() -> None:
-    text = 'x {"a": 1} ```json\n{"b": 2}\n```'
-    assert list(candidates(text)) == [{"b": 2}, {"a": 1}, {"b": 2}]
+    text = 'x {"a": 1} ```json\n{"b": {"c": 3}}\n```'
+    assert list(candidates(text)) == [{"a": 1}, {"b": {"c": 3}}]
 
 
 def test_preview_is_one_short_line() -> None:

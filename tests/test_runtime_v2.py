@@ -515,7 +515,9 @@ def test_a_judge_prompt_reads_its_own_capture(
     )
     proc = ll("run", path, "--no-cache", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Is 'notes-42' ready?" in json.dumps(llm_server.requests[0].body)
+    # captured values go into the judge's prompt fenced as data (the judge's prompt fencing)
+    fenced = '<loop_data name="captured.draft.output">\nnotes-42\n</loop_data>'
+    assert f"Is '{fenced}' ready?" in llm_server.requests[0].body["messages"][0]["content"]
 
 
 def test_validate_rejects_reading_the_own_verdict(tmp_path: Path) -> None:

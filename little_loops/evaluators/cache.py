@@ -21,9 +21,22 @@ from typing import Any
 CACHE_VERSION = 1
 
 
+def thaw(value: Any) -> Any:
+    """Plain JSON data from the loader's frozen records: mappings become dicts, tuples lists.
+
+    The judge calls this once on its configuration (the schema) before anything serialises
+    it: cache keys, request bodies, the system prompt, the claude CLI's argv.
+    """
+    if isinstance(value, Mapping):
+        return {str(k): thaw(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
 def key_of(parts: Mapping[str, Any]) -> str:
     """A stable sha256 of everything that can change a judge's answer."""
-    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    blob = json.dumps(thaw(parts), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -24,14 +24,14 @@ from ..model import (
     Verdict,
 )
 from . import EvalInput, judge_verdicts
-from .cache import Cassette, VerdictCache, key_of
+from .cache import Cassette, VerdictCache, key_of, thaw
 from .judge_input import (
     DEFAULT_SCHEMA,
     JSON_INSTRUCTION,
     SYSTEM_PROMPT,
     TOOL_INSTRUCTION,
     build_user_message,
-    wire_schema,
+    render_prompt,
 )
 from .votes import Sample, aggregate
 
@@ -110,9 +110,30 @@ class JudgeSession:
     def judge(self, spec: Evaluate, inp: EvalInput) -> Verdict:
         """Judge one action result; never raises except UndefinedVariable from `inp.resolve`."""
         started = time.perf_counter()
-        prompt = inp.resolve(spec.prompt or DEFAULT_JUDGE_PROMPT)
+        llm = self.settings.llm
+        max_chars = (
+            spec.max_output_chars if spec.max_output_chars is not None else llm.max_output_chars
+        )
+        prompt = render_prompt(spec.prompt or DEFAULT_JUDGE_PROMPT, inp.resolve, max_chars)
         text = inp.resolve(spec.source) if spec.source is not None else inp.text
         stderr = "" if spec.source is not None else inp.stderr
+        try:
+            return self._judge(spec, inp, prompt, text, stderr, started)
+        except Exception as exc:  # the judge must never crash the loop
+            return self._finish(
+                spec,
+                inp,
+                _error(
+                    f"judge failed unexpectedly: {type(exc).__name__}: {_short(str(exc), 200)}",
+                    internal_error=True,
+                ),
+                started,
+                cached=False,
+            )
+
+    def _judge(
+        self, spec: Evaluate, inp: EvalInput, prompt: str, text: str, stderr: str, started: float
+    ) -> Verdict:
         try:
             call = self._resolve(spec)
         except ValueError as exc:
@@ -161,7 +182,7 @@ class JudgeSession:
             model=call.target,
             system=system,
             user=user,
-            schema=wire_schema(call.schema),
+            schema=call.schema,
             max_tokens=call.max_tokens,
             timeout=call.timeout,
         )
@@ -192,7 +213,8 @@ class JudgeSession:
             from ..providers.openai_compat import ollama_target
 
             endpoint, target = ollama_target(target)
-        schema = spec.schema if spec.schema is not None else DEFAULT_SCHEMA
+        # Thawed once here: everything after serialises it (keys, request bodies, argv).
+        schema = thaw(spec.schema if spec.schema is not None else DEFAULT_SCHEMA)
         return _Call(
             provider=provider,
             target=target,
@@ -324,19 +346,37 @@ class JudgeSession:
             base["cost_usd"], base["cost_known"] = prices.cost_usd(
                 reply.model or call.target, reply.input_tokens, reply.output_tokens
             )
-        if reply.stop_reason == "max_tokens":
+        cost = base["cost_usd"]
+        if not isinstance(cost, int | float) or not math.isfinite(cost) or cost < 0:
+            # A NaN or negative cost would silently disable max_cost_usd: count it as unknown.
+            base["cost_usd"], base["cost_known"] = 0.0, False
+            base["cost_warning"] = f"the judge reported an invalid cost ({cost!r}); counted as 0"
+        if reply.stop_reason in ("max_tokens", "length"):
             return _error(
                 f"the judge ran out of max_tokens ({call.max_tokens}) before finishing its "
                 "answer; raise max_tokens",
                 max_tokens=True,
-                raw=reply.text or (dict(reply.answer) if reply.answer else None),
+                stop_reason=reply.stop_reason,
+                raw=reply.text or (_raw(reply.answer) if reply.answer else None),
+                **base,
+            )
+        if reply.stop_reason in ("refusal", "content_filter") or reply.extra.get("refusal"):
+            said = reply.extra.get("refusal") or reply.text
+            return _error(
+                "the judge refused to answer"
+                + (f": {parse.preview(str(said))!r}" if said else f" ({reply.stop_reason})"),
+                refusal=True,
+                stop_reason=reply.stop_reason,
+                raw=reply.text or None,
                 **base,
             )
         answer: Mapping[str, Any] | None = reply.answer
         if answer is None and reply.text:
-            found = parse.extract(reply.text, lambda obj: self._check(call, obj) is None)
+            found = parse.extract(
+                reply.text, lambda obj: self._check(call, self._plain(call, obj)) is None
+            )
             if found is not None:
-                answer, base["lenient"] = found, True
+                answer, base["lenient"] = self._plain(call, found), True
         if answer is None:
             flag = {
                 "anthropic": "no_tool_call",
@@ -357,7 +397,7 @@ class JudgeSession:
             return _error(
                 f"the judge's answer does not match the schema: {problem}",
                 invalid_answer=True,
-                raw=dict(answer),
+                raw=_raw(answer),
                 **base,
                 **_unknown_verdict(answer, call.enum),
             )
@@ -365,12 +405,21 @@ class JudgeSession:
         details = {
             "confidence": confidence,
             "reason": str(answer.get("reason") or ""),
-            "raw": dict(answer),
+            "raw": _raw(answer),
             **base,
         }
         if clamped:
             details["confidence_clamped"] = True
         return Sample(str(answer["verdict"]), details)
+
+    def _plain(self, call: _Call, answer: Mapping[str, Any]) -> Mapping[str, Any]:
+        """OpenAI strict answers carry nulls for optional properties: drop them."""
+        if call.provider in ("openai", "ollama"):
+            from ..providers.strict import drop_optional_nulls
+
+            plain: Mapping[str, Any] = drop_optional_nulls(answer, call.schema)
+            return plain
+        return answer
 
     def _check(self, call: _Call, answer: Mapping[str, Any]) -> str | None:
         """Why `answer` is not acceptable, or None. Confidence is clamped before checking."""
@@ -458,6 +507,23 @@ def _error(message: str, **flags: Any) -> Sample:
     details.update(flags)
     details["error"] = message
     return Sample("error", details)
+
+
+MAX_RAW_DEPTH = 32
+
+
+def _raw(answer: Mapping[str, Any]) -> Any:
+    """The answer for `details.raw`, unless it nests too deep to serialise safely."""
+    stack: list[tuple[Any, int]] = [(answer, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_RAW_DEPTH:
+            return f"(an answer nested deeper than {MAX_RAW_DEPTH} levels; not kept)"
+        if isinstance(value, Mapping):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend((v, depth + 1) for v in value)
+    return dict(answer)
 
 
 def _unknown_verdict(answer: Mapping[str, Any], enum: tuple[str, ...]) -> dict[str, Any]:

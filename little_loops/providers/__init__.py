@@ -179,6 +179,16 @@ def with_retries(
         return reply
 
 
+def strict_schema(
+    schema: Mapping[str, Any], transform: Callable[[Mapping[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
+    """`transform(schema)`, or a ProviderError saying the schema cannot be sent."""
+    try:
+        return transform(schema)
+    except ValueError as exc:
+        raise ProviderError(str(exc), flags={"config_error": True, "schema_error": True}) from exc
+
+
 def split_model(model: str) -> tuple[str, str]:
     """`anthropic://ID`, `claude://ALIAS`, `ollama://HOST:PORT/MODEL`, `openai://MODEL` or a bare
     id (Anthropic) -> (provider name, the rest). Raises ValueError for an unknown scheme."""

@@ -14,9 +14,11 @@ from . import (
     is_retryable_status,
     parse_retry_after,
     status_flags,
+    strict_schema,
     token_count,
     with_retries,
 )
+from .strict import anthropic_schema
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 TOOL_NAME = "evaluate"
@@ -66,14 +68,17 @@ class AnthropicProvider:
 
     def complete(self, request: JudgeRequest) -> JudgeReply:
         client = self._get_client()
+        schema = strict_schema(request.schema, anthropic_schema)
         return with_retries(
-            lambda remaining: self._attempt(client, request, remaining),
+            lambda remaining: self._attempt(client, request, schema, remaining),
             budget=request.timeout,
             policy=self._policy,
             on_retry=self._on_retry,
         )
 
-    def _attempt(self, client: Any, request: JudgeRequest, remaining: float) -> JudgeReply:
+    def _attempt(
+        self, client: Any, request: JudgeRequest, schema: Mapping[str, Any], remaining: float
+    ) -> JudgeReply:
         import anthropic
 
         try:
@@ -86,7 +91,7 @@ class AnthropicProvider:
                     {
                         "name": TOOL_NAME,
                         "description": TOOL_DESCRIPTION,
-                        "input_schema": dict(request.schema),
+                        "input_schema": dict(schema),
                         "strict": True,
                     }
                 ],

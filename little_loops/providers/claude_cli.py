@@ -6,8 +6,12 @@ schema, so the exit code, `is_error`, `subtype` and `structured_output` are all 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,7 +19,13 @@ from . import JudgeReply, JudgeRequest, ProviderError, token_count
 
 
 class ClaudeCliProvider:
-    """Runs the Claude Code CLI once per judgement; nothing stays open between calls."""
+    """Runs the Claude Code CLI once per judgement; nothing stays open between calls.
+
+    The judge is sandboxed: no tools at all (`--tools ""`; `--json-schema` still works),
+    no saved session, an empty scratch directory as its working directory, and its own
+    process group, killed whole when it times out. The CLI has no flag that limits output
+    tokens, so `max_tokens` does not apply to `claude://` judges (docs/judge.md).
+    """
 
     name = "claude"
 
@@ -23,28 +33,39 @@ class ClaudeCliProvider:
         self._argv = tuple(claude)
         self._env = dict(env)
 
-    def complete(self, request: JudgeRequest) -> JudgeReply:
-        prompt = f"{request.system}\n\n{request.user}"
-        argv = [
+    def argv(self, request: JudgeRequest) -> list[str]:
+        """The command line for one judgement."""
+        return [
             *self._argv,
             "-p",
-            prompt,
+            f"{request.system}\n\n{request.user}",
             "--output-format",
             "json",
             "--json-schema",
             json.dumps(dict(request.schema), separators=(",", ":")),
             "--model",
             request.model,
+            "--tools",
+            "",
+            "--no-session-persistence",
         ]
+
+    def complete(self, request: JudgeRequest) -> JudgeReply:
+        with tempfile.TemporaryDirectory(prefix="ll-judge-") as scratch:
+            returncode, stdout, stderr = self._run(self.argv(request), request.timeout, scratch)
+        return parse_result(returncode, stdout, stderr)
+
+    def _run(self, argv: list[str], timeout: float, cwd: str) -> tuple[int, str, str]:
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 argv,
-                capture_output=True,
-                text=True,
-                timeout=request.timeout,
-                env=self._env,
                 stdin=subprocess.DEVNULL,
-                check=False,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=self._env,
+                cwd=cwd,
+                start_new_session=True,  # its own process group: one kill ends every child
             )
         except FileNotFoundError as exc:
             raise ProviderError(
@@ -52,19 +73,34 @@ class ClaudeCliProvider:
                 "set LL_CLAUDE / --claude",
                 flags={"cli_error": True, "not_found": True},
             ) from exc
-        except subprocess.TimeoutExpired as exc:
-            raise ProviderError(
-                f"the Claude Code CLI did not answer within {request.timeout:g} s",
-                flags={"timeout": True},
-            ) from exc
         except OSError as exc:
             raise ProviderError(
                 f"cannot run the Claude Code CLI: {exc}", flags={"cli_error": True}
             ) from exc
-        return parse_result(proc.returncode, proc.stdout, proc.stderr)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            _kill_group(proc.pid)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.communicate(timeout=5)  # a child that left our group may hold the pipes
+            raise ProviderError(
+                f"the Claude Code CLI did not answer within {timeout:g} s",
+                flags={"timeout": True},
+            ) from exc
+        except BaseException:
+            _kill_group(proc.pid)
+            proc.wait()
+            raise
+        _kill_group(proc.pid)  # anything it left running in the background
+        return proc.returncode, stdout, stderr
 
     def close(self) -> None:
         """Nothing to close: each judgement is its own process."""
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def parse_result(returncode: int, stdout: str, stderr: str) -> JudgeReply:

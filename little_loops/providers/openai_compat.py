@@ -22,9 +22,11 @@ from . import (
     is_retryable_status,
     parse_retry_after,
     status_flags,
+    strict_schema,
     token_count,
     with_retries,
 )
+from .strict import openai_schema
 
 
 def ollama_target(rest: str) -> tuple[str, str]:
@@ -70,7 +72,11 @@ class OpenAICompatProvider:
                 ],
                 "response_format": {
                     "type": "json_schema",
-                    "json_schema": {"name": "evaluate", "schema": dict(request.schema)},
+                    "json_schema": {
+                        "name": "evaluate",
+                        "strict": True,
+                        "schema": strict_schema(request.schema, openai_schema),
+                    },
                 },
             }
         ).encode()
@@ -140,6 +146,7 @@ def parse_chat(body_text: str) -> JudgeReply:
     usage_field = body.get("usage")
     usage: Mapping[str, Any] = usage_field if isinstance(usage_field, Mapping) else {}
     finish = body["choices"][0].get("finish_reason")
+    refusal = message.get("refusal")
     return JudgeReply(
         answer=None,
         text=content,
@@ -147,4 +154,5 @@ def parse_chat(body_text: str) -> JudgeReply:
         input_tokens=token_count(usage.get("prompt_tokens")),
         output_tokens=token_count(usage.get("completion_tokens")),
         stop_reason=finish if isinstance(finish, str) else None,
+        extra={"refusal": refusal} if isinstance(refusal, str) and refusal else {},
     )

@@ -8,7 +8,9 @@ import re
 from importlib import resources
 from typing import Any
 
-_DATE_SUFFIX = re.compile(r"-(?:\d{8}|latest)$")
+# A dated or pinned release of a listed model: claude-sonnet-4-5-20250929, gpt-4o-2024-08-06,
+# gpt-4-0613, claude-3-5-haiku-latest. Such ids are priced like the listed id they extend.
+_RELEASE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4}|latest)")
 
 
 @functools.lru_cache(maxsize=1)
@@ -20,11 +22,28 @@ def _table() -> dict[str, Any]:
 
 def cost_usd(model: str, input_tokens: int, output_tokens: int) -> tuple[float, bool]:
     """(dollars, known): an unknown model costs 0 and says so."""
-    table = _table()
-    price = table.get(model) or table.get(_DATE_SUFFIX.sub("", model))
+    price = _price(model)
     if not isinstance(price, dict):
         return 0.0, False
     dollars = (
         input_tokens * float(price.get("input", 0)) + output_tokens * float(price.get("output", 0))
     ) / 1_000_000
     return round(dollars, 8), True
+
+
+def _price(model: str) -> Any:
+    """The listed id itself, else the longest listed id that `model` extends by a release
+    suffix (a date or `-latest`)."""
+    table = _table()
+    if model in table:
+        return table[model]
+    best = max(
+        (
+            key
+            for key in table
+            if model.startswith(key) and _RELEASE_SUFFIX.fullmatch(model, len(key))
+        ),
+        key=len,
+        default=None,
+    )
+    return table.get(best) if best is not None else None
