@@ -884,6 +884,11 @@ def adopt_orphans() -> bool:
     return _ORPHANS.adopt()
 
 
+def kill_orphans() -> None:
+    """Kill what was adopted since the last action ended (e.g. left behind by a judge's CLI)."""
+    _ORPHANS.sweep()
+
+
 def _temp_fd() -> int:
     import tempfile
 

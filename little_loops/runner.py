@@ -875,6 +875,7 @@ class Runner:
         if self._judge is not None:
             self._judge.close()
             self._judge = None
+        actions.kill_orphans()  # nothing a step started outlives the run
         if self._lock is not None:
             self._lock.release()
             self._lock = None
