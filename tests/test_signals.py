@@ -139,7 +139,12 @@ def _start_blocking(args: list[str], cwd: Path) -> tuple[subprocess.Popen[str], 
     read_end, write_end = os.pipe()
     fcntl.fcntl(write_end, F_SETPIPE_SZ, 4096)
     proc = subprocess.Popen(
-        [*LL, *args, "--json"], cwd=cwd, stdout=write_end, stderr=subprocess.PIPE, text=True
+        [*LL, *args, "--json"],
+        cwd=cwd,
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},  # each event reaches the pipe as written
     )
     os.close(write_end)
     return proc, read_end
@@ -186,9 +191,9 @@ def _one_killed_run(tmp_path: Path, rng: random.Random) -> tuple[int, list[str]]
         starts = _starts(run_dir) if run_dir is not None else 0
         last = round_ == 2 or (rng.random() < 0.4 and round_ > 0)
         sig = rng.choice((signal.SIGINT, signal.SIGTERM, signal.SIGKILL))
-        if not last and rng.random() < 0.6:
+        if not last and rng.random() < 0.7:
             proc, read_end = _start_blocking(args, tmp_path)
-            _read_some(read_end, rng.randint(0, 9000), proc)
+            _read_some(read_end, rng.randint(0, 7000), proc)
             if proc.poll() is None:
                 proc.send_signal(sig)
             _drain(read_end)
@@ -281,7 +286,7 @@ def _kill_runs(tmp_path: Path, count: int, uninterrupted: dict[str, Any]) -> str
 def test_runs_killed_at_random_moments_run_each_finished_step_once(
     tmp_path: Path, uninterrupted: dict[str, Any]
 ) -> None:
-    print(_kill_runs(tmp_path, 10, uninterrupted))
+    print(_kill_runs(tmp_path, 12, uninterrupted))
 
 
 @pytest.mark.slow
