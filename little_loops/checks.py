@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from .errors import Diagnostic, Severity
 from .evaluators import possible_verdicts
 from .evaluators.deterministic import OPERATORS, parse_json_path
+from .evaluators.judge_input import PASS_FAIL_SCHEMA
 from .interpolate import Placeholder, PlaceholderError, scan
 from .model import ERROR_VERDICTS, Evaluate, Loop, Pos, Route, State
 from .router import CURRENT, route, route_hint
@@ -29,7 +30,6 @@ FIELDS: Mapping[str, tuple[str, ...]] = {
     "state": ("name", "iteration", "attempt"),
     "loop": ("name", "run_id", "run_dir", "dir", "started_at", "elapsed_ms", "elapsed"),
 }
-_VERDICT_WORD = re.compile(r"^[a-z][a-z0-9_]*$")
 # Keys that route by verdict, which `next` (the success route) cannot stand beside.
 _NOT_WITH_NEXT = ("route", "on_success")
 
@@ -86,6 +86,11 @@ def check_loop(
     for key, value in loop.context.items():
         if isinstance(value, str):
             out += _check_template(ctx, value, ("context", key), captures)
+    if loop.llm.model is not None:
+        from .evaluators.judge_config import model_findings
+
+        for where, code, message in model_findings(loop.llm.model, ("llm", "model")):
+            out.append(ctx.diag(ctx.locate(where), "error", code, message))
     # A wrong target already explains any odd reachability; do not pile warnings on it.
     if whole and not any(d.code in ("unknown-initial", "unknown-target") for d in out):
         out += _check_graph(ctx, tainted)
@@ -303,8 +308,8 @@ def _check_evaluator(
             at_path = (*at, "path")
             message = f"{exc} (in {subject(at_path)})"
             yield ctx.diag(ctx.locate(at_path), "error", "bad-json-path", message)
-    if spec.type == "llm_structured" and spec.schema is not None:
-        yield from _check_judge_schema(ctx, spec, at)
+    if spec.type == "llm_structured":
+        yield from _check_judge(ctx, spec, at)
     for key in ("prompt", "source", "previous"):
         text = getattr(spec, key)
         if isinstance(text, str):
@@ -315,35 +320,18 @@ def _check_evaluator(
         yield from _check_evaluator(ctx, inner, (*at, "of", i), captures)
 
 
-def _check_judge_schema(ctx: _Ctx, spec: Evaluate, at: NodePath) -> Iterator[Diagnostic]:
-    schema = spec.schema or {}
-    props = schema.get("properties")
-    verdict = props.get("verdict") if isinstance(props, Mapping) else None
-    enum = verdict.get("enum") if isinstance(verdict, Mapping) else None
-    pos = ctx.locate((*at, "schema"))
-    if (
-        not isinstance(verdict, Mapping)
-        or verdict.get("type") != "string"
-        or not isinstance(enum, list)
-        or not enum
-    ):
-        yield ctx.diag(
-            pos,
-            "error",
-            "bad-judge-schema",
-            f"{subject((*at, 'schema'))} needs a 'verdict' property of type string "
-            "with an 'enum' of verdicts, e.g. verdict: {type: string, enum: [done, retry]}",
-        )
-        return
-    for value in enum:
-        if not isinstance(value, str) or not _VERDICT_WORD.match(value):
-            yield ctx.diag(
-                pos,
-                "error",
-                "bad-judge-schema",
-                f"verdict {value!r} in {subject((*at, 'schema'))} is not a lowercase "
-                "word (letters, digits, '_')",
-            )
+def _check_judge(ctx: _Ctx, spec: Evaluate, at: NodePath) -> Iterator[Diagnostic]:
+    from .evaluators import judge_config
+
+    found: list[judge_config.Finding] = []
+    if spec.model is not None:
+        found += judge_config.model_findings(spec.model, (*at, "model"))
+    if spec.schema is not None and spec.schema is not PASS_FAIL_SCHEMA:  # not the built-in one
+        model = spec.model or ctx.loop.llm.model
+        strict = not found and judge_config.uses_strict_schema(model)
+        found += judge_config.schema_findings(spec.schema, (*at, "schema"), strict=strict)
+    for where, code, message in found:
+        yield ctx.diag(ctx.locate(where), "error", code, message)
 
 
 def _check_template(ctx: _Ctx, text: str, at: NodePath, captures: set[str]) -> Iterator[Diagnostic]:

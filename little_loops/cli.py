@@ -214,6 +214,13 @@ def run(
             "--record and --replay cannot be used together: replay answers from FILE without "
             "asking the judge, so there is nothing to record; drop one of them"
         )
+    judge = model or os.environ.get("LL_MODEL") or None
+    if judge is not None:
+        from .providers import model_problem
+
+        problem = model_problem(judge)
+        if problem is not None:
+            raise click.UsageError(f"{'--model' if model else 'LL_MODEL'}: {problem}")
     loop = load(Path(file))
     overrides = _parse_sets(sets, loop)
     if dry_run:
@@ -231,7 +238,7 @@ def run(
         max_iterations=max_iterations,
         claude=tuple(actions.claude_command(claude, os.environ)),
         claude_flags=tuple(actions.claude_flags(claude_flags, os.environ)),
-        model=model or os.environ.get("LL_MODEL") or None,
+        model=judge,
         cache=not no_cache,
         record=Path(record) if record else None,
         replay=Path(replay) if replay else None,

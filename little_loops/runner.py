@@ -556,6 +556,7 @@ class Runner:
             previous_value=self.progress.convergence.get(state.name),
             prior_reason=self.progress.prior_reasons.get(state.name),
             judge=self._judge_session() if judged else None,
+            deadline=self._deadline(),
         )
         self._judge_spent = 0.0
         if judged:
@@ -565,7 +566,10 @@ class Runner:
                 verdict = evaluate(spec, inp)
         else:
             verdict = evaluate(spec, inp)
-        return self._evaluated(step, state, verdict, action, spec.type, command)
+        result = self._evaluated(step, state, verdict, action, spec.type, command)
+        if judged:
+            self._check_deadline(state.name)  # the judge gave up at the loop's deadline
+        return result
 
     def _evaluated(
         self,
@@ -769,6 +773,10 @@ class Runner:
         if self.loop.timeout is None:
             return None
         return max(0.0, self.loop.timeout - (time.monotonic() - self._t0))
+
+    def _deadline(self) -> float | None:
+        """time.monotonic() when the loop's `timeout` runs out; None without one."""
+        return None if self.loop.timeout is None else self._t0 + self.loop.timeout
 
     def _check_deadline(self, state_name: str) -> None:
         remaining = self._remaining()

@@ -600,6 +600,206 @@ HINTS: dict[str, tuple[str, list[str]]] = {
 CASES.update(HINTS)
 
 
+def _judged(evaluate: str, llm: str = "") -> str:
+    """OK with state 'fix' judged by an llm_structured evaluator (YAML lines under it)."""
+    body = textwrap.indent(textwrap.dedent(evaluate).strip("\n"), "      ")
+    text = OK.replace(
+        "    action: make fix\n    next: check",
+        f"    action: /ll:fix\n    evaluate:\n      type: llm_structured\n{body}\n"
+        "    route: {_: check}",
+    )
+    return text + llm
+
+
+# Judge settings a run could not use (issue 11 item 3): errors at load time, located.
+JUDGE_CASES: dict[str, tuple[str, list[str]]] = {
+    "unknown-judge-scheme": (
+        _judged("model: gemini://pro"),
+        [
+            "loop.yaml:13:14: error: 'evaluate.model' of state 'fix': unknown judge model "
+            "scheme 'gemini://' in 'gemini://pro'; use a bare model id, anthropic://ID, "
+            "claude://ALIAS, ollama://HOST:PORT/MODEL or openai://MODEL",
+        ],
+    ),
+    "ollama-without-model": (
+        _judged("prompt: ok?", llm="llm: {model: 'ollama://localhost:11434'}\n"),
+        [
+            "loop.yaml:17:14: error: 'llm.model': ollama judge 'ollama://localhost:11434' "
+            "names no model; it must look like ollama://HOST:PORT/MODEL, e.g. "
+            "ollama://localhost:11434/qwen3:8b",
+        ],
+    ),
+    "samples-bound": (
+        _judged("samples: 100000"),
+        [
+            "loop.yaml:13:16: error: 'evaluate.samples' of state 'fix' must be at most 25, "
+            "not 100000"
+        ],
+    ),
+    "unknown-schema-type": (
+        _judged("""
+            schema:
+              type: object
+              properties:
+                verdict: {type: string, enum: [done]}
+                note: {type: strin}
+        """),
+        [
+            "loop.yaml:17:24: error: 'evaluate.schema.properties.note.type' of state 'fix': "
+            "'strin' is not a JSON Schema type (did you mean 'string'?); use one of: array, "
+            "boolean, integer, null, number, object, string",
+        ],
+    ),
+    "bad-schema-pattern": (
+        _judged("""
+            schema:
+              type: object
+              properties:
+                verdict: {type: string, enum: [done]}
+                id: {type: string, pattern: '(['}
+        """),
+        [
+            "loop.yaml:17:39: error: 'evaluate.schema.properties.id.pattern' of state 'fix' is "
+            "not a valid regular expression: unterminated character set at position 1",
+        ],
+    ),
+    "reserved-verdicts": (
+        _judged("""
+            schema:
+              type: object
+              properties:
+                verdict: {type: string, enum: [done, error, timeout, done_uncertain]}
+        """),
+        [
+            "loop.yaml:16:48: error: verdict 'error' in 'evaluate.schema' of state 'fix' is "
+            "reserved: it is what a judge failure (or a timeout) gives; name your verdict "
+            "otherwise",
+            "loop.yaml:16:55: error: verdict 'timeout' in 'evaluate.schema' of state 'fix' is "
+            "reserved: it is what a judge failure (or a timeout) gives; name your verdict "
+            "otherwise",
+            "loop.yaml:16:64: error: verdict 'done_uncertain' in 'evaluate.schema' of state "
+            "'fix' is reserved: it is what 'uncertain_suffix' makes of a verdict below "
+            "'min_confidence'; name your verdict otherwise",
+        ],
+    ),
+    "verdict-yes-and-twice": (
+        _judged("""
+            schema:
+              type: object
+              properties:
+                verdict: {type: string, enum: [done, yes, done]}
+        """),
+        [
+            "loop.yaml:16:48: error: verdict true in 'evaluate.schema' of state 'fix' is read "
+            "by YAML as true or false, not a word; quote it ('yes', 'no', 'on', 'off' are "
+            "booleans to YAML)",
+            "loop.yaml:16:53: error: verdict 'done' is listed twice in 'evaluate.schema' of "
+            "state 'fix'; keep one",
+        ],
+    ),
+    "not-strict": (
+        _judged("""
+            schema:
+              type: object
+              properties:
+                verdict: {type: string, enum: [done]}
+                anything: {description: any value}
+        """),
+        [
+            "loop.yaml:17:21: error: 'evaluate.schema.properties.anything' of state 'fix' has "
+            "no 'type', which strict structured outputs need; add one (e.g. type: string), or "
+            "an 'enum', 'const' or 'anyOf'",
+        ],
+    ),
+    "text-confidence": (
+        _judged("""
+            schema:
+              type: object
+              properties:
+                verdict: {type: string, enum: [done]}
+                confidence: {type: string}
+        """),
+        [
+            "loop.yaml:17:30: error: 'evaluate.schema.properties.confidence.type' of state "
+            "'fix' must be number: the judge reads 'confidence' as a number from 0 to 1 (write "
+            "confidence: {type: number}, or name your property otherwise)",
+        ],
+    ),
+    "dangling-ref": (
+        _judged("""
+            schema:
+              type: object
+              properties:
+                verdict: {type: string, enum: [done]}
+                items: {type: array, items: {$ref: '#/$defs/item'}}
+                remote: {$ref: 'https://example.com/s.json'}
+        """),
+        [
+            "loop.yaml:17:46: error: 'evaluate.schema.properties.items.items.$ref' of state "
+            "'fix' ('#/$defs/item') points at nothing in the schema; define it under '$defs' "
+            "or correct the path",
+            "loop.yaml:18:26: error: 'evaluate.schema.properties.remote.$ref' of state 'fix' "
+            "('https://example.com/s.json') points outside the schema, and the judge never "
+            "fetches schemas; put the definition under '$defs' and use '#/$defs/NAME'",
+        ],
+    ),
+    "yaml-date-in-schema": (
+        _judged("""
+            schema:
+              type: object
+              properties:
+                verdict: {type: string, enum: [done]}
+                since: {const: 2024-01-01}
+        """),
+        [
+            "loop.yaml:17:26: error: 'evaluate.schema.properties.since.const' of state 'fix' "
+            "is read by YAML as a date (2024-01-01), which JSON cannot hold; quote it to make "
+            "it text",
+        ],
+    ),
+    "unknown-draft": (
+        _judged("""
+            schema:
+              $schema: https://example.com/my-draft
+              type: object
+              properties:
+                verdict: {type: string, enum: [done]}
+        """),
+        [
+            "loop.yaml:14:18: error: 'evaluate.schema.$schema' of state 'fix' names no JSON "
+            "Schema draft this program knows ('https://example.com/my-draft'); remove it to use "
+            "Draft 2020-12",
+        ],
+    ),
+}
+CASES.update(JUDGE_CASES)
+
+
+def test_claude_judges_take_schemas_strict_judges_cannot() -> None:
+    from little_loops.evaluators.judge_config import schema_findings
+
+    schema = {
+        "type": "object",
+        "properties": {"verdict": {"type": "string", "enum": ["done"]}, "any": {}},
+    }
+    assert schema_findings(schema, ("schema",), strict=False) == []
+    assert [code for _, code, _ in schema_findings(schema, ("schema",), strict=True)] == [
+        "judge-schema-not-strict"
+    ]
+
+
+def test_a_claude_judge_schema_is_not_held_to_strict_rules(tmp_path: Path) -> None:
+    text = _judged("""
+        model: claude://sonnet
+        schema:
+          type: object
+          properties:
+            verdict: {type: string, enum: [done]}
+            anything: {description: any value}
+    """)
+    assert lines(tmp_path, text) == []
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_diagnostic_text(tmp_path: Path, case: str) -> None:
     text, expected = CASES[case]

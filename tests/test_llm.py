@@ -708,3 +708,33 @@ def test_a_crash_inside_the_judge_is_an_error_verdict(
     assert verdict.verdict == "error"
     assert verdict.details["internal_error"] is True
     assert "RecursionError" in verdict.details["error"]
+
+
+# -- the loop's deadline (issue 11 item 6) -----------------------------------------------------
+
+
+def test_a_passed_loop_deadline_sends_no_request(judge: Judge) -> None:
+    evaluate = Evaluate(type="llm_structured", samples=3)
+    inp = EvalInput(text="ok", state="fix", judge=judge.session, deadline=time.monotonic() - 1)
+    verdict = dispatch(evaluate, inp)
+    assert verdict.verdict == "error"
+    assert verdict.details["loop_timeout"] is True
+    assert verdict.details["timeout"] is True
+    assert judge.server.requests == []
+
+
+def test_the_loop_deadline_cuts_a_hanging_request_and_the_other_samples(judge: Judge) -> None:
+    judge.server.script(message(SUCCESS), then=hang(5))
+    judge.session.judge(Evaluate(type="llm_structured"), EvalInput(text="warm", state="w"))
+    assert len(judge.server.requests) == 1  # the SDK is loaded now
+    evaluate = Evaluate(type="llm_structured", samples=3, timeout=30)
+    started = time.monotonic()
+    inp = EvalInput(text="ok", state="fix", judge=judge.session, deadline=started + 0.5)
+    verdict = dispatch(evaluate, inp)
+    elapsed = time.monotonic() - started
+    assert elapsed < 4  # generous: the server would answer after 5 s, the judge waits 30 s
+    assert verdict.verdict == "error"
+    assert verdict.details["loop_timeout"] is True
+    assert verdict.details["error"] == "the loop's timeout ran out while the judge was answering"
+    assert len(judge.server.requests) == 2  # one hanging request; no retry, no other sample
+    assert not [name for name, _ in judge.events if name == "judge_retry"]

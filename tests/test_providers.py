@@ -23,8 +23,7 @@ from llm_server import (
 from little_loops.evaluators import EvalInput
 from little_loops.evaluators.llm import JudgeSession, JudgeSettings
 from little_loops.model import Evaluate, Verdict
-from little_loops.providers import RetryPolicy, split_model
-from little_loops.providers.openai_compat import ollama_target
+from little_loops.providers import RetryPolicy, model_problem, ollama_target, split_model
 
 FAST = RetryPolicy(max_attempts=3, base=0.01, cap=0.05)
 FAKE_CLAUDE = Path(__file__).with_name("fake_claude_judge.py")
@@ -58,6 +57,36 @@ def test_model_uris() -> None:
         split_model("openai://")
     with pytest.raises(ValueError, match="HOST:PORT/MODEL"):
         ollama_target("localhost:11434")
+    assert ollama_target("[::1]/llama3") == ("http://[::1]/v1", "llama3")
+    assert ollama_target("[::1]:8080/llama3") == ("http://[::1]:8080/v1", "llama3")
+
+
+@pytest.mark.parametrize(
+    ("model", "problem"),
+    [
+        ("claude-haiku-4-5", None),
+        ("claude://sonnet", None),
+        ("ollama://localhost:11434/qwen3:8b", None),
+        ("openai://gpt-4o-mini", None),
+        ("gemini://pro", "unknown judge model scheme 'gemini://' in 'gemini://pro'"),
+        ("openai://", "judge model 'openai://' names no model after 'openai://'"),
+        ("ollama://localhost:11434", "ollama judge 'ollama://localhost:11434' names no model"),
+        ("ollama://localhost:11434/", "ollama judge 'ollama://localhost:11434/' names no model"),
+        ("ollama://localhost:port/llama3", "has port 'port', not a number from 1 to 65535"),
+        ("ollama://localhost:99999/llama3", "has port '99999', not a number from 1 to 65535"),
+        ("ollama://:11434/llama3", "has no valid host"),
+        ("", "the judge model is empty"),
+        ("${context.model}", "holds a placeholder, but a model is never interpolated"),
+        ("claude haiku", "contains a space"),
+    ],
+)
+def test_model_problem_names_every_bad_judge(model: str, problem: str | None) -> None:
+    found = model_problem(model)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert problem in found
 
 
 # -- OpenAI-compatible ------------------------------------------------------------------------
@@ -354,3 +383,45 @@ def test_dated_ids_are_priced_by_the_listed_id_they_extend(model: str, known: fl
     dollars, is_known = cost_usd(model, 1_000_000, 0)
     assert is_known is (known is not None)
     assert dollars == (known or 0.0)
+
+
+# -- the loop's deadline bounds the judge (issue 11 item 6) -------------------------------------
+
+
+def test_before_deadline_gives_up_on_slow_work_at_the_deadline() -> None:
+    from little_loops.providers import ProviderError, before_deadline
+
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as info:
+        before_deadline(lambda: time.sleep(10), started + 0.2, "loading the SDK")
+    assert time.monotonic() - started < 5  # generous: the work alone takes 10 s
+    assert info.value.flags == {"timeout": True, "loop_timeout": True}
+    assert info.value.message == "the loop's timeout ran out while the judge was loading the SDK"
+    assert before_deadline(lambda: 42, time.monotonic() + 60, "x") == 42
+    assert before_deadline(lambda: 7, None, "x") == 7
+    with pytest.raises(ZeroDivisionError):
+        before_deadline(lambda: 1 // 0, time.monotonic() + 60, "x")
+
+
+def test_retries_never_wait_past_the_loop_deadline() -> None:
+    from little_loops.providers import ProviderError, with_retries
+
+    now = [0.0]
+    budgets: list[float] = []
+
+    def attempt(remaining: float) -> Any:
+        budgets.append(remaining)
+        now[0] += remaining
+        raise ProviderError("timed out", flags={"timeout": True}, retryable=True)
+
+    with pytest.raises(ProviderError):
+        with_retries(
+            attempt,
+            budget=30,
+            policy=RetryPolicy(max_attempts=4, base=0.5, cap=8),
+            clock=lambda: now[0],
+            sleep=lambda s: now.__setitem__(0, now[0] + s),
+            rand=lambda: 0.0,
+            until=2.0,
+        )
+    assert budgets == [2.0]  # one attempt, cut to the deadline; no wait, no second attempt

@@ -35,6 +35,7 @@ class EvalInput:
     previous_value: float | None = None  # convergence: the state's last value this run
     prior_reason: str | None = None  # judge: this state's last judged reason this run
     judge: JudgeSession | None = None  # per-run judge session (clients, cache, cassette)
+    deadline: float | None = None  # time.monotonic() when the loop's `timeout` runs out
     extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
 
 

@@ -185,6 +185,7 @@ class JudgeSession:
             schema=call.schema,
             max_tokens=call.max_tokens,
             timeout=call.timeout,
+            deadline=inp.deadline,
         )
         samples = [
             self._sample(
@@ -203,15 +204,13 @@ class JudgeSession:
         return verdict
 
     def _resolve(self, spec: Evaluate) -> _Call:
-        from ..providers import split_model
+        from ..providers import ollama_target, split_model
 
         llm = self.settings.llm
         model = spec.model or llm.model or self.settings.model_override or DEFAULT_JUDGE_MODEL
         provider, target = split_model(model)
         endpoint = ""
         if provider == "ollama":
-            from ..providers.openai_compat import ollama_target
-
             endpoint, target = ollama_target(target)
         # Thawed once here: everything after serialises it (keys, request bodies, argv).
         schema = thaw(spec.schema if spec.schema is not None else DEFAULT_SCHEMA)
@@ -277,12 +276,21 @@ class JudgeSession:
         return sample
 
     def _ask(self, call: _Call, request: JudgeRequest) -> Sample:
-        from ..providers import ProviderError
+        from ..providers import ProviderError, loop_timeout
 
         try:
+            if request.deadline is not None and time.monotonic() >= request.deadline:
+                raise loop_timeout("starting")  # no request at all: the run is over
             reply = self._provider(call).complete(request)
         except ProviderError as err:
-            return _error(err.message, **err.flags, provider=call.provider, model=call.model)
+            message, flags = err.message, err.flags
+            passed = request.deadline is not None and time.monotonic() >= request.deadline
+            if passed and not flags.get("loop_timeout"):
+                # Whatever the provider saw (a timeout, a refused wait), the loop's timeout
+                # is what ended this judgement; the runner ends the run with outcome timeout.
+                cut = loop_timeout("answering")
+                message, flags = cut.message, {**flags, **cut.flags}
+            return _error(message, **flags, provider=call.provider, model=call.model)
         except Exception as exc:  # the judge must never crash the loop
             return _error(
                 f"judge failed unexpectedly: {type(exc).__name__}: {exc}",

@@ -11,7 +11,9 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 
@@ -26,6 +28,7 @@ class JudgeRequest:
     schema: Mapping[str, Any]
     max_tokens: int
     timeout: float  # wall budget for this request, retries and waits included
+    deadline: float | None = None  # time.monotonic() when the loop's `timeout` runs out
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,53 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     return None
 
 
+LOOP_TIMEOUT_MESSAGE = "the loop's timeout ran out while the judge was {doing}"
+
+
+def loop_timeout(doing: str) -> ProviderError:
+    """The error of a judgement the loop's deadline cut short."""
+    return ProviderError(
+        LOOP_TIMEOUT_MESSAGE.format(doing=doing), flags={"timeout": True, "loop_timeout": True}
+    )
+
+
+def remaining(deadline: float | None, budget: float) -> float:
+    """Seconds left of `budget`, cut to the loop's `deadline` (time.monotonic()) when sooner."""
+    if deadline is None:
+        return budget
+    return min(budget, deadline - time.monotonic())
+
+
+def before_deadline(work: Callable[[], T], deadline: float | None, doing: str) -> T:
+    """`work()`, unless the loop's `deadline` passes first: then `loop_timeout(doing)`.
+
+    With a deadline the work runs in a daemon thread, so that a slow step which cannot be
+    interrupted (importing the SDK takes about 2 s) never holds a run past its timeout.
+    """
+    if deadline is None:
+        return work()
+    import threading
+
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, work()))
+        except BaseException as exc:  # handed to the caller's thread below
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=run, name="ll-judge-setup", daemon=True)
+    worker.start()
+    worker.join(max(0.0, deadline - time.monotonic()))
+    if not outcome:
+        raise loop_timeout(doing)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    result: T = value
+    return result
+
+
 def with_retries(
     attempt: Callable[[float], JudgeReply],
     *,
@@ -136,12 +186,17 @@ def with_retries(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     rand: Callable[[], float] = random.random,
+    until: float | None = None,
 ) -> JudgeReply:
     """Call `attempt(remaining_seconds)` until it succeeds, fails for good, or time runs out.
 
-    Raises the last `ProviderError`, with `attempts` added to its flags.
+    `until` (a `clock()` value, the loop's deadline) cuts the budget short when it comes
+    first: no attempt and no wait goes past it. Raises the last `ProviderError`, with
+    `attempts` added to its flags.
     """
     deadline = clock() + budget
+    if until is not None:
+        deadline = min(deadline, until)
     n = 0
     while True:
         n += 1
@@ -203,3 +258,49 @@ def split_model(model: str) -> tuple[str, str]:
     if not rest:
         raise ValueError(f"judge model '{model}' names no model after '{scheme}://'")
     return scheme, rest
+
+
+def ollama_target(rest: str) -> tuple[str, str]:
+    """`HOST:PORT/MODEL` -> (base URL, model). The model may itself contain `/` or `:`.
+
+    Raises ValueError when the host, the port or the model is missing or malformed.
+    """
+    host, sep, model = rest.partition("/")
+    shape = "must look like ollama://HOST:PORT/MODEL, e.g. ollama://localhost:11434/qwen3:8b"
+    if not sep or not host or not model.strip("/"):
+        raise ValueError(f"ollama judge 'ollama://{rest}' names no model; it {shape}")
+    port = ""
+    if not host.endswith("]") and ":" in host:  # `[::1]` is an IPv6 host without a port
+        host, _, port = host.rpartition(":")
+        if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(
+                f"ollama judge 'ollama://{rest}' has port '{port}', not a number from 1 to "
+                f"65535; it {shape}"
+            )
+    if not host or any(c.isspace() or c in "@?#" for c in host):
+        raise ValueError(f"ollama judge 'ollama://{rest}' has no valid host; it {shape}")
+    return f"http://{host}{':' + port if port else ''}/v1", model
+
+
+def model_problem(model: str) -> str | None:
+    """Why `model` names no judge this program can ask, or None when it does.
+
+    Checked when a loop file is loaded (`model`, `llm.model`) and for `--model` / `LL_MODEL`,
+    so a misspelt judge is an error before the run instead of verdict `error` in every step.
+    """
+    if not model.strip():
+        return "the judge model is empty; name one, e.g. claude-haiku-4-5, or remove the key"
+    if "${" in model:
+        return (
+            f"judge model '{model}' holds a placeholder, but a model is never interpolated; "
+            "write the model id, or pass it with --model or LL_MODEL"
+        )
+    if any(c.isspace() for c in model):
+        return f"judge model '{model}' contains a space; a model id is one word"
+    try:
+        provider, rest = split_model(model)
+        if provider == "ollama":
+            ollama_target(rest)
+    except ValueError as exc:
+        return str(exc)
+    return None

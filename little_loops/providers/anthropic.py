@@ -11,6 +11,7 @@ from . import (
     JudgeRequest,
     ProviderError,
     RetryPolicy,
+    before_deadline,
     is_retryable_status,
     parse_retry_after,
     status_flags,
@@ -48,32 +49,38 @@ class AnthropicProvider:
         self._on_retry = on_retry
         self._client: Any = None
 
-    def _get_client(self) -> Any:
+    def _get_client(self, deadline: float | None = None) -> Any:
         if self._client is not None:
             return self._client
         api_key = self._env.get("ANTHROPIC_API_KEY") or None
         auth_token = self._env.get("ANTHROPIC_AUTH_TOKEN") or None
         if api_key is None and auth_token is None:
             raise ProviderError(NO_KEY_MESSAGE, flags={"no_api_key": True})
-        import anthropic  # ~1.7 s: only when a judge really calls the API
 
-        # Credentials are passed explicitly so the SDK never falls back to profiles on disk.
-        self._client = anthropic.Anthropic(
-            api_key=api_key,
-            auth_token=None if api_key else auth_token,
-            base_url=self._env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
-            max_retries=0,
-        )
+        def build() -> Any:
+            import anthropic  # ~1.7 s: only when a judge really calls the API
+
+            # Credentials are passed explicitly so the SDK never falls back to profiles on disk.
+            return anthropic.Anthropic(
+                api_key=api_key,
+                auth_token=None if api_key else auth_token,
+                base_url=self._env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
+                max_retries=0,
+            )
+
+        # The import counts against the loop's timeout like the request itself.
+        self._client = before_deadline(build, deadline, "loading the Anthropic SDK")
         return self._client
 
     def complete(self, request: JudgeRequest) -> JudgeReply:
-        client = self._get_client()
+        client = self._get_client(request.deadline)
         schema = strict_schema(request.schema, anthropic_schema)
         return with_retries(
             lambda remaining: self._attempt(client, request, schema, remaining),
             budget=request.timeout,
             policy=self._policy,
             on_retry=self._on_retry,
+            until=request.deadline,
         )
 
     def _attempt(

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import JudgeReply, JudgeRequest, ProviderError, token_count
+from . import JudgeReply, JudgeRequest, ProviderError, loop_timeout, remaining, token_count
 
 
 class ClaudeCliProvider:
@@ -51,11 +51,19 @@ class ClaudeCliProvider:
         ]
 
     def complete(self, request: JudgeRequest) -> JudgeReply:
+        budget = remaining(request.deadline, request.timeout)
+        if budget <= 0:
+            raise loop_timeout("starting")
         with tempfile.TemporaryDirectory(prefix="ll-judge-") as scratch:
-            returncode, stdout, stderr = self._run(self.argv(request), request.timeout, scratch)
+            returncode, stdout, stderr = self._run(
+                self.argv(request), budget, scratch, deadline=request.deadline
+            )
         return parse_result(returncode, stdout, stderr)
 
-    def _run(self, argv: list[str], timeout: float, cwd: str) -> tuple[int, str, str]:
+    def _run(
+        self, argv: list[str], timeout: float, cwd: str, *, deadline: float | None = None
+    ) -> tuple[int, str, str]:
+        """Exit code, stdout and stderr; `deadline` (the loop's) bounds every wait."""
         try:
             proc = subprocess.Popen(
                 argv,
@@ -82,7 +90,8 @@ class ClaudeCliProvider:
         except subprocess.TimeoutExpired as exc:
             _kill_group(proc.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.communicate(timeout=5)  # a child that left our group may hold the pipes
+                # A child that left our group may hold the pipes; never past the loop's deadline.
+                proc.communicate(timeout=max(0.1, remaining(deadline, 5.0)))
             raise ProviderError(
                 f"the Claude Code CLI did not answer within {timeout:g} s",
                 flags={"timeout": True},

@@ -29,14 +29,6 @@ from . import (
 from .strict import openai_schema
 
 
-def ollama_target(rest: str) -> tuple[str, str]:
-    """`HOST:PORT/MODEL` -> (base URL, model). The model may itself contain `/` or `:`."""
-    host, sep, model = rest.partition("/")
-    if not sep or not host or not model:
-        raise ValueError(f"ollama judge 'ollama://{rest}' must look like ollama://HOST:PORT/MODEL")
-    return f"http://{host}/v1", model
-
-
 class OpenAICompatProvider:
     """Chat completions against one base URL, with an optional bearer key."""
 
@@ -85,6 +77,7 @@ class OpenAICompatProvider:
             budget=request.timeout,
             policy=self._policy,
             on_retry=self._on_retry,
+            until=request.deadline,
         )
 
     def _attempt(self, payload: bytes, request: JudgeRequest, remaining: float) -> JudgeReply:
