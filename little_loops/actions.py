@@ -31,6 +31,7 @@ from little_loops.errors import LoopError, RunError
 from little_loops.model import EMPTY
 
 OutputHook = Callable[[str, bytes], None]
+Window = Callable[[], contextlib.AbstractContextManager[None]]
 StrPath = str | os.PathLike[str]
 
 KILL_GRACE_S = 0.75  # between SIGTERM and SIGKILL of a process group
@@ -158,6 +159,7 @@ def run_shell(
     tail_bytes: int = DEFAULT_TAIL_BYTES,
     on_output: OutputHook | None = None,
     on_start: Callable[[int], None] | None = None,
+    interruptible: Window | None = None,
 ) -> ActionResult:
     """Run `[shell, "-c", command]` in a new process group, stdin from /dev/null.
 
@@ -173,7 +175,7 @@ def run_shell(
     try:
         run = _execute(
             argv, cwd, env, timeout, log_path, tail_bytes, on_output, on_start=on_start,
-            pass_fds=() if script is None else (script,),
+            pass_fds=() if script is None else (script,), interruptible=interruptible,
         )  # fmt: skip
     except FileNotFoundError:
         raise ActionStartError(
@@ -210,6 +212,7 @@ def run_slash(
     tail_bytes: int = DEFAULT_TAIL_BYTES,
     on_output: OutputHook | None = None,
     on_start: Callable[[int], None] | None = None,
+    interruptible: Window | None = None,
 ) -> ActionResult:
     """Run `claude -p PROMPT --output-format stream-json --verbose FLAGS` like a shell action.
 
@@ -238,6 +241,7 @@ def run_slash(
             on_stdout=parser.feed,
             on_start=on_start,
             stdin=stdin,
+            interruptible=interruptible,
         )
     except (FileNotFoundError, PermissionError) as exc:
         problem = "not found" if isinstance(exc, FileNotFoundError) else "not executable"
@@ -465,10 +469,10 @@ class _Sink:
         self.sel.register(self.pidfd, selectors.EVENT_READ)
 
     def unwatch_exit(self) -> None:
-        if self.pidfd is not None:
-            self.sel.unregister(self.pidfd)
-            os.close(self.pidfd)
-            self.pidfd = None
+        pidfd, self.pidfd = self.pidfd, None
+        if pidfd is not None:
+            self.sel.unregister(pidfd)
+            os.close(pidfd)
 
     def read(self, fd: int) -> None:
         try:
@@ -514,18 +518,23 @@ def _execute(
     on_start: Callable[[int], None] | None = None,
     stdin: int | None = None,
     pass_fds: tuple[int, ...] = (),
+    interruptible: Window | None = None,
 ) -> _Run:
     """Start argv in its own group and pump its output until it and its group are gone.
 
     `stdin` is a descriptor for the child's standard input (default /dev/null); `pass_fds`
-    stay open in the child."""
+    stay open in the child. `interruptible`, when given, opens the only stretch where the
+    caller's signal handlers may raise: the wait. Starting, killing and cleaning up then never
+    stop half-way.
+    """
+    _GUARD.ready()
     pipes = _Pipes()
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
-            env=None if env is None else dict(env),
+            env=None if env is None else _GUARD.marked(env),
             stdin=_devnull() if stdin is None else stdin,
             pass_fds=pass_fds,
             stdout=pipes.out_w,
@@ -546,10 +555,12 @@ def _execute(
         if on_start is not None:
             on_start(proc.pid)
         deadline = None if timeout is None else started + max(timeout, 0.0)
-        timed_out = _pump(proc, sink, deadline)
+        with interruptible() if interruptible is not None else contextlib.nullcontext():
+            timed_out = _pump(proc, sink, deadline)
         sink.unwatch_exit()
         if timed_out or _group_alive(proc.pid):
             _kill_group(proc)
+        _ORPHANS.sweep()  # descendants that left the group (setsid, set -m) go too
         sink.drain(POST_KILL_DRAIN_S)
     except BaseException:
         _stop(proc)
@@ -633,10 +644,12 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     """Kill the group on the way out of an exception; a second interrupt skips the grace."""
     try:
         _kill_group(proc)
+        _ORPHANS.sweep()
     except BaseException:
         _signal_group(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=KILL_WAIT_S)
+        _ORPHANS.sweep(grace=0.0)
         raise
 
 
@@ -676,18 +689,41 @@ _PROC = "/proc"
 # still running from a shared file (fd 3) and kills them, so no action outlives the runner
 # either. We update that file with pwrite, which wakes nobody: the guard costs a step ~2 µs.
 _GUARD_CODE = """
-import os, signal, time
+import os, signal, sys, time
 while os.read(0, 4096):
     pass
 groups = [int(g) for g in os.pread(3, 1 << 16, 0).split()]
-for sig in (signal.SIGTERM, signal.SIGKILL):
-    for pgid in groups:
-        try:
-            os.killpg(pgid, sig)
-        except OSError:
-            pass
-    if groups and sig == signal.SIGTERM:
-        time.sleep(%r)
+mark = ("\\0" + sys.argv[1] + "\\0").encode()
+def marked():
+    # Descendants that left their group (setsid, set -m) still carry the owner's mark.
+    found = []
+    for name in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                with open("/proc/" + name + "/environ", "rb") as fh:
+                    if mark in b"\\0" + fh.read():
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found
+for round in range(5):
+    pids = marked()
+    if round and not pids:
+        break
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pgid in groups if round == 0 else ():
+            try:
+                os.killpg(pgid, sig)
+            except OSError:
+                pass
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        if (groups or pids) and sig == signal.SIGTERM:
+            time.sleep(%r)
+        pids = marked() if sig == signal.SIGTERM else pids
 """
 
 
@@ -701,6 +737,8 @@ class _Guard:
         self.owner = 0
         self.groups: set[int] = set()
         self.written = 0
+        self.pid = 0  # the guard's
+        self.mark = ""  # NAME=VALUE in the environment of every action of this process
 
     def watch(self, pgid: int) -> None:
         with self.lock:
@@ -728,6 +766,10 @@ class _Guard:
                 os.close(fd)
         self.pipe = self.state = None
         self.owner, self.groups, self.written = os.getpid(), set(), 0
+        self.mark = f"{MARK_VAR}={os.getpid()}-{os.urandom(6).hex()}"
+        # Inherited by every action and what it starts, so the guard can find the ones that
+        # left their process group once this process is gone.
+        os.environ[MARK_VAR] = self.mark.partition("=")[2]
         memfd = getattr(os, "memfd_create", None)
         state = memfd("ll-guard") if memfd else _temp_fd()
         read_end, write_end = os.pipe()
@@ -738,9 +780,9 @@ class _Guard:
             (os.POSIX_SPAWN_DUP2, devnull, 2),
             (os.POSIX_SPAWN_DUP2, state, 3),
         ]
-        argv = [sys.executable, "-I", "-S", "-c", _GUARD_CODE % KILL_GRACE_S]
+        argv = [sys.executable, "-I", "-S", "-c", _GUARD_CODE % KILL_GRACE_S, self.mark]
         try:
-            os.posix_spawn(sys.executable, argv, {}, file_actions=actions, setsid=True)
+            self.pid = os.posix_spawn(sys.executable, argv, {}, file_actions=actions, setsid=True)
         except OSError:  # no guard: actions still run, only a SIGKILLed runner leaks them
             os.close(write_end)
             os.close(state)
@@ -749,6 +791,144 @@ class _Guard:
             os.close(read_end)
             os.close(devnull)
         self.pipe, self.state = write_end, state
+
+    def ready(self) -> None:
+        """Start the guard before the first action, so that action inherits the mark too."""
+        if self.owner != os.getpid():
+            with self.lock:
+                if self.owner != os.getpid():
+                    self._start()
+
+    def marked(self, env: Mapping[str, str]) -> dict[str, str]:
+        """`env` with this process's mark, for an action given an environment of its own."""
+        self.ready()
+        name, _, value = self.mark.partition("=")
+        return {**env, name: value} if name else dict(env)
+
+
+MARK_VAR = "LL_ACTION_OWNER"
+
+
+class _Orphans:
+    """Descendants of actions that escaped their process group, once `ll` adopted them.
+
+    As a child subreaper (Linux `prctl(PR_SET_CHILD_SUBREAPER)`), this process becomes the
+    parent of every orphaned descendant instead of init; after each action, any child other
+    than the guard is such an orphan, and it is killed with all its descendants. Elsewhere, or
+    until `adopt` is called, `sweep` does nothing.
+    """
+
+    def __init__(self) -> None:
+        self.enabled = False
+
+    def adopt(self) -> bool:
+        """Become a child subreaper; False where the platform cannot."""
+        if not sys.platform.startswith("linux"):
+            return False
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            pr_set_child_subreaper = 36
+            self.enabled = libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            self.enabled = False
+        return self.enabled
+
+    def sweep(self, grace: float = KILL_GRACE_S) -> None:
+        """Kill every adopted orphan and its descendants: SIGTERM, `grace`, SIGKILL; reap them."""
+        if not self.enabled:
+            return
+        end = time.monotonic() + grace + KILL_WAIT_S
+        while time.monotonic() < end:
+            orphans = self._orphans()
+            if not orphans:
+                return
+            tree = _descendants(orphans)
+            for pid in tree:
+                _kill(pid, signal.SIGTERM if grace > 0 else signal.SIGKILL)
+            until = time.monotonic() + grace
+            while grace > 0 and time.monotonic() < until and self._reap(tree):
+                time.sleep(0.01)
+            for pid in tree:
+                _kill(pid, signal.SIGKILL)
+            self._reap(tree)
+            grace = 0.0  # what appears later is killed at once
+
+    def _orphans(self) -> list[int]:
+        me = os.getpid()
+        found: list[int] = []
+        try:
+            tasks = os.listdir(f"/proc/{me}/task")
+        except OSError:
+            return []
+        for task in tasks:
+            try:
+                with open(f"/proc/{me}/task/{task}/children", "rb") as fh:
+                    found += [int(pid) for pid in fh.read().split()]
+            except OSError:
+                continue
+        return [pid for pid in found if pid != _GUARD.pid]
+
+    def _reap(self, pids: list[int]) -> bool:
+        """Collect the exit of those that are our children; True while any is still alive."""
+        alive = False
+        for pid in pids:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # not ours (a grandchild): ask /proc
+                done = 0 if _running(pid) else pid
+            if done == 0:
+                alive = True
+        return alive
+
+
+def _descendants(roots: list[int]) -> list[int]:
+    """`roots` and every process below them, from one pass over /proc."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir(_PROC) if os.path.isdir(_PROC) else ():
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"{_PROC}/{name}/stat", "rb") as fh:
+                fields = fh.read().rpartition(b")")[2].split()
+            children.setdefault(int(fields[1]), []).append(int(name))
+        except (OSError, IndexError, ValueError):
+            continue
+    out: list[int] = []
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in out:
+            out.append(pid)
+            todo += children.get(pid, [])
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"{_PROC}/{pid}/stat", "rb") as fh:
+            return fh.read().rpartition(b")")[2].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
+def _kill(pid: int, sig: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, sig)
+
+
+_ORPHANS = _Orphans()
+
+
+def adopt_orphans() -> bool:
+    """Make this process the reaper of its actions' orphans, so none outlives its step."""
+    return _ORPHANS.adopt()
+
+
+def kill_orphans() -> None:
+    """Kill what was adopted since the last action ended (e.g. left behind by a judge's CLI)."""
+    _ORPHANS.sweep()
 
 
 def _temp_fd() -> int:

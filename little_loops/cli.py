@@ -323,11 +323,17 @@ def _execute(
     if on_output is not None:
         options = dataclasses.replace(options, on_output=on_output)
     listeners = [renderer, *_reporters(loop, display.junit_xml, json_mode)]
+    from .actions import adopt_orphans
+
+    adopt_orphans()  # descendants that leave their group come back to us, and are killed
     with signals_as_exceptions():
         runner = Runner(
             loop, options, listeners=listeners, progress=progress, run_dir=run_dir, run_id=run_id
         )
         result = runner.run()
+    # The run's end is recorded: a late signal neither changes its exit code nor breaks into
+    # the interpreter's shutdown.
+    _ignore_signals()
     if result.outcome == "interrupted" and not json_mode:
         click.echo(
             f"ll: run {result.run_id} stopped at step {result.steps + 1}; "
@@ -335,6 +341,13 @@ def _execute(
             err=True,
         )
     sys.exit(result.exit_code)
+
+
+def _ignore_signals() -> None:
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def _fan_out(hooks: list[Any]) -> Any:

@@ -55,6 +55,18 @@ def _validate(args: list[str]) -> int | None:
     return validate_files(files, strict=strict, fmt=fmt, out=sys.stdout)
 
 
+def _exit_on_signals() -> None:
+    """Ctrl-C or SIGTERM before a run installs its own handlers (while starting up or loading
+    the file) ends `ll` with 130 or 143, as an interrupted run does, not click's "Aborted!"."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(130 if signum == signal.SIGINT else 143)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+
+
 def main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["validate"]:
@@ -72,6 +84,7 @@ def main() -> None:
 
         sys.stdout.write(HELP.replace("Usage: ll ", f"Usage: {prog} ", 1))
         return
+    _exit_on_signals()
     from .cli import main as cli_main
 
     # Named, so click neither says "python -m little_loops" nor guesses from argv[0] itself.

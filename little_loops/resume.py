@@ -27,7 +27,7 @@ def prepare_resume(
     it started, with a summary of the change.
     """
     from .loader import load
-    from .store import find_run, pid_alive
+    from .store import find_run, owner_alive
 
     given = _run_dir_path(run_id)
     if given is not None:
@@ -36,7 +36,8 @@ def prepare_resume(
         run_dir = _resumable(base, run_id)
     else:
         run_dir = find_run(base, run_id)
-    progress = Progress.from_dict(run_dir.read_state())
+    state = run_dir.read_state()
+    progress = Progress.from_dict(state)
     progress.path = _path_from_events(run_dir, progress.step)
     if progress.status == "finished":
         raise LoopError(
@@ -44,7 +45,9 @@ def prepare_resume(
             f"start a new one with 'll run {progress.loop_file}'",
             exit_code=EXIT_RUN_ERROR,
         )
-    if progress.status == "running" and progress.pid != os.getpid() and pid_alive(progress.pid):
+    # Its owner, told by pid and start time: a reused pid is not a run to stop.
+    owned = progress.pid != os.getpid() and owner_alive(run_dir, state) is True
+    if progress.status == "running" and owned:
         raise LoopError(
             f"run {progress.run_id} is still running (pid {progress.pid}); "
             f"stop it first with 'll stop {progress.run_id}'",

@@ -6,6 +6,7 @@ Everything a resumed run needs lives in `Progress`, written to state.json after 
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import stat
@@ -34,7 +35,7 @@ from .events import Emitter, Event, JsonlSink, Listener, utc_now
 from .interpolate import literal_text, render, resolve_context
 from .model import Loop, State, Verdict, base_verdict
 from .secrets import MaskedView, RedactingStream, Redactor, Sealer, secret_sources
-from .store import RUNS, LoopLock, RunDir, new_run_id, state_head
+from .store import RUNS, LoopLock, RunDir, new_run_id, process_start, state_head
 
 OUTCOME_EXIT = {
     "success": EXIT_SUCCESS,
@@ -50,11 +51,72 @@ class Terminated(BaseException):
     """Raised in the main thread by the SIGTERM handler, so running actions are killed."""
 
 
+class _SignalGate:
+    """Where SIGINT and SIGTERM take effect during a run.
+
+    A signal stops the run at once only inside a window the runner opens for waiting on
+    something outside (an action, the judge, a sleep). Anywhere else it is held until the
+    step's bookkeeping (its events and persisted route) is done, so a step is either
+    finished and recorded, or cut off and run again on resume, never half of each.
+    """
+
+    def __init__(self) -> None:
+        self.held = False
+        self.pending: int | None = None
+
+    def arrived(self, signum: int) -> None:
+        """The handler's half: raise now, or remember the signal for the end of the hold."""
+        if self.held:
+            self.pending = signum
+            return
+        _raise_for(signum)
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Hold signals; a signal that came meanwhile is raised on leaving, unless still held."""
+        was = self.held
+        self.held = True
+        try:
+            yield
+        finally:
+            self.held = was
+        if not was:
+            self.raise_pending()
+
+    @contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """A window where a signal stops the run at once (a held one is raised on entry)."""
+        self.raise_pending()
+        was = self.held
+        self.held = False
+        try:
+            yield
+        finally:
+            self.held = was
+
+    def raise_pending(self) -> None:
+        if self.pending is not None:
+            signum, self.pending = self.pending, None
+            _raise_for(signum)
+
+
+def _raise_for(signum: int) -> None:
+    import signal
+
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated
+
+
+GATE = _SignalGate()
+
+
 @contextmanager
 def signals_as_exceptions() -> Iterator[None]:
     """While a run is in progress, SIGINT and SIGTERM raise, so the action is stopped and the
     run persisted; a second signal ends the process at once (state.json is only ever replaced
-    whole, so the run stays resumable)."""
+    whole, so the run stays resumable). Where a signal lands in a step's bookkeeping, it is
+    held until that bookkeeping is done (see `_SignalGate`)."""
     import signal
 
     received: list[int] = []
@@ -63,16 +125,17 @@ def signals_as_exceptions() -> Iterator[None]:
         if received:
             os._exit(EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_TERMINATED)
         received.append(signum)
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise Terminated
+        GATE.arrived(signum)
 
+    # Held from here: a signal while the run is set up stops it at its first step, recorded.
+    GATE.held, GATE.pending = True, None
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
         for sig, previous in old.items():
             signal.signal(sig, previous)
+        GATE.held, GATE.pending = False, None
 
 
 @dataclass(frozen=True)
@@ -119,6 +182,7 @@ class Progress:
     on_max_used: bool = False
     attempt: int = 0  # retry attempt of the step in progress (0 between steps)
     pid: int = 0  # the ll process that owns the run
+    pid_start: int | None = None  # and when it started: with the pid, it names that process
     options: dict[str, Any] = field(default_factory=dict)  # command-line options, for resume
     last_route: dict[str, Any] | None = None
     outcome: str | None = None
@@ -145,6 +209,7 @@ _FIXED = (
     "context",
     "max_iterations",
     "pid",
+    "pid_start",
     "options",
 )
 _CHANGING = tuple(name for name in _PERSISTED if name not in _FIXED)
@@ -250,6 +315,7 @@ class Runner:
             # Secret context values are never written down; a resumed run takes them afresh.
             progress.context.update({k: context[k] for k in loop.secrets if k in context})
         progress.pid = os.getpid()
+        progress.pid_start = process_start(progress.pid)
         self.progress = progress
         sources = secret_sources(self.env, progress.context, loop.secrets)
         self.redactor = Redactor(sources.values())
@@ -280,6 +346,7 @@ class Runner:
             redact=self.redactor.obj if self.redactor else None,
         )
         self._judge: Any = None
+        self._judge_spent = 0.0  # what the judge's answers in this evaluation cost so far
         self._entering: tuple[int, str] | None = None  # a state_enter not yet written
         # Recorded at the start, so a run resumed from elsewhere acts in the same place; runs
         # recorded before v2 ran their actions in the loop file's directory.
@@ -306,7 +373,21 @@ class Runner:
     # -- the run -------------------------------------------------------------------------
 
     def run(self) -> RunResult:
-        """Run until a terminal state, a limit, an error or a signal; always persists the end."""
+        """Run until a terminal state, a limit, an error or a signal; always persists the end.
+
+        Signals are held throughout, except in the windows that wait on something outside
+        (actions, the judge, sleeps); one that arrives while the end is being recorded does
+        not change the recorded outcome.
+        """
+        # Held until signals_as_exceptions ends, so that a signal after the end is recorded
+        # is dropped there rather than raised on the way out.
+        GATE.held = True
+        try:
+            return self._run()
+        finally:
+            GATE.pending = None
+
+    def _run(self) -> RunResult:
         p = self.progress
         self._emit(
             "loop_start",
@@ -324,8 +405,10 @@ class Runner:
             )
         self._persist()
         try:
+            GATE.raise_pending()  # one that came while the run was set up
             while True:
                 self._next_step()
+                GATE.raise_pending()  # the step is recorded: a held signal stops the run here
         except _Finish as end:
             return self._finish(end.outcome, end.final_state, end.error)
         except LoopError as exc:
@@ -358,8 +441,9 @@ class Runner:
             return
         decision = router.route(self.loop, state, result.verdict.verdict)
         if decision is None:
+            # The end is written once, by _finish: a state.json naming a finished step but not
+            # the end would make resume run this step again as the next one.
             p.last_route = None
-            self._persist()
             outcome, message = router.stop(state, result.verdict.verdict, result.reason)
             raise _Finish(outcome, state.name, message)
         self._emit(
@@ -380,7 +464,8 @@ class Runner:
         self._persist()
         self._check_budget(state.name)
         if self.loop.backoff > 0:
-            self._sleep(min(self.loop.backoff, self._remaining() or self.loop.backoff))
+            with GATE.interruptible():
+                self._sleep(min(self.loop.backoff, self._remaining() or self.loop.backoff))
 
     def _after_terminal(self, state: State, result: _StepResult) -> None:
         """End the run at a terminal (or the `on_max_iterations` state), or maintain.
@@ -396,11 +481,10 @@ class Runner:
             failed = f"{kind} '{state.name}' gave verdict '{result.verdict.verdict}'"
             if result.reason:
                 failed += f": {result.reason}"
+        # The end is written once, by _finish (see _next_step).
         if p.on_max_used:
-            self._persist()
             raise _Finish("max_iterations", state.name, failed)
         if failed is not None:
-            self._persist()
             raise _Finish("failure", state.name, failed)
         if self.loop.maintain and state.terminal:
             p.current = state.on_maintain or self.loop.initial
@@ -421,7 +505,6 @@ class Runner:
             self._persist()
             self._check_budget(state.name)
             return
-        self._persist()
         raise _Finish(state.outcome, state.name)
 
     # -- one state -----------------------------------------------------------------------
@@ -454,7 +537,8 @@ class Runner:
             attempt += 1
             self.progress.attempt = attempt
             self._persist()
-            self._sleep(delay)
+            with GATE.interruptible():
+                self._sleep(delay)
             self._check_deadline(state.name)
 
     def _attempt(self, step: int, state: State, attempt: int) -> _StepResult:
@@ -466,6 +550,8 @@ class Runner:
             # What events, the terminal and reports show: secrets masked before quoting.
             shown = self._display(state.action, command, step, state, attempt, shell=shell)
             action = self._act(step, state, attempt, command, shown)
+            # Spent as soon as it is known: a step cut off later still counts its action.
+            self._spend(action.cost_usd)
             if self._ends_run(state):
                 self._show_terminal_output(action)
             self._capture_output(state, action)
@@ -501,7 +587,14 @@ class Runner:
             judge=self._judge_session() if judged else None,
             deadline=self._deadline(),
         )
-        verdict = evaluate(spec, inp)
+        self._judge_spent = 0.0
+        if judged:
+            # Waiting on a model: a signal stops the step here (it is run again on resume),
+            # while each answer's cost is recorded the moment it arrives (`_on_judge_cost`).
+            with GATE.interruptible():
+                verdict = evaluate(spec, inp)
+        else:
+            verdict = evaluate(spec, inp)
         result = self._evaluated(step, state, verdict, action, spec.type, shown)
         if judged:
             self._check_deadline(state.name)  # the judge gave up at the loop's deadline
@@ -516,10 +609,9 @@ class Runner:
         kind: str,
         command: str | None = None,
     ) -> _StepResult:
-        cost = float(verdict.details.get("cost_usd") or 0.0)
-        if action is not None:
-            cost += action.cost_usd
-        self.progress.cost_usd += cost
+        # The judge's answers were counted as they came; only the rest is added here.
+        self._spend(_cost(verdict.details.get("cost_usd")) - self._judge_spent)
+        self._judge_spent = 0.0
         why: dict[str, Any] = {}
         if verdict.verdict != "success":
             # Why it did not succeed, and what it printed last: the terminal, JUnit and the
@@ -560,15 +652,17 @@ class Runner:
             if announced:
                 return
             announced.append(True)
-            self._emit(
-                "action_start",
-                step=step,
-                state=state.name,
-                action=shown,
-                action_type=action_type,
-            )
-            self._sink.flush()
+            with GATE.deferred():
+                self._emit(
+                    "action_start",
+                    step=step,
+                    state=state.name,
+                    action=shown,
+                    action_type=action_type,
+                )
+                self._sink.flush()
 
+        GATE.raise_pending()  # rather than start a process only to kill it
         timeout = self._action_timeout(state)
         remaining = self._remaining()
         if remaining is not None:
@@ -603,6 +697,7 @@ class Runner:
                     log_path=log,
                     on_output=on_output,
                     on_start=started,
+                    interruptible=GATE.interruptible,
                 )
             else:
                 result = actions.run_shell(
@@ -614,6 +709,7 @@ class Runner:
                     log_path=log,
                     on_output=on_output,
                     on_start=started,
+                    interruptible=GATE.interruptible,
                 )
         finally:
             started()  # a no-op when the process started; the event still comes first
@@ -780,11 +876,27 @@ class Runner:
                 ),
                 emit=self._judge_event,
                 env=self.env,
+                on_cost=self._on_judge_cost,
             )
         return self._judge
 
     def _judge_event(self, name: str, fields: Mapping[str, Any]) -> None:
-        self._emit(name, step=self.progress.step + 1, state=self.progress.current, **fields)
+        with GATE.deferred():
+            self._emit(name, step=self.progress.step + 1, state=self.progress.current, **fields)
+
+    def _on_judge_cost(self, cost: object) -> None:
+        """An answer arrived: its cost is spent even if the step is cut off before its verdict,
+        so it is written down at once (a resumed run re-judges, and pays again)."""
+        amount = _cost(cost)
+        if amount:
+            with GATE.deferred():
+                self._judge_spent += amount
+                self._spend(amount)
+                self._persist()
+
+    def _spend(self, cost: float) -> None:
+        if cost > 0:
+            self.progress.cost_usd += cost
 
     def _emit(
         self, name: str, *, step: int | None = None, state: str | None = None, **fields: Any
@@ -795,14 +907,15 @@ class Runner:
         return self.emitter.emit(name, fields, step=step, state=state)
 
     def _persist(self) -> None:
-        self._sink.flush()
-        self.progress.elapsed_ms = self._elapsed_ms()
-        data = self.progress.to_dict(_CHANGING)
-        if self.redactor:
-            # captured values and `prev` keep named markers, which a resumed run fills in
-            sealed = {name: self._sealer.seal(data[name]) for name in ("captured", "prev")}
-            data = self.redactor.obj(data) | sealed
-        self.run_dir.write_state(data, fsync=self.options.fsync, head=self._state_head)
+        with GATE.deferred():
+            self._sink.flush()
+            self.progress.elapsed_ms = self._elapsed_ms()
+            data = self.progress.to_dict(_CHANGING)
+            if self.redactor:
+                # captured values and `prev` keep named markers, which a resumed run fills in
+                sealed = {name: self._sealer.seal(data[name]) for name in ("captured", "prev")}
+                data = self.redactor.obj(data) | sealed
+            self.run_dir.write_state(data, fsync=self.options.fsync, head=self._state_head)
 
     def _finish(
         self, outcome: str, final_state: str, error: str | None, exit_code: int | None = None
@@ -840,6 +953,7 @@ class Runner:
         if self._judge is not None:
             self._judge.close()
             self._judge = None
+        actions.kill_orphans()  # nothing a step started outlives the run
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -862,6 +976,13 @@ def _output_record(state: State, action: actions.ActionResult | None) -> dict[st
         "duration_ms": action.duration_ms if action else 0,
         "state": state.name,
     }
+
+
+def _cost(value: object) -> float:
+    """A cost in USD; anything not a finite, non-negative number counts as unknown (0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value) if math.isfinite(value) and value > 0 else 0.0
 
 
 def _same(text: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import EXIT_RUN_ERROR, EXIT_USAGE, LoopError
 from .events import Event, read_events
-from .store import RunDir, find_run, list_runs, pid_alive
+from .store import RunDir, find_run, list_runs, owner_alive, pid_alive
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,10 @@ def info(run_dir: RunDir) -> RunInfo:
     state = run_dir.read_state()
     status = str(state.get("status", "?"))
     pid = int(state.get("pid") or 0)
-    if status == "running" and not pid_alive(pid):
-        status = "crashed"  # the owner died without a word: resumable
+    if status == "running":
+        alive = owner_alive(run_dir, state)
+        if not (alive if alive is not None else pid_alive(pid)):
+            status = "crashed"  # the owner died without a word: resumable
     loop_file = str(state.get("loop_file", ""))
     return RunInfo(
         run_id=run_dir.run_id,
@@ -210,18 +212,68 @@ def stop(base: Path, run_id: str, *, wait: float = 10.0) -> str:
     """`ll stop RUN`: SIGTERM to the run's owner; it stops its action and persists the stop."""
     run_dir = find_run(base, run_id)
     i = info(run_dir)
+    if i.status == "crashed":
+        raise LoopError(
+            f"run {i.run_id} is not running (crashed; pid {i.pid} is no longer its ll "
+            f"process); resume it with 'll resume {i.run_id}'",
+            exit_code=EXIT_RUN_ERROR,
+        )
     if i.status != "running":
         raise LoopError(f"run {i.run_id} is not running ({i.status})", exit_code=EXIT_RUN_ERROR)
+    state = run_dir.read_state()
+    if owner_alive(run_dir, state) is None:
+        raise LoopError(
+            f"run {i.run_id}: cannot confirm that pid {i.pid} still runs it (no start time "
+            "recorded and no lock to ask); check with 'ps -p "
+            f"{i.pid}' and stop that process yourself if it is ll",
+            exit_code=EXIT_RUN_ERROR,
+        )
     try:
-        os.kill(i.pid, signal.SIGTERM)
+        _terminate(i.pid, state.get("pid_start"))
     except ProcessLookupError:
         return f"run {i.run_id} had already ended\n"
+    except PermissionError:
+        raise LoopError(
+            f"run {i.run_id}: not allowed to signal pid {i.pid} (it belongs to another user); "
+            "stop it as that user",
+            exit_code=EXIT_RUN_ERROR,
+        ) from None
+
+    def running() -> bool:
+        return owner_alive(run_dir, state) is True
+
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline and pid_alive(i.pid):
+    while time.monotonic() < deadline and running():
         time.sleep(0.05)
-    if pid_alive(i.pid):
+    if running():
         return f"sent SIGTERM to run {i.run_id} (pid {i.pid}); it is still stopping\n"
     return f"stopped run {i.run_id}; resume with: ll resume {i.run_id}\n"
+
+
+def _terminate(pid: int, started: object) -> None:
+    """SIGTERM to `pid`, through a pidfd where the platform has one, checking after opening it
+    that it is still the process that started at `started` (so a pid reused between the check
+    and the signal is never hit)."""
+    from .store import process_start
+
+    opener = getattr(os, "pidfd_open", None)
+    send = getattr(signal, "pidfd_send_signal", None)
+    if opener is None or send is None or not isinstance(started, int):
+        os.kill(pid, signal.SIGTERM)
+        return
+    try:
+        fd = opener(pid)
+    except OSError as exc:
+        if isinstance(exc, ProcessLookupError | PermissionError):
+            raise
+        os.kill(pid, signal.SIGTERM)
+        return
+    try:
+        if process_start(pid) != started:
+            raise ProcessLookupError(pid)
+        send(fd, signal.SIGTERM)
+    finally:
+        os.close(fd)
 
 
 def follow(
@@ -257,7 +309,7 @@ def follow(
             state = run_dir.read_state()
         except LoopError:
             state = {}
-        if state.get("status") != "running" or not pid_alive(int(state.get("pid") or 0)):
+        if state.get("status") != "running" or owner_alive(run_dir, state) is False:
             last_round = True  # the run ended or its owner is gone: show what is left
             continue
         time.sleep(poll)

@@ -247,6 +247,74 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def process_start(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (`/proc/PID/stat` field 22), or
+    None where that cannot be read (no such process, no /proc). Together with the pid it names
+    one process: a pid is reused, a (pid, start) pair is not."""
+    if pid <= 0:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    fields = raw.rpartition(b")")[2].split()  # the name, in brackets, may hold spaces
+    try:
+        return int(fields[19])  # field 22; the list starts at field 3
+    except (IndexError, ValueError):
+        return None
+
+
+def owner_alive(run_dir: RunDir, state: dict[str, Any]) -> bool | None:
+    """Whether the process that owns this run still runs it: its pid alive with the start time
+    recorded in state.json, or else (a run recorded without one, no /proc) the run's loop lock
+    still held on its behalf. None when neither can tell: never trust the pid alone, after a
+    crash it may belong to anyone."""
+    pid = state.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    started = state.get("pid_start")
+    if isinstance(started, int) and not isinstance(started, bool):
+        now = process_start(pid)
+        if now is not None:
+            return now == started and pid_alive(pid)
+        if os.path.isdir(f"/proc/{os.getpid()}"):
+            return False  # /proc works here and has no such process
+    held = _lock_held_by(run_dir, state)
+    if held is not None:
+        return held
+    return None if pid_alive(pid) else False
+
+
+def _lock_held_by(run_dir: RunDir, state: dict[str, Any]) -> bool | None:
+    """Whether the loop lock of this run's file is held and names this run; None when there is
+    no such lock to ask (the run was started with --allow-concurrent, or the files moved)."""
+    import fcntl
+
+    loop_file = state.get("loop_file")
+    if not isinstance(loop_file, str):
+        return None
+    base = run_dir.root.parent.parent.parent
+    path = LoopLock(base, Path(loop_file)).path
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if _read_owner(fd).get("run_id") != run_dir.run_id:
+            return None
+        try:
+            # Shared and released at once: a start racing this probe is refused only if it
+            # lands in the same microseconds.
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 class LoopLock:
     """One active run per loop file per directory, held with flock for the run's lifetime.
 

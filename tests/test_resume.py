@@ -19,7 +19,7 @@ from little_loops.events import Event
 from little_loops.loader import load
 from little_loops.resume import _resumable, prepare_resume
 from little_loops.runner import Runner, RunOptions, RunResult
-from little_loops.store import RunDir
+from little_loops.store import RunDir, process_start
 
 STEPS = """\
 name: steps
@@ -125,7 +125,9 @@ def test_refuses_a_finished_run(tmp_path: Path) -> None:
 
 def test_refuses_a_run_whose_owner_is_alive(tmp_path: Path, live_pid: int) -> None:
     first = start(tmp_path, stop_at=2)
-    set_state(tmp_path, first.run_id, status="running", pid=live_pid)
+    set_state(
+        tmp_path, first.run_id, status="running", pid=live_pid, pid_start=process_start(live_pid)
+    )
     with pytest.raises(LoopError) as exc:
         prepare_resume(tmp_path, first.run_id)
     assert exc.value.message == (

@@ -16,7 +16,7 @@ from little_loops.events import Event, read_events
 from little_loops.loader import load
 from little_loops.runner import Runner, RunOptions, RunResult
 from little_loops.runs import follow, history_text, info, list_text, status_text, stop
-from little_loops.store import RunDir
+from little_loops.store import RunDir, process_start
 
 PASS = """
 name: {name}
@@ -240,6 +240,7 @@ def test_a_running_run_with_a_live_owner(tmp_path: Path, live_pid: int) -> None:
         status="running",
         outcome=None,
         pid=live_pid,
+        pid_start=process_start(live_pid),
         started_at="2000-01-01T00:00:00.000Z",
         elapsed_ms=5,
     )
@@ -303,7 +304,13 @@ def test_stop_sends_sigterm_to_the_owner(tmp_path: Path) -> None:
     result = run(tmp_path, PASS, "ok")
     owner = subprocess.Popen(["sleep", "30"])
     try:
-        set_state(result.run_id, tmp_path, status="running", pid=owner.pid)
+        set_state(
+            result.run_id,
+            tmp_path,
+            status="running",
+            pid=owner.pid,
+            pid_start=process_start(owner.pid),
+        )
         message = stop(tmp_path, result.run_id, wait=5)
         assert message == f"stopped run {result.run_id}; resume with: ll resume {result.run_id}\n"
     finally:

@@ -83,9 +83,11 @@ class JudgeSession:
         *,
         emit: Emit | None = None,
         env: Mapping[str, str] | None = None,
+        on_cost: Callable[[float], None] | None = None,
     ) -> None:
         self.settings = settings
         self._emit = emit
+        self._on_cost = on_cost  # told each answer's cost as it arrives, before the verdict
         self._env: Mapping[str, str] = env if env is not None else os.environ
         self._providers: dict[str, Provider] = {}
         self._cache = VerdictCache(settings.cache_dir) if settings.cache_dir else None
@@ -252,6 +254,8 @@ class JudgeSession:
         started = time.perf_counter()
         sample = self._ask(call, request)
         sample.details["latency_ms"] = _ms(started)
+        if self._on_cost is not None:
+            self._on_cost(sample.details.get("cost_usd") or 0.0)
         if self._record is not None:
             self._record.append(
                 {
