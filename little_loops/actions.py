@@ -25,10 +25,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from little_loops.errors import LoopError, RunError
 from little_loops.model import EMPTY
+from little_loops.store import StepLog
 
 OutputHook = Callable[[str, bytes], None]
 Window = Callable[[], contextlib.AbstractContextManager[None]]
@@ -435,7 +436,7 @@ class _Sink:
         # Opened at the first byte: a step that prints nothing leaves no empty log behind,
         # and a silent step does not pay for creating a file.
         self.log_path = log_path
-        self.log: BinaryIO | None = None
+        self.log: StepLog | None = None
         self.on_output = on_output
         self.on_stdout = on_stdout
         self.total = 0
@@ -488,7 +489,7 @@ class _Sink:
         if self.log_path is not None:
             if self.log is None:
                 os.makedirs(os.path.dirname(os.fspath(self.log_path)) or ".", exist_ok=True)
-                self.log = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - see close()
+                self.log = StepLog(os.fspath(self.log_path))
             self.log.write(chunk)
         tail.add(chunk)
         if self.on_stdout is not None and name == "stdout":

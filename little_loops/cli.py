@@ -221,6 +221,7 @@ def run(
         problem = model_problem(judge)
         if problem is not None:
             raise click.UsageError(f"{'--model' if model else 'LL_MODEL'}: {problem}")
+    _regular_file(file)
     loop = load(Path(file))
     overrides = _parse_sets(sets, loop)
     if dry_run:
@@ -228,6 +229,11 @@ def run(
 
         click.echo(plan(loop, overrides), nl=False)
         return
+    if record:
+        _writable(record, "the judge recording")
+    from .store import max_log_bytes
+
+    max_log_bytes()  # a bad LL_MAX_LOG_BYTES is a usage error before the run, not after
     if background:
         _start_background(loop.name)
     from . import actions
@@ -322,7 +328,8 @@ def _execute(
     on_output = _fan_out([hook for hook in hooks if hook is not None])
     if on_output is not None:
         options = dataclasses.replace(options, on_output=on_output)
-    listeners = [renderer, *_reporters(loop, display.junit_xml, json_mode)]
+    reporters = _reporters(loop, display.junit_xml, json_mode)
+    listeners = [renderer, *reporters]
     from .actions import adopt_orphans
 
     adopt_orphans()  # descendants that leave their group come back to us, and are killed
@@ -334,6 +341,12 @@ def _execute(
     # The run's end is recorded: a late signal neither changes its exit code nor breaks into
     # the interpreter's shutdown.
     _ignore_signals()
+    for reporter in reporters:
+        # The run is over and recorded; a report that could not be written does not change
+        # its exit code (nor make `ll resume` run its terminal again).
+        problem = getattr(reporter, "problem", None)
+        if problem:
+            click.echo(f"ll: warning: {problem}", err=True)
     if result.outcome == "interrupted" and not json_mode:
         click.echo(
             f"ll: run {result.run_id} stopped at step {result.steps + 1}; "
@@ -348,6 +361,31 @@ def _ignore_signals() -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
+
+
+def _regular_file(file: str) -> None:
+    """`ll run` reads its file again (resume, change check): a pipe or device will not do."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(file).st_mode
+    except OSError:
+        return  # the loader says what is wrong with it, at its line
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise LoopError(
+            f"{file}: not a regular file (a pipe, a device or <(...)); ll run reads the loop "
+            "file again to resume the run: save it to a file and run that"
+        )
+
+
+def _writable(path: str, what: str) -> None:
+    """Refuse, before the run, a file the run would fail to write at its end."""
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise LoopError(f"cannot write {what} to {path}: {exc.strerror or exc}") from None
 
 
 def _fan_out(hooks: list[Any]) -> Any:

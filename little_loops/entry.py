@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 
 def _columns() -> int:
@@ -68,6 +69,24 @@ def _exit_on_signals() -> None:
 
 
 def main() -> None:
+    """`ll`: every command, behind the guard that keeps tracebacks off the user's screen."""
+    _guard_streams()
+    try:
+        _main()
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        _fail("ll: interrupted", 130)
+    except RecursionError as exc:  # an OSError's sibling that is always a bug of ours
+        _crash(exc)
+    except OSError as exc:
+        # The machine said no (disk full, read-only directory, unreadable file): one line.
+        _fail(f"ll: error: {_os_error(exc)}", 3)
+    except Exception as exc:
+        _crash(exc)
+
+
+def _main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["validate"]:
         code = _validate(argv[1:])
@@ -89,3 +108,82 @@ def main() -> None:
 
     # Named, so click neither says "python -m little_loops" nor guesses from argv[0] itself.
     cli_main(prog_name=prog)
+
+
+def _fail(line: str, code: int) -> None:
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except OSError:
+        pass
+    sys.exit(code)
+
+
+def _crash(exc: BaseException) -> None:
+    """A bug in ll: one line naming the crash report, exit 70 (SPEC section 8)."""
+    from .crash import one_line, write_report
+
+    report = write_report(exc)
+    where = f"; crash report: {report}" if report is not None else ""
+    _fail(f"ll: internal error (a bug in ll): {one_line(exc)}{where}", 70)
+
+
+def _os_error(exc: OSError) -> str:
+    """`cannot write /x/state.json: No space left on device`, or the error's own words."""
+    if exc.filename is None:
+        return exc.strerror or str(exc)
+    from .store import cannot
+
+    return cannot("use", os.fsdecode(exc.filename), exc)
+
+
+class _Quiet:
+    """A standard stream that stops writing, without an error, once its reader has gone.
+
+    `ll run loop.yaml | head -1`: when `head` exits, the run goes on (its actions are not
+    killed by a failed print); what it would have printed is dropped.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, data: Any) -> int:
+        try:
+            return int(self._stream.write(data))
+        except BrokenPipeError:
+            self._gone()
+            return len(data)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._gone()
+
+    @property
+    def buffer(self) -> Any:
+        return _Quiet(self._stream.buffer)
+
+    def _gone(self) -> None:
+        # Later writes (and the interpreter's final flush) go to /dev/null instead.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _guard_streams() -> None:
+    """Make stdout survive a closed pipe, and print undecodable bytes (a non-UTF-8 file name,
+    environment value or directory) as the bytes they were, instead of failing."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None or isinstance(stream, _Quiet):
+            continue
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="surrogateescape")
+        setattr(sys, name, _Quiet(stream))

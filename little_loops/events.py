@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -81,17 +82,46 @@ class JsonlSink:
     """
 
     def __init__(self, path: Path) -> None:
+        import os
+
+        from .errors import RunError
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] = path.open("a", encoding="utf-8")
+        self._path = path
+        # Never through a symbolic link (a planted one would make the run append to its
+        # target), and after a torn last line (a crash mid-write) on a line of its own, so the
+        # first event of a resumed run is not glued to the fragment and lost with it.
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags, 0o644)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            if os.path.islink(path):
+                why = "it is a symbolic link, which ll does not follow inside .loops/ (remove it)"
+            raise RunError(f"cannot open {path}: {why}") from None
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")
+        self._file: IO[str] = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - see close()
 
     def __call__(self, event: Event) -> None:
-        self._file.write(ENCODE(event) + "\n")
+        line = ENCODE(event)
+        try:
+            self._file.write(line + "\n")
+        except UnicodeEncodeError:
+            # Bytes that are not UTF-8 (an environment value, a file name): JSON escapes.
+            self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
 
     def flush(self) -> None:
-        self._file.flush()
+        try:
+            self._file.flush()
+        except OSError as exc:  # a full disk: say which file
+            raise OSError(exc.errno, exc.strerror, str(self._path)) from None
 
     def close(self) -> None:
-        self._file.close()
+        # A flush that failed was reported already; those events are lost either way.
+        with contextlib.suppress(OSError):
+            self._file.close()
 
 
 class Emitter:
@@ -148,7 +178,7 @@ def read_events(path: Path) -> list[Event]:
             continue
         try:
             item = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(item, dict):
             events.append(item)

@@ -138,8 +138,17 @@ def _read(path: Path, file: str) -> bytes | Diagnostic:
     try:
         if path.is_dir():
             return fail("not-a-file", "this is a directory; give the path of a loop file")
-        with path.open("rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+        if path.is_fifo():
+            piped = _read_pipe(path)
+            if piped is None:
+                return fail(
+                    "no-writer",
+                    f"a pipe nobody wrote to within {PIPE_WAIT_S:g} s; give a loop file",
+                )
+            data = piped
+        else:
+            with path.open("rb") as f:
+                data = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         return fail("no-such-file", "no such file")
     except PermissionError:
@@ -152,6 +161,42 @@ def _read(path: Path, file: str) -> bytes | Diagnostic:
             "file-too-large", f"the file is larger than {mib} MiB; a loop file is far smaller"
         )
     return data
+
+
+PIPE_WAIT_S = 5.0
+
+
+def _read_pipe(path: Path) -> bytes | None:
+    """A named pipe or `<(...)` read to its end; None when no writer came (opening one
+    blocks until a writer does, so `ll validate FIFO` would wait for ever)."""
+    import os
+    import select
+    import time
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        chunks: list[bytes] = []
+        size, deadline = 0, time.monotonic() + PIPE_WAIT_S
+        while size <= MAX_FILE_BYTES:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if not poller.poll(left * 1000):
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            deadline = time.monotonic() + PIPE_WAIT_S
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _decode(data: bytes, file: str) -> str | Diagnostic:

@@ -279,8 +279,14 @@ class JUnitReport:
         self.loop_file = loop_file
         self.base_dir = base_dir
         self.record = RunRecord()
+        self.problem: str | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_dir():
+                raise IsADirectoryError(21, "it is a directory")
+            special = path.exists() and not path.is_file()  # /dev/stdout, a pipe
+            if not special and not os.access(path.parent, os.W_OK):
+                raise PermissionError(13, "the directory is not writable")
         except OSError as exc:
             raise LoopError(
                 f"cannot write the JUnit report to {path}: {exc.strerror or exc}",
@@ -293,15 +299,22 @@ class JUnitReport:
             self.write()
 
     def write(self) -> None:
-        """Write the report now (done for you at `loop_complete`)."""
-        text = junit_xml(self.record.with_history(self.base_dir), self.loop_file)
+        """Write the report now (done for you at `loop_complete`).
+
+        A write that fails (disk full, a directory made read-only during the run) does not
+        change how the run ended: `problem` says what went wrong, for the caller to warn.
+        A path that is not a regular file (`/dev/stdout`, a pipe) is written to directly.
+        """
+        self.problem = None
         try:
-            atomic_write_text(self.path, text)
+            text = junit_xml(self.record.with_history(self.base_dir), self.loop_file)
+            if self.path.exists() and not self.path.is_file():
+                with self.path.open("w", encoding="utf-8") as fh:
+                    fh.write(text)
+            else:
+                atomic_write_text(self.path, text)
         except OSError as exc:
-            raise LoopError(
-                f"cannot write the JUnit report to {self.path}: {exc.strerror or exc}",
-                exit_code=EXIT_USAGE,
-            ) from None
+            self.problem = f"cannot write the JUnit report to {self.path}: {exc.strerror or exc}"
 
 
 def junit_xml(record: RunRecord, loop_file: str) -> str:

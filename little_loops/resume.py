@@ -62,6 +62,12 @@ def prepare_resume(
             "resume anyway with --force, or start a new run",
             exit_code=EXIT_RUN_ERROR,
         )
+    if progress.current not in loop.states:
+        raise LoopError(
+            f"run {progress.run_id} stopped at state '{progress.current}', which {path} no "
+            "longer has (renamed or removed?); restore that state to resume, or start a new run",
+            exit_code=EXIT_RUN_ERROR,
+        )
     saved = progress.options
     _require_secrets(progress.run_id, saved.get("secret_sets") or [], overrides or {})
     options = RunOptions(

@@ -21,6 +21,7 @@ from . import actions, reasons, router
 from .errors import (
     EXIT_BUDGET,
     EXIT_FAILURE,
+    EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_MAX_ITERATIONS,
     EXIT_RUN_ERROR,
@@ -35,7 +36,7 @@ from .events import Emitter, Event, JsonlSink, Listener, utc_now
 from .interpolate import literal_text, render, resolve_context
 from .model import Loop, State, Verdict, base_verdict
 from .secrets import MaskedView, RedactingStream, Redactor, Sealer, secret_sources
-from .store import RUNS, LoopLock, RunDir, new_run_id, process_start, state_head
+from .store import RUNS, LoopLock, RunDir, StepLog, new_run_id, process_start, state_head
 
 OUTCOME_EXIT = {
     "success": EXIT_SUCCESS,
@@ -417,6 +418,16 @@ class Runner:
             return self._finish("interrupted", p.current, "interrupted (SIGINT)", EXIT_INTERRUPTED)
         except Terminated:
             return self._finish("interrupted", p.current, "terminated (SIGTERM)", EXIT_TERMINATED)
+        except OSError as exc:  # the machine said no: disk full, a file made unwritable
+            return self._finish("error", p.current, _os_error(exc))
+        except Exception as exc:  # a bug in ll: recorded as ended in error, never "running"
+            from .crash import one_line, write_report
+
+            report = write_report(exc, self.run_dir.root)
+            message = f"internal error (a bug in ll): {one_line(exc)}"
+            if report is not None:
+                message += f"; crash report: {report}"
+            return self._finish("error", p.current, message, EXIT_INTERNAL)
         finally:
             self._close()
 
@@ -520,7 +531,7 @@ class Runner:
             verdict = result.verdict.verdict
             if retry is None or verdict not in retry.on or attempt >= retry.max_attempts:
                 return result
-            delay = min(retry.max_delay, retry.interval * retry.backoff_rate ** (attempt - 1))
+            delay = _retry_delay(retry, attempt)
             if retry.jitter:
                 delay = self._rng.uniform(0, delay)
             remaining = self._remaining()
@@ -674,7 +685,7 @@ class Runner:
         if self.redactor:
             # Output is masked on its way to the log and the terminal, never written raw.
             assert log is not None
-            log_file = open(log, "ab")  # noqa: SIM115 - closed in the finally below
+            log_file = StepLog(log)
             streams.append(RedactingStream(log_file.write, self.redactor))
             if on_output is not None:
                 verbose = on_output
@@ -983,6 +994,25 @@ def _cost(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0.0
     return float(value) if math.isfinite(value) and value > 0 else 0.0
+
+
+def _retry_delay(retry: Any, attempt: int) -> float:
+    """interval * backoff_rate ** (attempt - 1), at most max_delay, without float overflow."""
+    import math
+
+    top, first, rate = float(retry.max_delay), float(retry.interval), float(retry.backoff_rate)
+    if first <= 0 or first >= top or rate <= 1:
+        return min(first, top)
+    # The power passes max_delay after this many steps; before that it cannot overflow.
+    if attempt - 1 >= math.log(top / first) / math.log(rate):
+        return top
+    return min(top, first * rate ** (attempt - 1))
+
+
+def _os_error(exc: OSError) -> str:
+    from .store import cannot
+
+    return cannot("write", os.fsdecode(exc.filename), exc) if exc.filename else str(exc)
 
 
 def _same(text: str) -> str:

@@ -79,10 +79,12 @@ def _head_events(run_dir: RunDir) -> Iterator[Event]:
                 if not line:
                     return
                 try:
-                    yield json.loads(line)
-                except json.JSONDecodeError:
+                    event = json.loads(line)
+                except (ValueError, RecursionError):
                     return
-    except FileNotFoundError:
+                if isinstance(event, dict):
+                    yield event
+    except OSError:  # missing, unreadable: the listing shows the file's name instead
         return
 
 
@@ -299,9 +301,10 @@ def follow(
         for line in data[:end].splitlines():
             try:
                 event: dict[str, Any] = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 continue
-            listener(event)
+            if isinstance(event, dict):
+                listener(event)
         position += end
         if last_round:
             return

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
@@ -11,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import RunError
+from .errors import EXIT_USAGE, LoopError, RunError
 from .events import ENCODE
 
 STATE_VERSION = 1
@@ -34,8 +36,30 @@ def loops_dir(base: Path) -> Path:
         root.mkdir(parents=True)
     except FileExistsError:
         return root
-    (root / ".gitignore").write_text(_GITIGNORE, encoding="utf-8")
+    except OSError as exc:
+        raise RunError(cannot("create", root, exc)) from None
+    try:
+        (root / ".gitignore").write_text(_GITIGNORE, encoding="utf-8")
+    except OSError as exc:
+        raise RunError(cannot("write", root / ".gitignore", exc)) from None
     return root
+
+
+def cannot(verb: str, path: Path | str, exc: OSError) -> str:
+    """`cannot create /ro/.loops: Permission denied; ...`: an OSError as a user's line."""
+    import errno
+
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.ELOOP:
+        why = "it is a symbolic link, which ll does not follow inside .loops/ (remove it)"
+    fix = {
+        errno.ENOSPC: "free some space and resume the run",
+        errno.EDQUOT: "free some space and resume the run",
+        errno.EACCES: "run ll in a directory you can write to",
+        errno.EPERM: "run ll in a directory you can write to",
+        errno.EROFS: "run ll in a directory on a writable file system",
+    }.get(exc.errno or 0)
+    return f"cannot {verb} {path}: {why}" + (f"; {fix}" if fix else "")
 
 
 def new_run_id(loop_name: str, now: float | None = None) -> str:
@@ -54,14 +78,32 @@ def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
     target = os.fspath(path)
     head, _, name = target.rpartition(os.sep)
     tmp = f"{head}{os.sep}.{name}.{os.getpid()}.tmp" if head else f".{name}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # left by a killed process, or planted: never written through
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
-        os.write(fd, text.encode("utf-8"))
+        _write_all(fd, text.encode("utf-8", "replace"), target)
         if fsync:
             os.fsync(fd)
-    finally:
         os.close(fd)
-    os.replace(tmp, target)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _write_all(fd: int, data: bytes, path: str | None = None) -> None:
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as exc:
+        if path is None or exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, path) from None
 
 
 def state_head(fixed: dict[str, Any]) -> str:
@@ -133,8 +175,13 @@ class RunDir:
         root = loops_dir(base) / "runs" / run_id
         if (root / "state.json").exists():
             raise RunError(f"run '{run_id}' already exists under {base / RUNS}")
-        (root / "steps").mkdir(parents=True, exist_ok=True)
-        return cls(root)
+        try:
+            (root / "steps").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunError(cannot("create", root, exc)) from None
+        run = cls(root)
+        run.check_links()
+        return run
 
     @classmethod
     def open(cls, base: Path, run_id: str) -> RunDir:
@@ -146,6 +193,20 @@ class RunDir:
     @property
     def run_id(self) -> str:
         return self.root.name
+
+    def check_links(self) -> None:
+        """Refuse a run directory (or its `steps/`) that is a symbolic link.
+
+        Whoever can write to `.loops/` could otherwise point a run's files at any file the
+        user can write (`~/.bashrc`), and the run would overwrite it. The files inside are
+        opened without following links (O_NOFOLLOW) for the same reason.
+        """
+        for path in (self.root, self.root / "steps"):
+            if path.is_symlink():
+                raise RunError(
+                    f"{path} is a symbolic link; ll does not follow links inside .loops/ "
+                    "(someone may have planted it): remove it, or start a new run"
+                )
 
     def step_log(self, step: int, state: str, attempt: int = 1) -> str:
         """The path of a step's log under `steps/` (a string: it is made every step)."""
@@ -174,7 +235,14 @@ class RunDir:
         if head is None:
             head = _HEAD
         text = f"{head},{body[1:]}\n" if len(body) > 2 else f"{head}}}\n"
-        if _EXCHANGE.usable and self._swap_in(text.encode("utf-8"), fsync):
+        # A value with bytes that are not UTF-8 (a file name, an environment variable) is kept
+        # as a JSON escape, which reads back the same, instead of failing the write.
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = _ascii_json(head, data)
+            raw = text.encode("ascii")
+        if _EXCHANGE.usable and self._swap_in(raw, fsync):
             return
         self.close()
         atomic_write_text(self.state_path, text, fsync=fsync)
@@ -183,14 +251,19 @@ class RunDir:
         if self._fds is None:
             if not os.path.exists(self._state):
                 return False  # the first state is written the plain way
-            flags = os.O_RDWR | os.O_CLOEXEC
+            flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
             self._fds = [
                 os.open(self._spare, flags | os.O_CREAT, 0o644),
                 os.open(self._state, flags),
             ]
             self._sizes = [os.fstat(fd).st_size for fd in self._fds]
         fd, size = self._fds[0], self._sizes[0]
-        os.pwrite(fd, raw, 0)
+        try:
+            written = os.pwrite(fd, raw, 0)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, self._state) from None
+        if written != len(raw):  # a full disk writes part: never swap that in
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._state)
         if len(raw) < size:
             os.ftruncate(fd, len(raw))
         if fsync:
@@ -211,10 +284,17 @@ class RunDir:
     def read_state(self) -> dict[str, Any]:
         """The run's state; a corrupt, truncated or future-version file is a clear error."""
         path = self.state_path
+        self.check_links()
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as fh:
+                data = json.loads(fh.read())
         except FileNotFoundError:
             raise RunError(f"{path}: missing; the run directory is incomplete") from None
+        except OSError as exc:
+            raise RunError(cannot("read", path, exc)) from None
+        except RecursionError:
+            raise RunError(f"{path}: corrupted state file (nested too deeply)") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RunError(
                 f"{path}: corrupted or truncated state file ({exc}); the run cannot be resumed"
@@ -227,7 +307,119 @@ class RunDir:
                 f"{path}: state format version {version!r}, this ll reads version "
                 f"{STATE_VERSION}; use the ll version that started the run"
             )
+        for key, kinds in _STATE_TYPES.items():
+            value = data.get(key)
+            if key in data and value is not None and not _is(value, kinds):
+                names = " or ".join(k.__name__ for k in kinds)
+                raise RunError(
+                    f"{path}: corrupted state file ('{key}' should be {names}, not "
+                    f"{_short(value)}); the run cannot be resumed"
+                )
         return data
+
+
+# What each field of state.json must be; a hand-edited or damaged file is refused whole.
+_STATE_TYPES: dict[str, tuple[type, ...]] = {
+    "run_id": (str,),
+    "loop_file": (str,),
+    "loop_sha256": (str,),
+    "started_at": (str,),
+    "context": (dict,),
+    "max_iterations": (int,),
+    "current": (str,),
+    "status": (str,),
+    "step": (int,),
+    "elapsed_ms": (int, float),
+    "cost_usd": (int, float),
+    "captured": (dict,),
+    "prev": (dict,),
+    "convergence": (dict,),
+    "prior_reasons": (dict,),
+    "on_max_used": (bool,),
+    "attempt": (int,),
+    "pid": (int,),
+    "options": (dict,),
+    "last_route": (dict,),
+    "outcome": (str,),
+    "exit_code": (int,),
+    "error": (str,),
+}
+
+
+def _is(value: object, kinds: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in kinds:
+        return False
+    return isinstance(value, kinds)
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _ascii_json(head: str, data: dict[str, Any]) -> str:
+    fixed = json.loads(head + "}")
+    return json.dumps({**fixed, **data}, separators=(",", ":")) + "\n"
+
+
+DEFAULT_MAX_LOG_BYTES = 50 * 1024 * 1024
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def max_log_bytes() -> int:
+    """The size at which a step's log is cut: `LL_MAX_LOG_BYTES` (bytes, or a number with K, M
+    or G), else 50 MiB; 0 keeps everything. A bad value is a usage error."""
+    text = os.environ.get("LL_MAX_LOG_BYTES", "").strip()
+    if not text:
+        return DEFAULT_MAX_LOG_BYTES
+    found = re.fullmatch(r"(\d{1,15})\s*([kmgKMG]?)(?:i?[bB])?", text)
+    if found is None:
+        raise LoopError(
+            f"LL_MAX_LOG_BYTES={text!r} is not a size; give bytes or a number with K, M or G "
+            "(e.g. 50M), or 0 to keep whole logs",
+            exit_code=EXIT_USAGE,
+        )
+    return int(found[1]) * _UNITS[found[2].lower()]
+
+
+class StepLog:
+    """A step's log file, appended to; opened without following a symbolic link (a planted
+    link would make the run overwrite its target) and cut at `limit` bytes with a marker line,
+    so a step that prints without end cannot fill the disk."""
+
+    def __init__(self, path: str, limit: int | None = None) -> None:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        self.path = path
+        try:
+            self._fd: int | None = os.open(path, flags, 0o644)
+        except OSError as exc:
+            raise RunError(cannot("open the step log", path, exc)) from None
+        self.limit = max_log_bytes() if limit is None else limit
+        self.size = os.fstat(self._fd).st_size  # a retried attempt appends
+        self.cut = False
+
+    def write(self, chunk: bytes) -> int:
+        if self.cut or self._fd is None:
+            return len(chunk)
+        room = self.limit - self.size if self.limit else len(chunk)
+        if len(chunk) <= room:
+            _write_all(self._fd, chunk, self.path)
+            self.size += len(chunk)
+            return len(chunk)
+        _write_all(self._fd, chunk[: max(room, 0)], self.path)
+        self.size += max(room, 0)
+        marker = (
+            f"\n[ll: log cut at {self.limit} bytes (LL_MAX_LOG_BYTES); "
+            "the rest of this step's output was not kept]\n"
+        )
+        _write_all(self._fd, marker.encode(), self.path)
+        self.cut = True
+        return len(chunk)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def pid_alive(pid: int) -> bool:
@@ -335,8 +527,11 @@ class LoopLock:
     def acquire(self, run_id: str, loop_file: Path) -> None:
         import fcntl
 
-        (loops_dir(self._base) / "locks").mkdir(exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            (loops_dir(self._base) / "locks").mkdir(exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise RunError(cannot("open", self.path, exc)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -387,14 +582,16 @@ def list_runs(base: Path) -> list[RunDir]:
     root = base / RUNS
     if not root.is_dir():
         return []
-    runs = [RunDir(p) for p in root.iterdir() if (p / "state.json").is_file()]
+    runs = [
+        RunDir(p) for p in root.iterdir() if not p.is_symlink() and (p / "state.json").is_file()
+    ]
     return sorted(runs, key=lambda r: (r.run_id[:15], _started_at(r), r.run_id))
 
 
 def _started_at(run: RunDir) -> str:
     try:
         value = json.loads(run.state_path.read_text(encoding="utf-8")).get("started_at")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return ""
     return value if isinstance(value, str) else ""
 

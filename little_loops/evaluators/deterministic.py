@@ -240,6 +240,25 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"'{name}' is not a JSON number")
 
 
+# Deeper documents are refused: they would overflow Python's stack when compared or written
+# into an event, and no tool's real output nests so far.
+MAX_JSON_DEPTH = 200
+
+
+def _too_deep(doc: Any) -> bool:
+    level: list[Any] = [doc]
+    for _ in range(MAX_JSON_DEPTH):
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+        if not level:
+            return False
+    return any(isinstance(item, dict | list) and item for item in level)
+
+
 def output_json(spec: Evaluate, inp: EvalInput) -> Verdict:
     """Parse the text as JSON, take the value at `path`, compare it with `target`.
 
@@ -255,6 +274,14 @@ def output_json(spec: Evaluate, inp: EvalInput) -> Verdict:
         doc = json.loads(text, parse_constant=_reject_constant)
     except ValueError as exc:
         return _error(f"the output is not valid JSON: {exc}", path=path, text=_snippet(text))
+    except RecursionError:
+        doc = _MISSING
+    if doc is _MISSING or _too_deep(doc):
+        return _error(
+            f"the output's JSON is nested more than {MAX_JSON_DEPTH} levels deep",
+            path=path,
+            text=_snippet(text),
+        )
     try:
         keys = parse_json_path(path)
     except ValueError as exc:
