@@ -29,6 +29,11 @@ class _Group(click.Group):
         except LoopError as exc:
             click.echo(f"ll: error: {exc.message}", err=True)
             ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            # Before a run has started (or after it ended): nothing to resume. Click would
+            # print "Aborted!" and exit 1; Ctrl-C is 130 everywhere in ll.
+            click.echo("ll: interrupted", err=True)
+            ctx.exit(130)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

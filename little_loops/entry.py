@@ -71,19 +71,40 @@ def _exit_on_signals() -> None:
 def main() -> None:
     """`ll`: every command, behind the guard that keeps tracebacks off the user's screen."""
     _guard_streams()
+    _note_interrupts()
     try:
         _main()
     except SystemExit:
         raise
     except KeyboardInterrupt:
         _fail("ll: interrupted", 130)
-    except RecursionError as exc:  # an OSError's sibling that is always a bug of ours
-        _crash(exc)
     except OSError as exc:
         # The machine said no (disk full, read-only directory, unreadable file): one line.
         _fail(f"ll: error: {_os_error(exc)}", 3)
     except Exception as exc:
+        if _interrupted:
+            # Ctrl-C inside an import can leave Python's import machinery broken (KeyError,
+            # ImportError): the interrupt is what happened, not a bug.
+            _fail("ll: interrupted", 130)
         _crash(exc)
+
+
+_interrupted: list[int] = []
+
+
+def _note_interrupts() -> None:
+    """Ctrl-C raises KeyboardInterrupt as usual, and is remembered (unless it is ignored, as in
+    a background job, which stays so)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def interrupted(signum: int, frame: object) -> None:
+        _interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
 
 
 def _main() -> None:

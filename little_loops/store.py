@@ -518,7 +518,7 @@ class LoopLock:
     def __init__(self, base: Path, loop_file: Path) -> None:
         import hashlib
 
-        key = hashlib.sha256(str(loop_file.resolve()).encode()).hexdigest()[:16]
+        key = hashlib.sha256(os.fsencode(loop_file.resolve())).hexdigest()[:16]
         self._base = base
         self.path = base / LOOPS / "locks" / f"{key}.lock"
         self._fd: int | None = None
@@ -598,6 +598,8 @@ def _started_at(run: RunDir) -> str:
 
 def find_run(base: Path, run_id: str | None) -> RunDir:
     """A run by id (or a unique prefix of one); the latest run when `run_id` is None."""
+    if run_id is not None and os.sep not in run_id:
+        RunDir(base / RUNS / run_id).check_links()  # `list_runs` skips it: say why
     runs = list_runs(base)
     if not runs:
         raise RunError(f"no runs under {base / RUNS}; start one with 'll run FILE'")
