@@ -120,12 +120,14 @@ def test_a_bug_during_a_run_is_one_line_a_report_and_exit_70(tmp_path: Path) -> 
     assert "ZeroDivisionError: a planted bug" in reports[0].read_text()
     assert TRACEBACK in reports[0].read_text()  # the traceback is for the report, not the user
     line = next(x for x in (proc.stdout + proc.stderr).splitlines() if "internal error" in x)
-    assert "ZeroDivisionError: a planted bug" in line and str(reports[0]) in line
+    assert "ZeroDivisionError: a planted bug" in line
+    assert str(reports[0]) in line
     # Recorded as ended in error, never left "running" (which `ll list` shows as crashed).
     assert (state["status"], state["outcome"], state["exit_code"]) == ("finished", "error", 70)
     assert 'errors="1"' in (tmp_path / "report.xml").read_text()
     listed = ll(tmp_path, "list")
-    assert listed.returncode == 0 and " error " in listed.stdout
+    assert listed.returncode == 0
+    assert " error " in listed.stdout
 
 
 def test_a_bug_outside_a_run_reports_into_loops_or_the_temp_dir(tmp_path: Path) -> None:
@@ -139,7 +141,8 @@ def test_a_bug_outside_a_run_reports_into_loops_or_the_temp_dir(tmp_path: Path) 
     no_traceback(proc)
     assert proc.stderr.count("\n") == 1
     report = Path(proc.stderr.rsplit("crash report: ", 1)[1].strip())
-    assert report.parent == tmp_path and "KeyError: 'planted'" in report.read_text()
+    assert report.parent == tmp_path
+    assert "KeyError: 'planted'" in report.read_text()
     (tmp_path / ".loops").mkdir()
     proc = ll(tmp_path, "list", prologue=prologue)
     assert proc.returncode == 70
@@ -218,7 +221,8 @@ def test_disk_full_is_one_line_and_leaves_a_resumable_state(tmp_path: Path) -> N
     no_traceback(proc)
     assert "rc=3" in proc.stdout
     errors = [x for x in proc.stderr.splitlines() if x.startswith("ll: error")]
-    assert errors and "No space left on device; free some space" in errors[0]
+    assert errors
+    assert "No space left on device; free some space" in errors[0]
     assert f"{mnt}{os.sep}.loops{os.sep}runs{os.sep}" in errors[0]  # names the file
     # state.json is whole (never swapped in half-written), so the run can be resumed.
     state = json.loads(proc.stdout.split("rc=3\n", 1)[1])
@@ -232,7 +236,8 @@ def test_a_read_only_directory_is_one_line(tmp_path: Path) -> None:
     proc = ll(tmp_path, "run", "loop.yaml")
     no_traceback(proc)
     assert proc.returncode == 3
-    assert proc.stderr.startswith("ll: error: cannot ") and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("ll: error: cannot ")
+    assert proc.stderr.count("\n") == 1
 
 
 def test_read_only_file_system_names_the_fix(tmp_path: Path) -> None:
@@ -269,12 +274,14 @@ def test_unreadable_run_files_are_one_line_and_do_not_break_list(tmp_path: Path)
     (bad / "events.jsonl").unlink()
     (bad / "events.jsonl").mkdir()
     listed = ll(tmp_path, "list")
-    assert listed.returncode == 0 and good.name in listed.stdout
+    assert listed.returncode == 0
+    assert good.name in listed.stdout
     for args in (["status", bad.name], ["resume", bad.name], ["logs", bad.name]):
         proc = ll(tmp_path, *args)
         no_traceback(proc)
         assert proc.returncode == 3, args
-        assert proc.stderr.startswith("ll: error: ") and proc.stderr.count("\n") == 1, args
+        assert proc.stderr.startswith("ll: error: "), args
+        assert proc.stderr.count("\n") == 1, args
 
 
 def test_a_state_file_with_wrong_types(tmp_path: Path) -> None:
@@ -286,7 +293,8 @@ def test_a_state_file_with_wrong_types(tmp_path: Path) -> None:
     state.update(step="three", max_iterations=[1], status="interrupted")
     (bad / "state.json").write_text(json.dumps(state))
     listed = ll(tmp_path, "list")
-    assert listed.returncode == 0 and good.name in listed.stdout, listed.stderr
+    assert listed.returncode == 0, listed.stderr
+    assert good.name in listed.stdout
     assert ll(tmp_path, "history").returncode == 0
     for args in (["status", bad.name], ["resume", bad.name]):
         proc = ll(tmp_path, *args)
@@ -306,7 +314,8 @@ def test_junit_write_failure_after_a_good_run_keeps_its_exit_code(tmp_path: Path
     _, state = one_runs_state(tmp_path)
     assert (state["status"], state["outcome"]) == ("finished", "success")
     again = ll(tmp_path, "resume", state["run_id"])
-    assert again.returncode == 3 and "already finished" in again.stderr
+    assert again.returncode == 3
+    assert "already finished" in again.stderr
     assert (tmp_path / "terminal.txt").read_text() == "last\n"  # the terminal ran once
 
 
@@ -317,7 +326,8 @@ def test_unwritable_report_paths_are_refused_before_the_run(tmp_path: Path) -> N
         proc = ll(tmp_path, "run", "loop.yaml", option, "afile/report")
         no_traceback(proc)
         assert proc.returncode == 2, (option, proc.stderr)
-        assert proc.stderr.startswith("ll: error: cannot write ") and "afile" in proc.stderr
+        assert proc.stderr.startswith("ll: error: cannot write ")
+        assert "afile" in proc.stderr
     assert not (tmp_path / "side.txt").exists()
 
 
@@ -470,7 +480,8 @@ def test_resume_force_after_the_current_state_was_renamed(tmp_path: Path) -> Non
     proc = ll(tmp_path, "resume", "--force")
     no_traceback(proc)
     assert proc.returncode == 3
-    assert "stopped at state 'b', which" in proc.stderr and "restore that state" in proc.stderr
+    assert "stopped at state 'b', which" in proc.stderr
+    assert "restore that state" in proc.stderr
     assert proc.stderr.count("\n") == 1
 
 
@@ -496,13 +507,15 @@ def test_closed_stdout_does_not_stop_the_run(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     proc.stdout.readline()
     proc.stdout.close()  # `| head -1`
     err = proc.stderr.read().decode()
     proc.stderr.close()
     assert proc.wait(timeout=60) == 0, err
-    assert TRACEBACK not in err and "BrokenPipe" not in err
+    assert TRACEBACK not in err
+    assert "BrokenPipe" not in err
     assert (tmp_path / "finished.txt").read_text() == "done\n"
     _, state = one_runs_state(tmp_path)
     assert state["outcome"] == "success"
@@ -520,7 +533,8 @@ def test_validate_into_a_closed_pipe(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     proc.stdout.readline()
     proc.stdout.close()
     err = proc.stderr.read().decode()
@@ -573,7 +587,8 @@ def test_a_planted_link_for_the_lock_file_is_not_followed(tmp_path: Path) -> Non
     proc = ll(tmp_path, "run", "loop.yaml")
     no_traceback(proc)
     assert victim.read_text() == "precious\n"
-    assert proc.returncode == 3 and "symbolic link" in proc.stderr
+    assert proc.returncode == 3
+    assert "symbolic link" in proc.stderr
 
 
 def test_a_symlinked_run_directory_is_refused(tmp_path: Path) -> None:
@@ -588,7 +603,8 @@ def test_a_symlinked_run_directory_is_refused(tmp_path: Path) -> None:
     assert ll(tmp_path, "resume", str(run_dir)).returncode == 3
     assert not (elsewhere / "terminal.txt").exists()
     listed = ll(tmp_path, "list")
-    assert listed.returncode == 0 and run_dir.name not in listed.stdout
+    assert listed.returncode == 0
+    assert run_dir.name not in listed.stdout
 
 
 def test_a_torn_last_event_line_does_not_swallow_the_resumed_start(tmp_path: Path) -> None:
@@ -630,9 +646,11 @@ def test_step_logs_are_capped_with_a_marker(tmp_path: Path) -> None:
     for log in sorted((run_dir / "steps").iterdir()):  # the plain and the redacting writer
         data = log.read_bytes()
         assert data.startswith(b"***\ny" if "-b" in log.name else b"xxx")
-        assert len(data) < 10240 + 200 and marker in data, log.name
+        assert len(data) < 10240 + 200, log.name
+        assert marker in data, log.name
     bad = ll(tmp_path, "run", "loop.yaml", env={**os.environ, "LL_MAX_LOG_BYTES": "lots"})
-    assert bad.returncode == 2 and "LL_MAX_LOG_BYTES='lots' is not a size" in bad.stderr
+    assert bad.returncode == 2
+    assert "LL_MAX_LOG_BYTES='lots' is not a size" in bad.stderr
 
 
 def test_step_logs_keep_50_mib_by_default(tmp_path: Path) -> None:
