@@ -202,8 +202,8 @@ def run(
     """Run a loop until a terminal state or a limit.
 
     Exit codes: 0 success, 1 failure terminal, 2 invalid file or usage, 3 run error,
-    4 max_iterations reached, 5 cost budget spent, 124 loop timeout, 130 interrupted,
-    143 terminated.
+    4 max_iterations reached, 5 cost budget spent, 70 internal error (a bug in ll: see
+    the crash report it names), 124 loop timeout, 130 interrupted, 143 terminated.
 
     \b
     Example:

@@ -149,12 +149,12 @@ def test_partial_line_arrives_before_the_command_ends(tmp_path: Path) -> None:
     start = time.monotonic()
     arrivals: list[float] = []
     run_shell(
-        "printf 'no newline'; sleep 0.6",
+        "printf 'no newline'; sleep 3",
         cwd=tmp_path,
         on_output=lambda _n, _c: arrivals.append(time.monotonic() - start),
     )
     assert arrivals
-    assert arrivals[0] < 0.4
+    assert arrivals[0] < 2.5  # long before the command ends, even on a busy machine
 
 
 def test_tail_is_bounded_but_every_byte_is_counted_and_logged(tmp_path: Path) -> None:
@@ -199,7 +199,7 @@ def test_timeout_with_a_partial_line(tmp_path: Path) -> None:
     assert result.timed_out is True
     assert result.exit_code is None
     assert result.output == "x"
-    assert elapsed < 1.5
+    assert elapsed < 15  # not the 20 s sleep
 
 
 def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
@@ -212,7 +212,7 @@ def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
 def test_background_child_holding_the_pipe_does_not_hang(tmp_path: Path) -> None:
     start = time.monotonic()
     result = run_shell("echo $$; sleep 100 &", cwd=tmp_path, timeout=30)
-    assert time.monotonic() - start < 1.5
+    assert time.monotonic() - start < 20  # not the 30 s timeout
     assert result.timed_out is False
     assert result.exit_code == 0
     assert live_members(int(result.output)) == []
@@ -236,7 +236,7 @@ def test_a_child_ignoring_sigterm_gets_sigkill(tmp_path: Path) -> None:
     assert result.timed_out
     assert live_members(int(result.output)) == []
     assert elapsed >= 0.3 + actions.KILL_GRACE_S
-    assert elapsed < 0.3 + actions.KILL_GRACE_S + 1.5
+    assert elapsed < 0.3 + actions.KILL_GRACE_S + 30  # not the 100 s sleep
 
 
 def test_exception_from_on_output_kills_the_group_and_propagates(tmp_path: Path) -> None:
@@ -492,7 +492,7 @@ def test_slash_hang_times_out_and_leaves_nothing(tmp_path: Path, fake_claude: Fa
     fake_claude.scenario("hang")
     start = time.monotonic()
     result = run_slash("go", cwd=tmp_path, timeout=1.0)
-    assert time.monotonic() - start < 2.5
+    assert time.monotonic() - start < 30  # not the hour-long hang
     assert result.timed_out
     assert result.exit_code is None
     assert result.error is None

@@ -154,7 +154,7 @@ def test_exit_124_loop_timeout(tmp_path: Path) -> None:
     started = time.monotonic()
     proc = ll("run", path, cwd=tmp_path)
     assert proc.returncode == 124
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 25  # not the 30 s sleep
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

@@ -300,7 +300,7 @@ def test_loop_timeout_enforced_while_action_runs(tmp_path: Path) -> None:
         """,
     )
     assert (result.outcome, result.exit_code) == ("timeout", 124)
-    assert result.duration_ms < 5000
+    assert result.duration_ms < 25000  # not the 30 s sleep
 
 
 def test_maintain_restarts_until_a_limit(tmp_path: Path) -> None:
