@@ -269,7 +269,7 @@ def test_claude_cli_timeout_kills_its_whole_process_group(
     monkeypatch.setenv("FAKE_JUDGE_PIDFILE", str(pid_file))
     verdict, elapsed = run(session, model="claude://sonnet", timeout=1.5)
     assert verdict.details["timeout"] is True
-    assert elapsed < 4
+    assert elapsed < 20  # not the 30 s hang
     pid = int(pid_file.read_text())
     assert not _alive(pid)
 
