@@ -305,12 +305,27 @@ def test_a_state_file_with_wrong_types(tmp_path: Path) -> None:
 
 
 def test_junit_write_failure_after_a_good_run_keeps_its_exit_code(tmp_path: Path) -> None:
-    write(tmp_path, OK)
-    proc = ll(tmp_path, "run", "loop.yaml", "-q", "--junit-xml", "/dev/full")
+    # The report's directory exists when the run starts; the terminal action replaces it
+    # with a file, so writing the report at the end fails (as a full disk would).
+    write(
+        tmp_path,
+        """\
+        name: ok
+        initial: first
+        states:
+          first:
+            action: echo first >> side.txt
+            next: last
+          last:
+            action: rm -r out && echo not a directory > out && echo last >> terminal.txt
+            terminal: true
+        """,
+    )
+    proc = ll(tmp_path, "run", "loop.yaml", "-q", "--junit-xml", "out/report.xml")
     no_traceback(proc)
     assert proc.returncode == 0
-    assert "ll: warning: cannot write the JUnit report to /dev/full: No space left on device" in (
-        proc.stderr
+    assert proc.stderr == (
+        "ll: warning: cannot write the JUnit report to out/report.xml: Not a directory\n"
     )
     _, state = one_runs_state(tmp_path)
     assert (state["status"], state["outcome"]) == ("finished", "success")
@@ -318,6 +333,13 @@ def test_junit_write_failure_after_a_good_run_keeps_its_exit_code(tmp_path: Path
     assert again.returncode == 3
     assert "already finished" in again.stderr
     assert (tmp_path / "terminal.txt").read_text() == "last\n"  # the terminal ran once
+
+
+def test_junit_to_a_device_writes_into_it(tmp_path: Path) -> None:
+    write(tmp_path, OK)
+    proc = ll(tmp_path, "run", "loop.yaml", "-q", "--junit-xml", "/dev/stdout")
+    assert proc.returncode == 0, proc.stderr
+    assert "<testsuites" in proc.stdout
 
 
 def test_unwritable_report_paths_are_refused_before_the_run(tmp_path: Path) -> None:
