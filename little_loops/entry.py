@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs `ll --help` a few milliseconds; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _columns() -> int:
