@@ -198,7 +198,9 @@ def main() -> None:
     for where in dirs:
         path = Path(where).resolve()
         fs = "tmpfs" if str(path).startswith("/dev/shm") else "disk"
-        rows.append((f"{path} ({fs})", measure(args.steps, args.repeat, path, args.fsync)))
+        # The docs name the kind of file system, never a path of the machine.
+        label = "/dev/shm (tmpfs)" if fs == "tmpfs" else "the working directory (disk)"
+        rows.append((label, measure(args.steps, args.repeat, path, args.fsync)))
     body = report(rows, args.steps, args.repeat)
     print(body)
     if args.write_docs:

@@ -91,7 +91,8 @@ def install() -> str:
 
     where = Path(little_loops.__file__).resolve()
     kind = "regular (site-packages)" if "site-packages" in where.parts else "editable (source tree)"
-    return f"{kind}, {sys.prefix}"
+    # The kind only: the docs never name a path of the machine.
+    return f"{kind}, {'a virtualenv' if sys.prefix != sys.base_prefix else 'the system Python'}"
 
 
 def measure(repeat: int) -> list[tuple[str, float]]:
