@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from .errors import Diagnostic, Severity
 from .evaluators import possible_verdicts
 from .evaluators.deterministic import OPERATORS, parse_json_path
-from .evaluators.judge_input import PASS_FAIL_SCHEMA
 from .interpolate import Placeholder, PlaceholderError, scan
-from .model import ERROR_VERDICTS, Evaluate, Loop, Pos, Route, State
+from .model import ERROR_VERDICTS, PASS_FAIL_SCHEMA, Evaluate, Loop, Pos, Route, State
 from .router import CURRENT, route, route_hint
 from .schema import Locate, NodePath, subject
 
@@ -54,15 +53,14 @@ def check_loop(
     locate: Locate,
     route_entries: Mapping[str, list[tuple[str, Route]]] | None = None,
     tainted: frozenset[str] = frozenset(),
-    whole: bool = True,
 ) -> list[Diagnostic]:
     """Every semantic problem of `loop`, unsorted.
 
     `route_entries` holds each state's routes as written, duplicates included (the model
     keeps one route per verdict). States named in `tainted` have schema errors in keys that
     decide where a run goes, so their verdict coverage is not checked and the graph checks
-    assume they may go anywhere and may end the run; `whole` is false when such an error is
-    in a loop-wide key, which skips the checks that need the whole graph to be right.
+    assume they may go anywhere and may end the run; `WHOLE_LOOP` among them (an error in a
+    loop-wide key) skips the checks that need the whole graph to be right.
     """
     ctx = _Ctx(loop, file, locate)
     entries = route_entries or {
@@ -93,7 +91,9 @@ def check_loop(
             out.append(ctx.diag(ctx.locate(where), "error", code, message))
     out += _check_secret_literals(ctx)
     # A wrong target already explains any odd reachability; do not pile warnings on it.
-    if whole and not any(d.code in ("unknown-initial", "unknown-target") for d in out):
+    if WHOLE_LOOP not in tainted and not any(
+        d.code in ("unknown-initial", "unknown-target") for d in out
+    ):
         out += _check_graph(ctx, tainted)
     return out
 

@@ -9,6 +9,7 @@ option, a mistake, `validate --help`) goes to the click CLI, which owns every er
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -184,7 +185,7 @@ class _Quiet:
         except BrokenPipeError:
             self._gone()
 
-    @property
+    @functools.cached_property
     def buffer(self) -> Any:
         return _Quiet(self._stream.buffer)
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-OPERATORS = ("eq", "ne", "lt", "le", "gt", "ge")
+from .evaluators.deterministic import OPERATORS as OPERATORS  # re-exported for the hints
 
 # Other spellings of the comparison operators, lower case, '-' and ' ' read as '_'.
 _OPERATOR_ALIASES: Mapping[str, str] = {

@@ -144,7 +144,10 @@ _ARITHMETIC = frozenset({_ARITH, _ARITH_CMD, _BRACKET})
 # Where the shell drops a backslash-newline before reading anything (a line continuation).
 _CONTINUED = frozenset({_CMD, _DQ, _PARAM, _PARAM_DQ, _HEREDOC, *_ARITHMETIC})
 # What sh and bash both read alike inside $[...]: no quote, redirection, comment or separator.
-_BRACKET_SAFE = frozenset(string.ascii_letters + string.digits + "_ \t+*/%=!~^?:,.{}-")
+_BRACKET_CHARS = "A-Za-z0-9_ \t+*/%=!~^?:,.{}-"  # a regex class body; '-' last, so literal
+_BRACKET_SAFE = frozenset(
+    string.ascii_letters + string.digits + _BRACKET_CHARS.removeprefix("A-Za-z0-9")
+)
 
 _WORD_BREAK = frozenset(" \t\n;&|()<>")
 # Per context, a run of characters that changes nothing but the current word.
@@ -159,7 +162,7 @@ _PLAIN: dict[str, re.Pattern[str]] = {
     _COMMENT: re.compile(r"[^\n]+"),
     _ARITH: re.compile(r"[^()'\"\\$`]+"),
     _ARITH_CMD: re.compile(r"[^()'\"\\$`<#]+"),
-    _BRACKET: re.compile(r"[A-Za-z0-9_ \t+*/%=!~^?:,.{}-]+"),
+    _BRACKET: re.compile(f"[{_BRACKET_CHARS}]+"),
 }
 # Reserved words after which a command name may follow (so `case` there opens a case).
 _BEFORE_COMMAND = frozenset(

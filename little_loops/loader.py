@@ -20,8 +20,8 @@ import yaml
 
 from . import checks
 from .errors import Diagnostic, LoadError
-from .evaluators.judge_input import PASS_FAIL_SCHEMA
 from .model import (
+    PASS_FAIL_SCHEMA,
     ActionType,
     Evaluate,
     LlmDefaults,
@@ -582,7 +582,6 @@ def _from_document(
         locate=smap.value,
         route_entries=route_entries,
         tainted=tainted,
-        whole=checks.WHOLE_LOOP not in tainted,
     )
     # One problem per spot: a semantic finding where the schema already spoke is a repeat.
     spoken = {(d.line, d.col) for d in diagnostics}

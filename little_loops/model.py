@@ -18,6 +18,47 @@ DEFAULT_JUDGE_PROMPT = "Evaluate whether this action succeeded based on its outp
 DEFAULT_JUDGE_MODEL = "claude-sonnet-5-5"
 DEFAULT_VERDICTS = ("success", "failure", "blocked", "partial")
 
+# The judge's answer schemas; here rather than with the judge, so the loader and `ll validate`
+# name them without importing the judge's input code.
+DEFAULT_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {
+        "verdict": {
+            "type": "string",
+            "enum": list(DEFAULT_VERDICTS),
+            "description": (
+                "success: the action achieved its goal. failure: it did not, and trying again "
+                "may help. blocked: it cannot proceed without outside help. partial: it made "
+                "progress but is not done."
+            ),
+        },
+        "confidence": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "How sure the evidence lets you be, from 0 to 1.",
+        },
+        "reason": {"type": "string", "description": "One short sentence: why this verdict."},
+    },
+    "required": ["verdict", "confidence", "reason"],
+    "additionalProperties": False,
+}
+
+
+# The implicit judge of a slash state that routes by verdict with no `evaluate:` (SPEC section 3):
+# the two verdicts `on_success`/`on_failure` route, so no answer falls through unrouted.
+PASS_FAIL_SCHEMA: Mapping[str, Any] = {
+    **DEFAULT_SCHEMA,
+    "properties": {
+        **DEFAULT_SCHEMA["properties"],
+        "verdict": {
+            "type": "string",
+            "enum": ["success", "failure"],
+            "description": "success: the action achieved its goal. failure: it did not.",
+        },
+    },
+}
+
 # The verdicts the router treats specially (SPEC section 6).
 ERROR_VERDICTS = frozenset({"error", "timeout"})
 UNCERTAIN_SUFFIX = "_uncertain"

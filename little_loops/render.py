@@ -55,11 +55,7 @@ def elapsed(seconds: float) -> str:
         return f"{max(seconds, 0.0):.1f} s"
     if seconds < 60:
         return f"{int(seconds)} s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
+    return age(seconds)
 
 
 def age(seconds: float) -> str:

@@ -33,7 +33,7 @@ def prepare_resume(
     if given is not None:
         run_dir, base = RunDir(given), given.parents[2]
     elif run_id is None:
-        run_dir = _resumable(base, run_id)
+        run_dir = _resumable(base)
     else:
         run_dir = find_run(base, run_id)
     state = run_dir.read_state()
@@ -46,8 +46,8 @@ def prepare_resume(
             exit_code=EXIT_RUN_ERROR,
         )
     # Its owner, told by pid and start time: a reused pid is not a run to stop.
-    owned = progress.pid != os.getpid() and owner_alive(run_dir, state) is True
-    if progress.status == "running" and owned:
+    running = progress.status == "running" and progress.pid != os.getpid()
+    if running and owner_alive(run_dir, state) is True:
         raise LoopError(
             f"run {progress.run_id} is still running (pid {progress.pid}); "
             f"stop it first with 'll stop {progress.run_id}'",
@@ -112,7 +112,7 @@ def _run_dir_path(run_id: str | None) -> Path | None:
     return path
 
 
-def _resumable(base: Path, run_id: str | None) -> RunDir:
+def _resumable(base: Path) -> RunDir:
     from .store import list_runs
 
     for run_dir in reversed(list_runs(base)):

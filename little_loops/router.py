@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .model import ERROR_VERDICTS, Loop, State, base_verdict
+from .model import ERROR_VERDICTS, Loop, Route, State, base_verdict
 
 CURRENT = "$current"
 
@@ -34,18 +34,24 @@ def _error_way(state: State, verdict: str) -> bool:
     return state.next is not None and (base_verdict(verdict) or verdict) != "success"
 
 
+def _own(state: State, verdict: str) -> Route | None:
+    """The state's route for `verdict`; `next: X` counts as `route.success = X`."""
+    found = state.routes.get(verdict)
+    if found is None and verdict == "success":
+        return state.next
+    return found
+
+
 def _match(loop: Loop, state: State, verdict: str) -> Decision | None:
-    routes = dict(state.routes)
-    if state.next is not None:  # `next: X` counts as `route.success = X`
-        routes.setdefault("success", state.next)
+    routes = state.routes
     # 1. the verdict's own route (route: or a shorthand such as on_failure, or next)
-    if verdict in routes:
-        found = routes[verdict]
+    found = _own(state, verdict)
+    if found is not None:
         return Decision(found.target, found.via)
     # 2. X_uncertain falls back to X
     base = base_verdict(verdict)
-    if base is not None and base in routes:
-        found = routes[base]
+    found = _own(state, base) if base is not None else None
+    if found is not None:
         return Decision(found.target, f"{found.via}:{base}")
     # 3. the default route, never for error/timeout
     if verdict not in ERROR_VERDICTS and "_" in routes:

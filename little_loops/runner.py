@@ -34,9 +34,18 @@ from .errors import (
 from .evaluators import EvalInput, evaluate
 from .events import Emitter, Event, JsonlSink, Listener, utc_now
 from .interpolate import literal_text, render, resolve_context
-from .model import Loop, State, Verdict, base_verdict
+from .model import Loop, Retry, State, Verdict, base_verdict
 from .secrets import MaskedView, RedactingStream, Redactor, Sealer, secret_sources
-from .store import RUNS, LoopLock, RunDir, StepLog, new_run_id, process_start, state_head
+from .store import (
+    RUNS,
+    LoopLock,
+    RunDir,
+    StepLog,
+    cannot,
+    new_run_id,
+    process_start,
+    state_head,
+)
 
 OUTCOME_EXIT = {
     "success": EXIT_SUCCESS,
@@ -282,9 +291,8 @@ class Runner:
             "dir": str(loop.dir),
             "started_at": started_at,
         }
-        loop_scope = self._loop_scope
         context = resolve_context(
-            loop.context, self.options.overrides, env=self.env, loop=loop_scope
+            loop.context, self.options.overrides, env=self.env, loop=self._loop_scope
         )
         if progress is None:
             o = self.options
@@ -996,10 +1004,8 @@ def _cost(value: object) -> float:
     return float(value) if math.isfinite(value) and value > 0 else 0.0
 
 
-def _retry_delay(retry: Any, attempt: int) -> float:
+def _retry_delay(retry: Retry, attempt: int) -> float:
     """interval * backoff_rate ** (attempt - 1), at most max_delay, without float overflow."""
-    import math
-
     top, first, rate = float(retry.max_delay), float(retry.interval), float(retry.backoff_rate)
     if first <= 0 or first >= top or rate <= 1:
         return min(first, top)
@@ -1010,8 +1016,6 @@ def _retry_delay(retry: Any, attempt: int) -> float:
 
 
 def _os_error(exc: OSError) -> str:
-    from .store import cannot
-
     return cannot("write", os.fsdecode(exc.filename), exc) if exc.filename else str(exc)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import EXIT_RUN_ERROR, EXIT_USAGE, LoopError
 from .events import Event, read_events
-from .store import RunDir, find_run, list_runs, owner_alive, pid_alive
+from .store import RunDir, find_run, list_runs, owner_alive
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,8 @@ def info(run_dir: RunDir) -> RunInfo:
     state = run_dir.read_state()
     status = str(state.get("status", "?"))
     pid = int(state.get("pid") or 0)
-    if status == "running":
-        alive = owner_alive(run_dir, state)
-        if not (alive if alive is not None else pid_alive(pid)):
-            status = "crashed"  # the owner died without a word: resumable
+    if status == "running" and owner_alive(run_dir, state) is False:
+        status = "crashed"  # the owner died without a word: resumable
     loop_file = str(state.get("loop_file", ""))
     return RunInfo(
         run_id=run_dir.run_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import re
@@ -47,8 +48,6 @@ def loops_dir(base: Path) -> Path:
 
 def cannot(verb: str, path: Path | str, exc: OSError) -> str:
     """`cannot create /ro/.loops: Permission denied; ...`: an OSError as a user's line."""
-    import errno
-
     why = exc.strerror or str(exc)
     if exc.errno == errno.ELOOP:
         why = "it is a symbolic link, which ll does not follow inside .loops/ (remove it)"
@@ -369,7 +368,12 @@ _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 def max_log_bytes() -> int:
     """The size at which a step's log is cut: `LL_MAX_LOG_BYTES` (bytes, or a number with K, M
     or G), else 50 MiB; 0 keeps everything. A bad value is a usage error."""
-    text = os.environ.get("LL_MAX_LOG_BYTES", "").strip()
+    return _log_limit(os.environ.get("LL_MAX_LOG_BYTES", "").strip())
+
+
+@functools.lru_cache(maxsize=8)
+def _log_limit(text: str) -> int:
+    """The parsed limit; every step's log asks, so each text is read once."""
     if not text:
         return DEFAULT_MAX_LOG_BYTES
     found = re.fullmatch(r"(\d{1,15})\s*([kmgKMG]?)(?:i?[bB])?", text)

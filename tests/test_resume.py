@@ -236,7 +236,7 @@ def test_default_options_when_the_state_has_none(tmp_path: Path) -> None:
 
 def test_resumable_picks_the_latest_unfinished_run(tmp_path: Path) -> None:
     with pytest.raises(LoopError) as exc:
-        _resumable(tmp_path, None)
+        _resumable(tmp_path)
     assert exc.value.message == (
         f"no resumable run under {tmp_path / '.loops' / 'runs'}; see 'll list'"
     )
@@ -248,11 +248,11 @@ def test_resumable_picks_the_latest_unfinished_run(tmp_path: Path) -> None:
     for n, result in enumerate((older, newer, latest)):
         set_state(tmp_path, result.run_id, started_at=f"2026-01-01T00:00:00.00{n}Z")
     corrupt.run_dir.joinpath("state.json").write_text("{", encoding="utf-8")
-    assert _resumable(tmp_path, None).run_id == newer.run_id
+    assert _resumable(tmp_path).run_id == newer.run_id
     _, _, progress, _ = prepare_resume(tmp_path, None)
     assert progress.run_id == newer.run_id
     set_state(tmp_path, newer.run_id, status="finished", outcome="success")
-    assert _resumable(tmp_path, None).run_id == older.run_id
+    assert _resumable(tmp_path).run_id == older.run_id
     set_state(tmp_path, older.run_id, status="finished", outcome="success")
     with pytest.raises(LoopError, match="no resumable run under"):
         prepare_resume(tmp_path, None)

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..model import ERROR_VERDICTS, UNCERTAIN_SUFFIX
-from ..schema import NodePath, subject
+from ..schema import NodePath, _did_you_mean, subject
 
 # (where in the loop file, diagnostic code, message)
 Finding = tuple[NodePath, str, str]
@@ -124,12 +124,9 @@ def _valid_schema(schema: Mapping[str, Any], at: NodePath) -> Iterator[Finding]:
 def _schema_error_message(error: Any, where: NodePath) -> str:
     value = error.instance
     if where[-1] == "type" and error.validator == "anyOf":
-        import difflib
-
         words = value if isinstance(value, list) else [value]
         bad = next((w for w in words if w not in _JSON_TYPES), value)
-        close = difflib.get_close_matches(bad, _JSON_TYPES, n=1) if isinstance(bad, str) else []
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        hint = _did_you_mean(bad, list(_JSON_TYPES)) if isinstance(bad, str) else ""
         return (
             f"{subject(where)}: {bad!r} is not a JSON Schema type{hint}; use one of: "
             + ", ".join(_JSON_TYPES)

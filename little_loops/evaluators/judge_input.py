@@ -4,49 +4,9 @@ cleaned, cut and fenced."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
-from ..model import DEFAULT_VERDICTS
-
-DEFAULT_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "properties": {
-        "verdict": {
-            "type": "string",
-            "enum": list(DEFAULT_VERDICTS),
-            "description": (
-                "success: the action achieved its goal. failure: it did not, and trying again "
-                "may help. blocked: it cannot proceed without outside help. partial: it made "
-                "progress but is not done."
-            ),
-        },
-        "confidence": {
-            "type": "number",
-            "minimum": 0,
-            "maximum": 1,
-            "description": "How sure the evidence lets you be, from 0 to 1.",
-        },
-        "reason": {"type": "string", "description": "One short sentence: why this verdict."},
-    },
-    "required": ["verdict", "confidence", "reason"],
-    "additionalProperties": False,
-}
-
-
-# The implicit judge of a slash state that routes by verdict with no `evaluate:` (SPEC section 3):
-# the two verdicts `on_success`/`on_failure` route, so no answer falls through unrouted.
-PASS_FAIL_SCHEMA: Mapping[str, Any] = {
-    **DEFAULT_SCHEMA,
-    "properties": {
-        **DEFAULT_SCHEMA["properties"],
-        "verdict": {
-            "type": "string",
-            "enum": ["success", "failure"],
-            "description": "success: the action achieved its goal. failure: it did not.",
-        },
-    },
-}
+from ..model import DEFAULT_SCHEMA as DEFAULT_SCHEMA  # the judge's default answer schema
 
 SYSTEM_PROMPT = (
     "You judge one step of an automated loop. The user message asks a question about the "

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..model import (
     DEFAULT_JUDGE_MODEL,
     DEFAULT_JUDGE_PROMPT,
+    DEFAULT_SCHEMA,
     UNCERTAIN_SUFFIX,
     Evaluate,
     LlmDefaults,
@@ -26,7 +27,6 @@ from ..model import (
 from . import EvalInput, judge_verdicts
 from .cache import Cassette, VerdictCache, key_of, thaw
 from .judge_input import (
-    DEFAULT_SCHEMA,
     JSON_INSTRUCTION,
     SYSTEM_PROMPT,
     TOOL_INSTRUCTION,

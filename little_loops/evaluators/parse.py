@@ -41,10 +41,8 @@ def candidates(text: str) -> Iterator[dict[str, Any]]:
             value, end = _DECODER.raw_decode(text, start)
         except (ValueError, RecursionError):
             value, end = None, start + 1
-        if isinstance(value, dict):
+        if isinstance(value, dict):  # decoding at '{' gives an object or raises
             yield value
-        else:
-            end = start + 1
         start = text.find("{", end)
 
 
