@@ -14,6 +14,9 @@ Scalar = str | int | float | bool
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
 
+# The `paradigm:` values that are compiled to the native form (`fsm`) before loading.
+PARADIGMS = ("goal", "convergence", "invariants", "imperative")
+
 DEFAULT_JUDGE_PROMPT = "Evaluate whether this action succeeded based on its output."
 DEFAULT_JUDGE_MODEL = "claude-sonnet-5-5"
 DEFAULT_VERDICTS = ("success", "failure", "blocked", "partial")
