@@ -25,7 +25,7 @@ from .model import (
     Scalar,
     State,
 )
-from .schema import NodePath
+from .wording import NodePath
 
 SHORTHANDS = {
     "on_success": "success",

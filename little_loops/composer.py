@@ -16,7 +16,7 @@ import yaml
 
 from .errors import Diagnostic
 from .model import Pos
-from .schema import NodePath, where
+from .wording import NodePath, where
 
 try:
     _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]

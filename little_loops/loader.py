@@ -16,8 +16,9 @@ from .builder import Builder, guess_action_type
 from .composer import SourceMap, compose
 from .errors import Diagnostic, LoadError
 from .model import PARADIGMS, Loop, Pos
-from .schema import NodePath, SchemaIssue, locate_issue, schema_issues, subject
+from .schema import SchemaIssue, locate_issue, schema_issues
 from .source import decode, read_bytes, read_document, sorted_diagnostics
+from .wording import NodePath, subject
 
 if TYPE_CHECKING:
     from .paradigms import Compiled

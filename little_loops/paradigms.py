@@ -32,7 +32,7 @@ from .builder import guess_action_type
 from .composer import SourceMap
 from .errors import Diagnostic
 from .model import Pos
-from .schema import NodePath
+from .wording import NodePath
 
 # Loop-wide keys a paradigm file may set, copied to the compiled loop as they are.
 PASS_THROUGH = (
