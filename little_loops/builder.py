@@ -10,15 +10,18 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from .composer import SourceMap
+from .defaults import EVALUATE, defaults
 from .model import (
     PASS_FAIL_SCHEMA,
     ActionType,
+    Direction,
     Evaluate,
     LlmDefaults,
     Loop,
+    Outcome,
     Pos,
     Retry,
     Route,
@@ -35,8 +38,39 @@ SHORTHANDS = {
 }
 
 
+OUTCOMES: tuple[Outcome, ...] = ("success", "failure")
+DIRECTIONS: tuple[Direction, ...] = ("minimize", "maximize")
+_Choice = TypeVar("_Choice", bound=str)
+
+
 def _is_num(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class _Given:
+    """One block's well-typed values; a key that is missing or of the wrong type (which the
+    schema has already reported) gives the schema's `default` for it."""
+
+    def __init__(self, raw: Mapping[str, Any], block: str) -> None:
+        self.raw, self.defaults = raw, defaults(block)
+
+    def default(self, key: str) -> Any:
+        return self.defaults[key]
+
+    def flag(self, key: str) -> bool:
+        value = self.raw.get(key)
+        return value if isinstance(value, bool) else bool(self.defaults[key])
+
+    def number(self, key: str) -> float:
+        value = _num(self.raw, key)
+        return float(self.defaults[key]) if value is None else value
+
+    def choice(self, key: str, options: tuple[_Choice, ...]) -> _Choice:
+        value = self.raw.get(key)
+        for option in options:
+            if value == option:
+                return option
+        return next(o for o in options if o == self.defaults[key])
 
 
 class Builder:
@@ -65,6 +99,7 @@ class Builder:
                 for k, v in raw_context.items()
             }
         secrets = doc.get("secrets")
+        top = _Given(doc, "loop")
         working_dir = _str(doc, "working_dir")
         loop = Loop(
             name=_str(doc, "name") or "",
@@ -73,19 +108,19 @@ class Builder:
             path=path,
             description=_str(doc, "description"),
             context=MappingProxyType(context),
-            max_iterations=int(_num(doc, "max_iterations", 50)),
+            max_iterations=int(top.number("max_iterations")),
             on_max_iterations=_str(doc, "on_max_iterations"),
             timeout=_opt_num(doc, "timeout"),
-            action_timeout=float(_num(doc, "action_timeout", 3600.0)),
-            backoff=float(_num(doc, "backoff", 0.0)),
-            maintain=_bool(doc, "maintain", False),
+            action_timeout=top.number("action_timeout"),
+            backoff=top.number("backoff"),
+            maintain=top.flag("maintain"),
             on_error=_str(doc, "on_error"),
             llm=self.llm(doc.get("llm")),
             max_cost_usd=_opt_num(doc, "max_cost_usd"),
             secrets=tuple(s for s in secrets if isinstance(s, str))
             if isinstance(secrets, list)
             else (),
-            shell=_str(doc, "shell") or "/bin/sh",
+            shell=_str(doc, "shell") or top.default("shell"),
             working_dir=Path(working_dir) if working_dir else None,
             source_sha256=sha256,
         )
@@ -93,13 +128,14 @@ class Builder:
 
     def llm(self, raw: Any) -> LlmDefaults:
         if not isinstance(raw, dict):
-            return LlmDefaults()
+            raw = {}
+        given = _Given(raw, "llm")
         return LlmDefaults(
             model=_str(raw, "model"),
-            max_tokens=int(_num(raw, "max_tokens", 256)),
-            timeout=float(_num(raw, "timeout", 30.0)),
-            min_confidence=float(_num(raw, "min_confidence", 0.5)),
-            max_output_chars=int(_num(raw, "max_output_chars", 4000)),
+            max_tokens=int(given.number("max_tokens")),
+            timeout=given.number("timeout"),
+            min_confidence=given.number("min_confidence"),
+            max_output_chars=int(given.number("max_output_chars")),
         )
 
     def state(
@@ -136,6 +172,7 @@ class Builder:
             Route(next_target, "next", self.smap.value((*at, "next"))) if next_target else None
         )
         raw_retry = raw.get("retry")
+        given = _Given(raw, "state")
         state = State(
             name=name,
             pos=self.smap.key(at),
@@ -144,8 +181,8 @@ class Builder:
             evaluate=evaluate,
             routes=MappingProxyType(routes),
             next=next_route,
-            terminal=_bool(raw, "terminal", False),
-            outcome="failure" if raw.get("outcome") == "failure" else "success",
+            terminal=given.flag("terminal"),
+            outcome=given.choice("outcome", OUTCOMES),
             capture=_str(raw, "capture"),
             timeout=_opt_num(raw, "timeout"),
             retry=self.retry(raw_retry) if isinstance(raw_retry, dict) else None,
@@ -173,15 +210,16 @@ class Builder:
 
     def retry(self, raw: Mapping[str, Any]) -> Retry:
         on = raw.get("on")
+        given = _Given(raw, "retry")
         return Retry(
-            max_attempts=int(_num(raw, "max_attempts", 3)),
-            interval=float(_num(raw, "interval", 1.0)),
-            backoff_rate=float(_num(raw, "backoff_rate", 2.0)),
-            max_delay=float(_num(raw, "max_delay", 60.0)),
-            jitter=_bool(raw, "jitter", True),
+            max_attempts=int(given.number("max_attempts")),
+            interval=given.number("interval"),
+            backoff_rate=given.number("backoff_rate"),
+            max_delay=given.number("max_delay"),
+            jitter=given.flag("jitter"),
             on=tuple(v for v in on if isinstance(v, str))
             if isinstance(on, list)
-            else ("error", "timeout"),
+            else given.default("on"),
         )
 
     def evaluate(self, raw: Mapping[str, Any], at: NodePath) -> Evaluate:
@@ -195,32 +233,32 @@ class Builder:
             )
         target = raw.get("target")
         schema = raw.get("schema")
-        direction = raw.get("direction")
+        given = _Given(raw, EVALUATE)
         return Evaluate(
             type=_str(raw, "type") or "",
             pos=self.smap.value(at),
             pattern=_str(raw, "pattern"),
-            literal=_bool(raw, "literal", False),
-            negate=_bool(raw, "negate", False),
+            literal=given.flag("literal"),
+            negate=given.flag("negate"),
             source=_str(raw, "source"),
             operator=_str(raw, "operator"),
             target=target if isinstance(target, str | int | float | bool) else None,
             path=_str(raw, "path"),
-            tolerance=float(_num(raw, "tolerance", 0.0)),
-            direction="maximize" if direction == "maximize" else "minimize",
+            tolerance=given.number("tolerance"),
+            direction=given.choice("direction", DIRECTIONS),
             previous=_str(raw, "previous"),
             of=nested,
             prompt=_str(raw, "prompt"),
             schema=MappingProxyType(schema) if isinstance(schema, dict) else None,
             min_confidence=_opt_num(raw, "min_confidence"),
-            uncertain_suffix=_bool(raw, "uncertain_suffix", False),
+            uncertain_suffix=given.flag("uncertain_suffix"),
             model=_str(raw, "model"),
             max_tokens=_opt_int(raw, "max_tokens"),
             timeout=_opt_num(raw, "timeout"),
             max_output_chars=_opt_int(raw, "max_output_chars"),
-            fail_open=_bool(raw, "fail_open", False),
-            prior_reason=_bool(raw, "prior_reason", False),
-            samples=int(_num(raw, "samples", 1)),
+            fail_open=given.flag("fail_open"),
+            prior_reason=given.flag("prior_reason"),
+            samples=int(given.number("samples")),
         )
 
 
@@ -238,21 +276,17 @@ def _str(raw: Mapping[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _bool(raw: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = raw.get(key)
-    return value if isinstance(value, bool) else default
-
-
-def _num(raw: Mapping[str, Any], key: str, default: float) -> float:
+def _num(raw: Mapping[str, Any], key: str) -> float | None:
     value = raw.get(key)
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
-    return default
+    return None
 
 
 def _opt_num(raw: Mapping[str, Any], key: str) -> float | None:
-    return _num(raw, key, 0.0) if _is_num(raw.get(key)) else None
+    return _num(raw, key) if _is_num(raw.get(key)) else None
 
 
 def _opt_int(raw: Mapping[str, Any], key: str) -> int | None:
-    return int(_num(raw, key, 0)) if _is_num(raw.get(key)) else None
+    value = _opt_num(raw, key)
+    return None if value is None else int(value)

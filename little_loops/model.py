@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 ActionType = Literal["shell", "slash"]
 Outcome = Literal["success", "failure"]
+Direction = Literal["minimize", "maximize"]
 Scalar = str | int | float | bool
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -108,7 +109,7 @@ class Evaluate:
     path: str | None = None
     # convergence
     tolerance: float = 0.0
-    direction: Literal["minimize", "maximize"] = "minimize"
+    direction: Direction = "minimize"
     previous: str | None = None
     # all / any
     of: tuple[Evaluate, ...] = ()
