@@ -8,7 +8,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from .errors import Diagnostic, Severity
-from .evaluators.deterministic import OPERATORS, parse_json_path
+from .evaluators.deterministic import OPERATORS
+from .evaluators.jsonpath import parse_json_path
 from .interpolate import Placeholder, PlaceholderError, scan
 from .model import PASS_FAIL_SCHEMA, Evaluate, Loop, Pos
 from .schema import Locate
