@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from little_loops.evaluators import EvalInput, possible_verdicts
-from little_loops.evaluators.configs import config_of
+from little_loops.evaluators.configs import OutputContains, config_of
 from little_loops.evaluators.registry import EVALUATOR_TYPES, EVALUATORS, evaluate
 from little_loops.model import Evaluate
 
@@ -36,7 +36,8 @@ def test_the_registry_is_the_schema_enum() -> None:
 
 def test_a_typed_config_reads_only_its_keys() -> None:
     spec = Evaluate("output_contains", pattern="ok", negate=True, path=".x", samples=3)
-    config = config_of(EVALUATORS["output_contains"].config, spec)
+    assert EVALUATORS["output_contains"].config is OutputContains
+    config = config_of(OutputContains, spec)
     assert config._asdict() == {"pattern": "ok", "literal": False, "negate": True, "source": None}
 
 
