@@ -89,7 +89,8 @@ class LlmDefaults:
 
 @dataclass(frozen=True)
 class Evaluate:
-    """One evaluator's configuration (SPEC section 4). Fields unused by a type keep defaults.
+    """One evaluator's configuration (SPEC section 4): every type's keys in one record, those
+    unused by its type at their defaults. Each type's own typed view is in evaluators/configs.py.
 
     `None` on an `llm_structured` setting means "not set on the state": the judge then takes
     the loop's `llm:` value, then the command line / environment, then the built-in default.

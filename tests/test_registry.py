@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Collection
@@ -226,3 +227,47 @@ def test_ll_run_dispatches_nested_evaluators_through_the_registry(tmp_path: Path
     judged = [e for e in events if e.get("event") == "evaluate"]
     assert judged[0]["verdict"] == "success"
     assert [part["verdict"] for part in judged[0]["details"]["of"]] == ["success"] * 3
+
+
+# -- the docs' evaluator tables say what the registry says ---------------------------------------
+
+
+def _rows(doc: str, heading: str) -> list[list[str]]:
+    text = (REPO / "docs" / doc).read_text().partition(heading)[2]
+    rows = []
+    lines = text.splitlines()[1:]
+    for line, after in zip(lines, [*lines[1:], ""], strict=True):
+        if line.startswith("#"):
+            break
+        if after.startswith("|---"):
+            continue  # the header
+        if line.startswith("| `") or (line.startswith("| ") and "`" in line.split("|")[2]):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def _words(cell: str) -> set[str]:
+    return {w for w in re.findall(r"`([a-z_]+)`", cell) if "uncertain" not in w}
+
+
+def test_the_reference_table_gives_each_types_keys_and_verdicts() -> None:
+    rows = _rows("loop-reference.md", "## Evaluators and their verdicts")
+    seen = set()
+    for kind, keys, verdicts in rows:
+        for name in _words(kind):
+            seen.add(name)
+            evaluator = EVALUATORS[name]
+            assert _words(verdicts) == evaluator.verdicts(Evaluate(name)), name
+            if keys != "see below":
+                assert _words(keys) == set(evaluator.config._fields), name  # type: ignore[attr-defined]
+    assert seen == set(EVALUATOR_TYPES)
+
+
+def test_the_guide_table_gives_each_types_verdicts() -> None:
+    rows = _rows("evaluators.md", "## Which evaluator?")
+    seen = set()
+    for _, kind, verdicts in rows:
+        for name in _words(kind.split("(")[0]):
+            seen.add(name)
+            assert _words(verdicts) == EVALUATORS[name].verdicts(Evaluate(name)), name
+    assert seen == set(EVALUATOR_TYPES)

@@ -70,10 +70,10 @@ class LlmStructured(NamedTuple):
     samples: int
 
 
-Config = TypeVar("Config", bound=tuple[Any, ...])
+_Config = TypeVar("_Config", bound=tuple[Any, ...])
 
 
-def config_of(kind: type[Config], spec: Evaluate) -> Config:
+def config_of(kind: type[_Config], spec: Evaluate) -> _Config:
     """The typed config `kind` (one of the classes above), taken from the loader's record."""
     return kind(*(getattr(spec, key) for key in kind._fields))  # type: ignore[attr-defined]
 
