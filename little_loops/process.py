@@ -355,3 +355,16 @@ def _signal_group(pgid: int, sig: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def start_detached(argv: list[str], output: Path) -> subprocess.Popen[bytes]:
+    """Start argv in a session of its own, stdin from /dev/null, both streams appended to
+    `output`; nobody waits for it or kills it (`ll run --background`)."""
+    with open(output, "ab") as out:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
