@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -119,3 +120,59 @@ def test_import_contracts_fail_on_a_forbidden_import(
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 broken" in proc.stdout, proc.stdout
     assert reported in proc.stdout, proc.stdout
+
+
+# Third-party modules (and subprocess) the table names; the rest of the stdlib goes unsaid.
+NAMED_EXTERNAL = {"anthropic", "click", "jsonschema", "rich", "subprocess", "yaml"}
+
+
+def _table() -> dict[str, set[str]]:
+    """docs/architecture.md's module table: `name.py` or `package/` -> the modules it may import."""
+    rows: dict[str, set[str]] = {}
+    for line in (REPO / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`") and cells[0] != "`module`":
+            name = cells[0].strip("`").removesuffix(".py").removesuffix("/")
+            rows[name] = set() if cells[2] == "nothing" else set(re.findall(r"`([^`]+)`", cells[2]))
+    return rows
+
+
+def _imports() -> dict[str, set[str]]:
+    """What each module (a subpackage counting as one) imports, at its top or in a function."""
+    import grimp
+
+    graph = grimp.build_graph("little_loops", include_external_packages=True, cache_dir=None)
+
+    def unit(module: str) -> str:
+        parts = module.split(".")
+        if parts[0] != "little_loops":
+            return parts[0]
+        if len(parts) == 1:
+            return "little_loops"
+        return parts[1]
+
+    found: dict[str, set[str]] = {}
+    for module in graph.modules:
+        if module == "little_loops" or not module.startswith("little_loops."):
+            continue
+        source = unit(module)
+        found.setdefault(source, set())
+        for imported in graph.find_modules_directly_imported_by(module):
+            target = unit(imported)
+            internal = imported.startswith("little_loops")
+            if target != source and (internal or target in NAMED_EXTERNAL):
+                found[source].add(target)
+    found["__init__"] = found.pop("little_loops", set())
+    return found
+
+
+def test_architecture_table_matches_the_code() -> None:
+    """Every module has a row, every row a module, and "may import" is what it imports."""
+    table, code = _table(), _imports()
+    assert sorted(table) == sorted(code), "rows of docs/architecture.md vs modules of the package"
+    wrong = {
+        name: f"add {sorted(code[name] - table[name])}, remove {sorted(table[name] - code[name])}"
+        for name in code
+        if code[name] != table[name]
+    }
+    assert not wrong, f'fix the "may import" column of docs/architecture.md: {wrong}'
