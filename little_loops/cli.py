@@ -1,7 +1,8 @@
 """The `ll` command: click options in, one core call, errors mapped to exit codes.
 
-Start-up matters: this module imports only click and the standard library at the top.
-Everything else is imported inside the command that needs it.
+Start-up matters: at the top this module imports only click, the standard library, `errors`
+and its two companions `cli_inspect` (the commands that look at runs) and `cli_launch`, which
+keep to the same rule. Everything else is imported inside the command that needs it.
 """
 
 from __future__ import annotations
