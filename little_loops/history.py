@@ -238,6 +238,10 @@ class History:
 
     # -- folding ---------------------------------------------------------------------------
 
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        """A listener of a live run (`Runner(listeners=[history])`)."""
+        self.feed(event)
+
     def feed(self, event: RunEvent | Mapping[str, Any]) -> RunEvent:
         """Fold one event in (typed, or a dict as read from events.jsonl); returns it typed."""
         typed = event if isinstance(event, RunEvent) else parse(event)
