@@ -221,6 +221,37 @@ EVENT_TYPES: dict[str, type[RunEvent]] = {
 EVENT_NAMES = tuple(EVENT_TYPES)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_lines(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(line, str) for line in value)
+
+
+# A check of a wire value for each annotation the records above use.
+_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "str": lambda value: isinstance(value, str),
+    "bool": lambda value: isinstance(value, bool),
+    "int": _is_int,
+    "float": _is_number,
+    "Any": lambda value: True,
+    "Mapping[str, Any]": lambda value: isinstance(value, Mapping),
+    "tuple[str, ...]": _is_lines,
+}
+
+
+def _fits(hint: str) -> Callable[[Any], bool]:
+    check = _CHECKS[hint.removesuffix(" | None")]
+    if hint.endswith(" | None"):
+        return lambda value: value is None or check(value)
+    return check
+
+
 @dataclass(frozen=True)
 class _Spec:
     attr: str
@@ -229,28 +260,13 @@ class _Spec:
     fits: Callable[[Any], bool]
 
 
-def _fits(hint: str) -> Callable[[Any], bool]:
-    """A check of a wire value against a field's annotation (only the ones used above)."""
-    optional = hint.endswith(" | None")
-    base = hint.removesuffix(" | None")
-    checks: dict[str, Callable[[Any], bool]] = {
-        "str": lambda v: isinstance(v, str),
-        "bool": lambda v: isinstance(v, bool),
-        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-        "float": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-        "Any": lambda v: True,
-        "Mapping[str, Any]": lambda v: isinstance(v, Mapping),
-        "tuple[str, ...]": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
-    }
-    check = checks[base]
-    return (lambda v: v is None or check(v)) if optional else check
-
-
 _SPECS: dict[type[RunEvent], tuple[_Spec, ...]] = {}
+_BY_WIRE: dict[type[RunEvent], dict[str, _Spec]] = {}
 _COMMON = frozenset(f.name for f in dataclasses.fields(RunEvent))
 
 
 def _specs(cls: type[RunEvent]) -> tuple[_Spec, ...]:
+    """The event's own fields, in wire order."""
     specs = _SPECS.get(cls)
     if specs is None:
         specs = _SPECS[cls] = tuple(
@@ -266,6 +282,20 @@ def _specs(cls: type[RunEvent]) -> tuple[_Spec, ...]:
     return specs
 
 
+def _by_wire(cls: type[RunEvent]) -> dict[str, _Spec]:
+    """Every field of the event, the common ones too, by its name on the wire."""
+    found = _BY_WIRE.get(cls)
+    if found is None:
+        common = [
+            _Spec("ts", "ts", False, _CHECKS["str"]),
+            _Spec("run_id", "run_id", False, _CHECKS["str"]),
+            _Spec("step", "step", False, _is_int),
+            _Spec("state", "state", False, _CHECKS["str"]),
+        ]
+        found = _BY_WIRE[cls] = {spec.wire: spec for spec in [*common, *_specs(cls)]}
+    return found
+
+
 def parse(raw: object) -> RunEvent:
     """The typed event of one line of events.jsonl (a dict); never raises.
 
@@ -276,35 +306,20 @@ def parse(raw: object) -> RunEvent:
         return UnknownEvent(extra={"value": raw})
     name = raw.get("event")
     cls = EVENT_TYPES.get(name) if isinstance(name, str) else None
+    fields = _by_wire(cls or UnknownEvent)
+    values: dict[str, Any] = {}
     extra: Event = {}
-    common: dict[str, Any] = {}
-    for key, fits in (("ts", _fits("str")), ("run_id", _fits("str")), ("step", _fits("int"))):
-        if key in raw:
-            if fits(raw[key]):
-                common[key] = raw[key]
-            else:
-                extra[key] = raw[key]
-    if "state" in raw:
-        if isinstance(raw["state"], str):
-            common["state"] = raw["state"]
-        else:
-            extra["state"] = raw["state"]
-    if cls is None:
-        rest = {k: v for k, v in raw.items() if k not in common and k != "event"}
-        return UnknownEvent(event=name if isinstance(name, str) else "", extra=rest, **common)
-    own: dict[str, Any] = {}
-    known = {"event", "ts", "run_id", "step", "state"}
-    for spec in _specs(cls):
-        known.add(spec.wire)
-        if spec.wire not in raw:
+    for key, value in raw.items():
+        if key == "event":
             continue
-        value = raw[spec.wire]
-        if spec.fits(value):
-            own[spec.attr] = tuple(value) if isinstance(value, list) else value
+        spec = fields.get(key)
+        if spec is None or not spec.fits(value):
+            extra[key] = value
         else:
-            extra[spec.wire] = value
-    extra.update((k, v) for k, v in raw.items() if k not in known)
-    return cls(extra=extra, **common, **own)
+            values[spec.attr] = tuple(value) if isinstance(value, list) else value
+    if cls is None:
+        return UnknownEvent(event=name if isinstance(name, str) else "", extra=extra, **values)
+    return cls(extra=extra, **values)
 
 
 # -- sinks and the emitter -----------------------------------------------------------------
