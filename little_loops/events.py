@@ -37,9 +37,8 @@ def utc_now() -> str:
 # -- the typed events -----------------------------------------------------------------------
 
 
-def _omit_none(wire: str | None = None) -> Any:
-    """A field left off the wire when it is None (`reason` on a success, say)."""
-    return {"optional": True, **({"wire": wire} if wire else {})}
+# The metadata of a field left off the wire when it is None (`reason` on a success, say).
+_OMIT_NONE = {"optional": True}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,7 +132,7 @@ class JudgeRetry(RunEvent):
     NAME: ClassVar[str] = "judge_retry"
     attempt: int = 0
     delay_s: float = 0.0
-    status: Any = field(default=None, metadata=_omit_none())  # the HTTP status, when there was one
+    status: Any = field(default=None, metadata=_OMIT_NONE)  # the HTTP status, when there was one
     error: str = ""
 
 
@@ -153,8 +152,8 @@ class Evaluate(RunEvent):
     verdict: str = ""
     details: Mapping[str, Any] = field(default_factory=dict)
     # On a verdict other than success: why, in one line, and the last lines printed.
-    reason: str | None = field(default=None, metadata=_omit_none())
-    tail: tuple[str, ...] | None = field(default=None, metadata=_omit_none())
+    reason: str | None = field(default=None, metadata=_OMIT_NONE)
+    tail: tuple[str, ...] | None = field(default=None, metadata=_OMIT_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,7 +182,7 @@ class LoopComplete(RunEvent):
     steps: int = 0
     duration_ms: int | None = None
     error: str | None = None
-    cost_usd: float | None = field(default=None, metadata=_omit_none())
+    cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)
