@@ -338,6 +338,9 @@ def _execute(
     from .actions import adopt_orphans
 
     adopt_orphans()  # descendants that leave their group come back to us, and are killed
+    from .evaluators.prefetch import warm_judges
+
+    warm_judges(loop, options.model, options.replay)  # the SDK loads while the first steps run
     with signals_as_exceptions():
         runner = Runner(
             loop, options, listeners=listeners, progress=progress, run_dir=run_dir, run_id=run_id
