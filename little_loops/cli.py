@@ -161,6 +161,12 @@ def _output_options(f: Any) -> Any:
                 help="Without a terminal, print a 'still running' line this often while a "
                 "step runs (default 30; 0: never).",
             ),
+            click.option(
+                "--otel",
+                is_flag=True,
+                help="Export the run as an OpenTelemetry trace over OTLP/HTTP (also when "
+                "$OTEL_EXPORTER_OTLP_ENDPOINT is set; needs the [otel] extra).",
+            ),
         ]
     ):
         f = option(f)
@@ -188,6 +194,7 @@ def run(
     verbose: bool,
     junit_xml: str | None,
     heartbeat: float | None,
+    otel: bool,
     claude: str | None,
     claude_flags: str | None,
     model: str | None,
@@ -256,7 +263,7 @@ def run(
         fsync=fsync,
         allow_concurrent=allow_concurrent,
     )
-    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat)
+    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel)
     _execute(loop, options, None, None, run_id, display)
 
 
@@ -276,6 +283,7 @@ def resume(
     verbose: bool,
     junit_xml: str | None,
     heartbeat: float | None,
+    otel: bool,
 ) -> None:
     """Continue an interrupted run from its last finished step.
 
@@ -294,7 +302,7 @@ def resume(
     loop, options, progress, run_dir = prepare_resume(
         Path.cwd(), run_id, force=force, overrides=_parse_sets(sets)
     )
-    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat)
+    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel)
     _execute(loop, options, progress, run_dir, None, display)
 
 
@@ -306,6 +314,7 @@ class _Display(NamedTuple):
     verbose: bool
     junit_xml: str | None
     heartbeat: float | None
+    otel: bool = False
 
 
 def _execute(
@@ -334,7 +343,8 @@ def _execute(
     if on_output is not None:
         options = dataclasses.replace(options, on_output=on_output)
     reporters = _reporters(loop, display.junit_xml, json_mode)
-    listeners = [renderer, *reporters]
+    tracer = _tracer(display.otel)
+    listeners = [renderer, *reporters, *([tracer] if tracer else [])]
     from .actions import adopt_orphans
 
     adopt_orphans()  # descendants that leave their group come back to us, and are killed
@@ -349,6 +359,10 @@ def _execute(
     # The run's end is recorded: a late signal neither changes its exit code nor breaks into
     # the interpreter's shutdown.
     _ignore_signals()
+    if tracer is not None:
+        tracer.close()  # flush the trace: after the signals are ignored, so it is not cut off
+        if tracer.problem:
+            click.echo(f"ll: warning: {tracer.problem}", err=True)
     for reporter in reporters:
         # The run is over and recorded; a report that could not be written does not change
         # its exit code (nor make `ll resume` run its terminal again).
@@ -427,6 +441,30 @@ def _reporters(loop: Any, junit_xml: str | None, json_mode: bool) -> list[Any]:
         if report is not None:
             out.append(report)
     return out
+
+
+def _tracer(flag: bool) -> Any:
+    """The OpenTelemetry listener when export is asked for (--otel or an OTLP endpoint)."""
+    import os
+
+    from .otel import OtelMissing, asked, otlp_listener
+
+    if not asked(flag, os.environ):
+        return None
+    try:
+        tracer = otlp_listener(os.environ)
+    except OtelMissing as exc:
+        if flag:
+            from .errors import LoopError
+
+            raise LoopError(f"--otel: {exc}") from None  # exit code 2, like a usage error
+        # Only the environment asked, and it may be set for other programs: run unexported.
+        click.echo(f"ll: warning: OTEL_EXPORTER_OTLP_ENDPOINT is set, but {exc}", err=True)
+        return None
+    import atexit
+
+    atexit.register(tracer.close)  # a run that ends without reaching the flush below
+    return tracer
 
 
 def _start_background(loop_name: str) -> None:
