@@ -123,11 +123,17 @@ class TraceListener:
         self._step: Any = None
         self._judge: Any = None
         self._closed = False
+        self._broken = False  # a handler failed: no more spans, `problem` says why
 
     def __call__(self, event: Mapping[str, Any]) -> None:
         handler = _HANDLERS.get(str(event.get("event")))
-        if handler is not None and not self._closed:
+        if handler is None or self._closed or self._broken:
+            return
+        try:
             handler(self, event, self._clock())
+        except Exception as exc:  # tracing is a side channel: it never stops a run
+            self._broken = True
+            self.problem = f"tracing stopped at a '{event.get('event')}' event: {exc!r}"
 
     def close(self) -> None:
         """End what is still open (a run cut off before `loop_complete`) and flush the export."""
@@ -141,7 +147,7 @@ class TraceListener:
         self._judge = self._step = self._run = None
         self._closed = True
         self._provider.shutdown()  # flushes the batch; bounded by the exporter's timeout
-        if self._exporter is not None and self._exporter.lost:
+        if self._exporter is not None and self._exporter.lost and self.problem is None:
             self.problem = (
                 f"{self._exporter.lost} trace spans could not be exported to "
                 f"{self._exporter.where}; is an OpenTelemetry collector listening there?"

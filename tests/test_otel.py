@@ -438,3 +438,15 @@ def test_ll_run_otel_without_the_extra_is_a_one_line_error(tmp_path: Path) -> No
     (warning,) = proc.stderr.splitlines()
     assert warning.startswith("ll: warning: OTEL_EXPORTER_OTLP_ENDPOINT is set, but ")
     assert warning.endswith("install them: pip install 'little-loops-fsm[otel]'")
+
+
+def test_a_tracing_failure_never_stops_the_run() -> None:
+    tracer, exporter = listener()
+    tracer(ev("loop_start", loop="x", file="x.yaml", max_iterations=5, resumed=False))
+    tracer(ev("loop_complete", outcome="success", exit_code=0, steps=1, cost_usd="not a number"))
+    tracer(ev("state_enter", 1, "a"))  # ignored from here on
+    tracer.close()
+    assert tracer.problem is not None
+    assert tracer.problem.startswith("tracing stopped at a 'loop_complete' event: ValueError(")
+    (run,) = exporter.get_finished_spans()
+    assert run.status.status_code is StatusCode.ERROR  # ended by close, unfinished
