@@ -17,7 +17,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-INSTALL_HINT = "pip install 'little-loops-fsm[otel]'"
+# The [otel] extra's packages by name: the project itself is installed from a checkout or a
+# wheel, never by name from the package index (README.md), so the hint names what to add.
+INSTALL_HINT = (
+    "pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http "
+    "(the [otel] extra; from a checkout: pip install '.[otel]')"
+)
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 SCOPE = "little_loops"
 

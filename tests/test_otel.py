@@ -426,7 +426,9 @@ def test_ll_run_otel_without_the_extra_is_a_one_line_error(tmp_path: Path) -> No
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
         "ll: error: --otel: OpenTelemetry export needs packages that are not installed "
-        "(opentelemetry.exporter); install them: pip install 'little-loops-fsm[otel]'"
+        "(opentelemetry.exporter); install them: pip install opentelemetry-sdk "
+        "opentelemetry-exporter-otlp-proto-http (the [otel] extra; from a checkout: "
+        "pip install '.[otel]')"
     ]
     assert not (tmp_path / ".loops" / "runs").exists()
     env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
@@ -437,7 +439,7 @@ def test_ll_run_otel_without_the_extra_is_a_one_line_error(tmp_path: Path) -> No
     assert proc.returncode == 0
     (warning,) = proc.stderr.splitlines()
     assert warning.startswith("ll: warning: OTEL_EXPORTER_OTLP_ENDPOINT is set, but ")
-    assert warning.endswith("install them: pip install 'little-loops-fsm[otel]'")
+    assert warning.endswith("from a checkout: pip install '.[otel]')")
 
 
 def test_a_tracing_failure_never_stops_the_run() -> None:
