@@ -1,49 +1,23 @@
-"""Semantic checks of a loop: targets, reachability, verdict coverage, fields, placeholders."""
+"""Semantic checks of a loop: targets, reachability, verdict coverage, keys; the checks of values
+and placeholders are in `value_checks`."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 
-from .errors import Diagnostic, Severity
+from .errors import Diagnostic
 from .evaluators import possible_verdicts
-from .evaluators.deterministic import OPERATORS, parse_json_path
-from .interpolate import Placeholder, PlaceholderError, scan
-from .model import ERROR_VERDICTS, PASS_FAIL_SCHEMA, Evaluate, Loop, Pos, Route, State
+from .model import ERROR_VERDICTS, Loop, Route, State
 from .router import CURRENT, route, route_hint
-from .schema import Locate, NodePath, subject
+from .schema import Locate
+from .value_checks import Ctx, check_evaluator, check_own_capture, check_template, suggest
+from .wording import NodePath
 
-# The fields each namespace offers (SPEC sections 3 and 7); `env` and `context` take any name.
-FIELDS: Mapping[str, tuple[str, ...]] = {
-    "captured": (
-        "output",
-        "stderr",
-        "exit_code",
-        "duration_ms",
-        "verdict",
-        "confidence",
-        "reason",
-    ),
-    "prev": ("output", "stderr", "exit_code", "duration_ms", "state", "verdict"),
-    "state": ("name", "iteration", "attempt"),
-    "loop": ("name", "run_id", "run_dir", "dir", "started_at", "elapsed_ms", "elapsed"),
-}
 # Keys that route by verdict, which `next` (the success route) cannot stand beside.
 _NOT_WITH_NEXT = ("route", "on_success")
 
 # Any route problem outside a single state: coverage is not checked then.
 WHOLE_LOOP = "*"
-
-
-@dataclass(frozen=True)
-class _Ctx:
-    loop: Loop
-    file: str
-    locate: Locate
-
-    def diag(self, pos: Pos, severity: Severity, code: str, message: str) -> Diagnostic:
-        return Diagnostic(self.file, pos.line, pos.col, severity, code, message)
 
 
 def check_loop(
@@ -62,7 +36,7 @@ def check_loop(
     assume they may go anywhere and may end the run; `WHOLE_LOOP` among them (an error in a
     loop-wide key) skips the checks that need the whole graph to be right.
     """
-    ctx = _Ctx(loop, file, locate)
+    ctx = Ctx(loop, file, locate)
     entries = route_entries or {
         name: list(state.routes.items()) for name, state in loop.states.items()
     }
@@ -75,15 +49,15 @@ def check_loop(
         out += _check_routes(ctx, state, entries.get(state.name, []))
         out += _check_state_keys(ctx, state)
         if state.evaluate is not None:
-            out += _check_evaluator(ctx, state.evaluate, (*at, "evaluate"), captures)
-            out += _check_own_capture(ctx, state.evaluate, (*at, "evaluate"), state.capture)
+            out += check_evaluator(ctx, state.evaluate, (*at, "evaluate"), captures)
+            out += check_own_capture(ctx, state.evaluate, (*at, "evaluate"), state.capture)
         if state.action is not None:
-            out += _check_template(ctx, state.action, (*at, "action"), captures)
+            out += check_template(ctx, state.action, (*at, "action"), captures)
         if not state.terminal and state.name not in tainted and WHOLE_LOOP not in tainted:
             out += _check_coverage(ctx, state)
     for key, value in loop.context.items():
         if isinstance(value, str):
-            out += _check_template(ctx, value, ("context", key), captures)
+            out += check_template(ctx, value, ("context", key), captures)
     if loop.llm.model is not None:
         from .evaluators.judge_config import model_findings
 
@@ -98,34 +72,27 @@ def check_loop(
     return out
 
 
-def _suggest(word: str, options: Iterable[str]) -> str:
-    import difflib  # only when there is something to suggest
-
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def _check_initial(ctx: _Ctx) -> Iterator[Diagnostic]:
+def _check_initial(ctx: Ctx) -> Iterator[Diagnostic]:
     initial, states = ctx.loop.initial, ctx.loop.states
     if initial and states and initial not in states:
         yield ctx.diag(
             ctx.locate(("initial",)),
             "error",
             "unknown-initial",
-            f"initial state '{initial}' is not a state{_suggest(initial, states)}",
+            f"initial state '{initial}' is not a state{suggest(initial, states)}",
         )
 
 
-def _unknown_target(ctx: _Ctx, target: str, allow_current: bool) -> str | None:
+def _unknown_target(ctx: Ctx, target: str, allow_current: bool) -> str | None:
     """The reason `target` names no state, or None when it is fine."""
     if target == CURRENT:
         return None if allow_current else "'$current' is not allowed here; name a state"
     if target in ctx.loop.states:
         return None
-    return f"unknown state '{target}'{_suggest(target, ctx.loop.states)}"
+    return f"unknown state '{target}'{suggest(target, ctx.loop.states)}"
 
 
-def _check_loop_targets(ctx: _Ctx) -> Iterator[Diagnostic]:
+def _check_loop_targets(ctx: Ctx) -> Iterator[Diagnostic]:
     loop = ctx.loop
     for key, target, allow_current in (
         ("on_error", loop.on_error, True),
@@ -145,9 +112,7 @@ def _check_loop_targets(ctx: _Ctx) -> Iterator[Diagnostic]:
             yield ctx.diag(ctx.locate(at), "error", "unknown-target", message)
 
 
-def _check_routes(
-    ctx: _Ctx, state: State, entries: list[tuple[str, Route]]
-) -> Iterator[Diagnostic]:
+def _check_routes(ctx: Ctx, state: State, entries: list[tuple[str, Route]]) -> Iterator[Diagnostic]:
     name = state.name
     seen: dict[str, Route] = {}
     for verdict, found in entries:
@@ -190,7 +155,7 @@ def _check_routes(
         )
 
 
-def _check_state_keys(ctx: _Ctx, state: State) -> Iterator[Diagnostic]:
+def _check_state_keys(ctx: Ctx, state: State) -> Iterator[Diagnostic]:
     name = state.name
     if state.terminal and (state.routes or state.next):
         yield ctx.diag(
@@ -216,7 +181,7 @@ def _check_state_keys(ctx: _Ctx, state: State) -> Iterator[Diagnostic]:
         )
 
 
-def _check_coverage(ctx: _Ctx, state: State) -> Iterator[Diagnostic]:
+def _check_coverage(ctx: Ctx, state: State) -> Iterator[Diagnostic]:
     """A state that branches on its verdict must say where each one goes (SPEC section 6).
 
     `error`/`timeout`, and every non-success verdict of a `next` state, may stop the run
@@ -275,174 +240,6 @@ def stops(loop: Loop, file: str) -> list[Diagnostic]:
     return out
 
 
-def _check_evaluator(
-    ctx: _Ctx, spec: Evaluate, at: NodePath, captures: set[str]
-) -> Iterator[Diagnostic]:
-    what = subject(at)
-    if spec.type == "output_contains" and spec.pattern is not None and not spec.literal:
-        try:
-            re.compile(spec.pattern)
-        except re.error as exc:
-            yield ctx.diag(
-                ctx.locate((*at, "pattern")),
-                "error",
-                "invalid-regex",
-                f"{subject((*at, 'pattern'))} is not a valid regular expression: {exc.msg} at "
-                f"position {exc.pos}; add 'literal: true' to match it as plain text",
-            )
-    if (
-        spec.type in ("output_numeric", "output_json")
-        and spec.operator is not None
-        and spec.operator not in OPERATORS
-    ):
-        yield ctx.diag(
-            ctx.locate((*at, "operator")),
-            "error",
-            "unknown-operator",
-            f"unknown operator '{spec.operator}' in {what}"
-            f"{_suggest_operator(spec.operator)}; use one of: {', '.join(OPERATORS)}",
-        )
-    if spec.type == "output_json" and spec.path is not None:
-        try:
-            parse_json_path(spec.path)
-        except ValueError as exc:
-            at_path = (*at, "path")
-            message = f"{exc} (in {subject(at_path)})"
-            yield ctx.diag(ctx.locate(at_path), "error", "bad-json-path", message)
-    if spec.type == "llm_structured":
-        yield from _check_judge(ctx, spec, at)
-    for key in ("prompt", "source", "previous"):
-        text = getattr(spec, key)
-        if isinstance(text, str):
-            yield from _check_template(ctx, text, (*at, key), captures)
-    if isinstance(spec.target, str):
-        yield from _check_template(ctx, spec.target, (*at, "target"), captures)
-    for i, inner in enumerate(spec.of):
-        yield from _check_evaluator(ctx, inner, (*at, "of", i), captures)
-
-
-def _check_judge(ctx: _Ctx, spec: Evaluate, at: NodePath) -> Iterator[Diagnostic]:
-    from .evaluators import judge_config
-
-    found: list[judge_config.Finding] = []
-    if spec.model is not None:
-        found += judge_config.model_findings(spec.model, (*at, "model"))
-    if spec.schema is not None and spec.schema is not PASS_FAIL_SCHEMA:  # not the built-in one
-        model = spec.model or ctx.loop.llm.model
-        strict = not found and judge_config.uses_strict_schema(model)
-        found += judge_config.schema_findings(spec.schema, (*at, "schema"), strict=strict)
-    for where, code, message in found:
-        yield ctx.diag(ctx.locate(where), "error", code, message)
-
-
-def _check_template(ctx: _Ctx, text: str, at: NodePath, captures: set[str]) -> Iterator[Diagnostic]:
-    what = subject(at)
-    pos = ctx.locate(at)
-    for part in scan(text):
-        if isinstance(part, PlaceholderError):
-            message = _placeholder_hint(text, part) or part.message
-            yield ctx.diag(pos, "error", "bad-placeholder", f"{message} (in {what})")
-        elif isinstance(part, Placeholder):
-            problem = _placeholder_problem(ctx, part, captures)
-            if problem is not None:
-                code, message = problem
-                yield ctx.diag(pos, "error", code, f"'${{{part.name}}}' in {what}: {message}")
-
-
-def _placeholder_hint(text: str, part: PlaceholderError) -> str | None:
-    """A message that says how to write what the author meant (`$${HOME}`, `|q`), if known."""
-    close = text.find("}", part.start + 2)
-    if close < 0:
-        return None
-    from .hints import placeholder_message
-
-    return placeholder_message(text[part.start + 2 : close].strip())
-
-
-def _suggest_operator(word: str) -> str:
-    from .hints import operator_for
-
-    meant = operator_for(word)
-    return f" (did you mean '{meant}'?)" if meant in OPERATORS else _suggest(word, OPERATORS)
-
-
-def _placeholder_problem(
-    ctx: _Ctx, part: Placeholder, captures: set[str]
-) -> tuple[str, str] | None:
-    ns, path = part.namespace, part.path
-    if ns == "context":
-        if path[0] not in ctx.loop.context:
-            keys = ctx.loop.context
-            if path == ("run_dir",):  # upstream little-loops' scratch folder
-                return (
-                    "unknown-context",
-                    "there is no context key 'run_dir'; the run's own folder is "
-                    "'${loop.run_dir}' here",
-                )
-            return (
-                "unknown-context",
-                f"there is no context key '{path[0]}'{_suggest(path[0], keys)}; "
-                "define it under 'context:'",
-            )
-        return None
-    if ns == "captured":
-        if path[0] not in captures:
-            return (
-                "unknown-capture",
-                f"no state has 'capture: {path[0]}'{_suggest(path[0], captures)}",
-            )
-        fields = FIELDS["captured"]
-        if len(path) != 2 or path[1] not in fields:
-            got = f"'{'.'.join(path[1:])}'" if len(path) > 1 else "nothing"
-            return (
-                "unknown-field",
-                f"name one of {', '.join(fields)} after the capture name, not {got}",
-            )
-        return None
-    offered = FIELDS.get(ns)
-    if offered is not None and (len(path) != 1 or path[0] not in offered):
-        return (
-            "unknown-field",
-            f"'{ns}' has no '{'.'.join(path)}'{_suggest(path[0], offered)}; "
-            f"it offers: {', '.join(offered)}",
-        )
-    return None
-
-
-# Set once the state's evaluator has given its verdict, so that evaluator cannot read them.
-_AFTER_EVALUATION = ("verdict", "confidence", "reason")
-
-
-def _check_own_capture(
-    ctx: _Ctx, spec: Evaluate, at: NodePath, capture: str | None
-) -> Iterator[Diagnostic]:
-    if capture is None:
-        return
-    for key in ("prompt", "source", "previous", "target"):
-        text = getattr(spec, key)
-        if not isinstance(text, str):
-            continue
-        for part in scan(text):
-            if (
-                isinstance(part, Placeholder)
-                and part.namespace == "captured"
-                and len(part.path) == 2
-                and part.path[0] == capture
-                and part.path[1] in _AFTER_EVALUATION
-            ):
-                yield ctx.diag(
-                    ctx.locate((*at, key)),
-                    "error",
-                    "own-capture-verdict",
-                    f"'${{{part.name}}}' in {subject((*at, key))}: this state's "
-                    f"'{part.path[1]}' is only known after its evaluator has run; read its "
-                    "output, stderr, exit_code or duration_ms here, or the verdict in a "
-                    "later state",
-                )
-    for i, inner in enumerate(spec.of):
-        yield from _check_own_capture(ctx, inner, (*at, "of", i), capture)
-
-
 def _edges(loop: Loop, state: State, tainted: frozenset[str]) -> set[str]:
     """The states a run can go to from `state`; any state when its routing keys are broken."""
     if state.name in tainted:
@@ -459,7 +256,7 @@ def _edges(loop: Loop, state: State, tainted: frozenset[str]) -> set[str]:
     return out & set(loop.states)
 
 
-def _check_graph(ctx: _Ctx, tainted: frozenset[str] = frozenset()) -> Iterator[Diagnostic]:
+def _check_graph(ctx: Ctx, tainted: frozenset[str] = frozenset()) -> Iterator[Diagnostic]:
     loop = ctx.loop
     if loop.initial not in loop.states:
         return
@@ -510,7 +307,7 @@ def _check_graph(ctx: _Ctx, tainted: frozenset[str] = frozenset()) -> Iterator[D
             )
 
 
-def _check_secret_literals(ctx: _Ctx) -> Iterator[Diagnostic]:
+def _check_secret_literals(ctx: Ctx) -> Iterator[Diagnostic]:
     """A secret written in the file travels with it (repositories, CI artifacts)."""
     for key in dict.fromkeys(ctx.loop.secrets):
         value = ctx.loop.context.get(key)

@@ -182,7 +182,8 @@ def compile_(file: str) -> None:
     """
     from pathlib import Path
 
-    from .paradigms import compile_file, to_yaml
+    from .loader import compile_file
+    from .paradigms import to_yaml
 
     compiled, diagnostics = compile_file(Path(file))
     for d in diagnostics:
@@ -218,7 +219,7 @@ def init(name: str, paradigm: str, force: bool) -> None:
     """
     from pathlib import Path
 
-    from .paradigms import write_starter
+    from .starters import write_starter
 
     path = Path(name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
     schema = write_starter(path, paradigm, force=force)

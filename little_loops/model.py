@@ -10,9 +10,13 @@ from typing import Any, Literal
 
 ActionType = Literal["shell", "slash"]
 Outcome = Literal["success", "failure"]
+Direction = Literal["minimize", "maximize"]
 Scalar = str | int | float | bool
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+# The `paradigm:` values that are compiled to the native form (`fsm`) before loading.
+PARADIGMS = ("goal", "convergence", "invariants", "imperative")
 
 DEFAULT_JUDGE_PROMPT = "Evaluate whether this action succeeded based on its output."
 DEFAULT_JUDGE_MODEL = "claude-sonnet-5-5"
@@ -85,7 +89,8 @@ class LlmDefaults:
 
 @dataclass(frozen=True)
 class Evaluate:
-    """One evaluator's configuration (SPEC section 4). Fields unused by a type keep defaults.
+    """One evaluator's configuration (SPEC section 4): every type's keys in one record, those
+    unused by its type at their defaults. Each type's own typed view is in evaluators/configs.py.
 
     `None` on an `llm_structured` setting means "not set on the state": the judge then takes
     the loop's `llm:` value, then the command line / environment, then the built-in default.
@@ -105,7 +110,7 @@ class Evaluate:
     path: str | None = None
     # convergence
     tolerance: float = 0.0
-    direction: Literal["minimize", "maximize"] = "minimize"
+    direction: Direction = "minimize"
     previous: str | None = None
     # all / any
     of: tuple[Evaluate, ...] = ()

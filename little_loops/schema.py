@@ -19,8 +19,8 @@ from typing import Any
 
 from .errors import Diagnostic
 from .model import Pos
+from .wording import NodePath, describe, did_you_mean, or_words, show, subject, where
 
-NodePath = tuple[str | int, ...]
 Locate = Callable[[NodePath], Pos]
 
 # Keywords the interpreter below understands; annotations are accepted and ignored.
@@ -157,14 +157,12 @@ class _Checker:
         if "type" in schema:
             types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
             if not any(_is_type(value, t) for t in types):
-                want = _or_words([_TYPE_WORDS[t] for t in types])
-                message = f"{subject(path)} must be {want}, not {_describe(value)}"
+                want = or_words([_TYPE_WORDS[t] for t in types])
+                message = f"{subject(path)} must be {want}, not {describe(value)}"
                 yield SchemaIssue(path, "wrong-type", message + _colon_hint(value, types))
                 return
         if "const" in schema and not _equal(value, schema["const"]):
-            yield SchemaIssue(
-                path, "bad-value", f"{subject(path)} must be {_show(schema['const'])}"
-            )
+            yield SchemaIssue(path, "bad-value", f"{subject(path)} must be {show(schema['const'])}")
         if "enum" in schema and not any(_equal(value, e) for e in schema["enum"]):
             yield _enum_issue(value, schema["enum"], path)
         if isinstance(value, dict):
@@ -228,7 +226,7 @@ class _Checker:
             for item in value:
                 if any(_equal(item, s) for s in seen):
                     yield SchemaIssue(
-                        path, "duplicate-item", f"{subject(path)} lists {_show(item)} twice"
+                        path, "duplicate-item", f"{subject(path)} lists {show(item)} twice"
                     )
                     break
                 seen.append(item)
@@ -243,7 +241,7 @@ def _check_string(value: str, schema: Mapping[str, Any], path: NodePath) -> Iter
     pattern = schema.get("pattern")
     if pattern is not None and _compiled(pattern).search(value) is None:
         hint = _PATTERN_HINTS.get(pattern, f"it must match {pattern}")
-        yield SchemaIssue(path, "bad-value", f"{subject(path)} is {_show(value)}; {hint}")
+        yield SchemaIssue(path, "bad-value", f"{subject(path)} is {show(value)}; {hint}")
 
 
 def _check_number(value: float, schema: Mapping[str, Any], path: NodePath) -> Iterator[SchemaIssue]:
@@ -251,21 +249,21 @@ def _check_number(value: float, schema: Mapping[str, Any], path: NodePath) -> It
         yield SchemaIssue(path, "bad-value", f"{subject(path)} must be a finite number")
         return
     if "minimum" in schema and value < schema["minimum"]:
-        least = _show(schema["minimum"])
+        least = show(schema["minimum"])
         yield SchemaIssue(
-            path, "out-of-range", f"{subject(path)} must be at least {least}, not {_show(value)}"
+            path, "out-of-range", f"{subject(path)} must be at least {least}, not {show(value)}"
         )
     if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-        least = _show(schema["exclusiveMinimum"])
+        least = show(schema["exclusiveMinimum"])
         yield SchemaIssue(
             path,
             "out-of-range",
-            f"{subject(path)} must be greater than {least}, not {_show(value)}",
+            f"{subject(path)} must be greater than {least}, not {show(value)}",
         )
     if "maximum" in schema and value > schema["maximum"]:
-        most = _show(schema["maximum"])
+        most = show(schema["maximum"])
         yield SchemaIssue(
-            path, "out-of-range", f"{subject(path)} must be at most {most}, not {_show(value)}"
+            path, "out-of-range", f"{subject(path)} must be at most {most}, not {show(value)}"
         )
 
 
@@ -286,7 +284,7 @@ def _unknown_key_issue(key: str, value: Any, valid: list[str], path: NodePath) -
         return SchemaIssue(
             path, "unknown-key", f"unknown key '{key}' {where(path)}; {upstream}", key
         )
-    message = f"unknown key '{key}' {where(path)}{_did_you_mean(key, valid)}"
+    message = f"unknown key '{key}' {where(path)}{did_you_mean(key, valid)}"
     message += f"; valid keys: {', '.join(sorted(valid))}"
     return SchemaIssue(path, "unknown-key", message, key=key)
 
@@ -307,12 +305,12 @@ def _name_issue(key: str, value: Any, names: Mapping[str, Any], path: NodePath) 
 
 def _enum_issue(value: Any, options: list[Any], path: NodePath) -> SchemaIssue:
     words = [str(o) for o in options]
-    guess = _did_you_mean(value, words) if isinstance(value, str) else ""
+    guess = did_you_mean(value, words) if isinstance(value, str) else ""
     if path[-1:] == ("type",):
-        lead = f"unknown evaluator type {_show(value)} in {subject(path[:-1])}"
+        lead = f"unknown evaluator type {show(value)} in {subject(path[:-1])}"
         message = f"{lead}{guess}; valid types: {', '.join(words)}"
         return SchemaIssue(path, "unknown-evaluator", message)
-    message = f"{subject(path)} must be one of: {', '.join(words)}; got {_show(value)}"
+    message = f"{subject(path)} must be one of: {', '.join(words)}; got {show(value)}"
     if isinstance(value, str):
         from .hints import operator_for, upstream_action_type
 
@@ -338,38 +336,6 @@ def _colon_hint(value: Any, types: list[str]) -> str:
 
     text = quote(f"{key}: {item}")
     return f"; a ': ' inside text starts a mapping in YAML: quote the whole text, {text}"
-
-
-def _did_you_mean(word: str, options: list[str]) -> str:
-    import difflib  # only when there is something to suggest
-
-    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def _dotted(path: NodePath) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out
-
-
-def subject(path: NodePath) -> str:
-    """How a message names the node at `path`: "'timeout' of state 'fix'"."""
-    if len(path) >= 2 and path[0] == "states":
-        if len(path) == 2:
-            return f"state '{path[1]}'"
-        return f"'{_dotted(path[2:])}' of state '{path[1]}'"
-    return f"'{_dotted(path)}'" if path else "the loop file"
-
-
-def where(path: NodePath) -> str:
-    """Where a key stands: 'at the top level', "in state 'fix'", "in 'retry' of state 'fix'"."""
-    if not path:
-        return "at the top level"
-    if len(path) == 2 and path[0] == "states":
-        return f"in state '{path[1]}'"
-    return f"in {subject(path)}"
 
 
 def _is_type(value: Any, name: str) -> bool:
@@ -401,37 +367,6 @@ def _equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
     return bool(type(a) is type(b) or (_is_type(a, "number") and _is_type(b, "number"))) and a == b
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "empty"
-    if isinstance(value, bool | int | float | str):
-        kind = {bool: "true/false", str: "text"}.get(type(value), "a number")
-        return f"{kind} ({_show(value)})"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return f"a {type(value).__name__} value"
-
-
-def _show(value: Any) -> str:
-    """A value as the author would write it in YAML, shortened."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    if isinstance(value, str):
-        text = value if len(value) <= 40 else value[:37] + "..."
-        return "'" + text.replace("\n", "\\n") + "'"
-    return str(value)
-
-
-def _or_words(words: list[str]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
 @cache

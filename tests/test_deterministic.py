@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from little_loops.errors import UndefinedVariable
 from little_loops.evaluators import EvalInput, evaluate, possible_verdicts
-from little_loops.evaluators.deterministic import OPERATORS, _regex, parse_json_path
+from little_loops.evaluators.deterministic import OPERATORS, _regex
+from little_loops.evaluators.jsonpath import parse_json_path
 from little_loops.interpolate import render
 from little_loops.model import Evaluate, Verdict
 

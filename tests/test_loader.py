@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from little_loops.builder import guess_action_type
 from little_loops.errors import LoadError
-from little_loops.loader import guess_action_type, load, parse, try_load
+from little_loops.loader import load, parse, try_load
 from little_loops.model import Evaluate, Loop, Pos, Route
 
 LOOP = """\
@@ -260,7 +261,7 @@ def test_recursive_and_explosive_aliases_are_refused(tmp_path: Path) -> None:
 
 
 def test_comments_after_plain_values_are_recorded_with_their_text() -> None:
-    from little_loops.loader import _compose
+    from little_loops.composer import compose as _compose
 
     text = (
         "a: echo x  # note\n"

@@ -11,8 +11,9 @@ import jsonschema
 import pytest
 import yaml
 
-from little_loops.loader import _compose, load, try_load
-from little_loops.paradigms import compile_file, to_yaml
+from little_loops.composer import compose as _compose
+from little_loops.loader import compile_file, load, try_load
+from little_loops.paradigms import to_yaml
 from little_loops.runner import Runner, RunOptions, RunResult
 from little_loops.schema import schema_issues, schema_text
 

@@ -54,7 +54,7 @@ def test_evaluator_types_match_the_registry() -> None:
 
 
 def test_state_keys_match_the_state_model() -> None:
-    from little_loops.loader import SHORTHANDS
+    from little_loops.builder import SHORTHANDS
 
     in_model = (fields(State) - {"name", "pos", "routes"}) | {"route", *SHORTHANDS}
     assert set(DEFS["state"]["properties"]) == in_model
@@ -187,7 +187,7 @@ def test_interpreter_agrees_with_jsonschema(doc: Any) -> None:
 
 
 def test_interpreter_agrees_on_every_shipped_loop_and_reference_snippet() -> None:
-    from little_loops.loader import _compose  # keys as text: `on:` stays `on`
+    from little_loops.composer import compose as _compose  # keys as text: `on:` stays `on`
 
     texts = [p.read_text() for p in (REPO / "loops").glob("*.yaml")]
     texts += full_snippets((REPO / "docs" / "loop-reference.md").read_text())

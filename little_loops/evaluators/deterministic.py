@@ -8,51 +8,14 @@ import operator
 import re
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..model import Evaluate, Scalar, Verdict
-from . import EvalInput, evaluate
+from .configs import Convergence, ExitCode, Of, OutputContains, OutputJson, OutputNumeric, config_of
+from .contract import EvalInput
+from .jsonpath import MAX_JSON_DEPTH, MISSING, parse_json_path, too_deep, walk
 
 OPERATORS: tuple[str, ...] = ("eq", "ne", "lt", "le", "gt", "ge")
-
-_PATH_TOKEN = re.compile(
-    r"""\.(?P<key>[A-Za-z_][A-Za-z0-9_-]*)      # .name
-      | \[(?P<index>-?\d+)\]                    # [0] or [-1]
-      | \["(?P<quoted>(?:[^"\\]|\\.)*)"\]       # ["any key"]
-    """,
-    re.VERBOSE,
-)
-
-
-def parse_json_path(path: str) -> tuple[str | int, ...]:
-    """`.a.b[0].c` -> ("a", "b", 0, "c"); `.` is the whole document.
-
-    Raises ValueError with a message that says what is wrong and how to write it.
-    """
-    if path in (".", ""):
-        if path == "":
-            raise ValueError("empty JSON path; write '.' for the whole document or '.key[0]'")
-        return ()
-    if not path.startswith((".", "[")):
-        raise ValueError(f"JSON path '{path}' must start with '.' or '[' (for example '.{path}')")
-    out: list[str | int] = []
-    pos = 0
-    while pos < len(path):
-        m = _PATH_TOKEN.match(path, pos)
-        if m is None:
-            raise ValueError(
-                f"JSON path '{path}' is malformed at character {pos + 1} ('{path[pos:]}'); "
-                "write keys as '.name' or '[\"any key\"]' and indexes as '[0]'"
-            )
-        if m.group("key") is not None:
-            out.append(m.group("key"))
-        elif m.group("index") is not None:
-            out.append(int(m.group("index")))
-        else:
-            out.append(re.sub(r"\\(.)", r"\1", m.group("quoted")))
-        pos = m.end()
-    return tuple(out)
-
 
 # --------------------------------------------------------------------------- helpers
 
@@ -95,12 +58,14 @@ def _parse_number(text: str) -> int | float | None:
     return value if math.isfinite(value) else None
 
 
-def _subject(spec: Evaluate, inp: EvalInput) -> str:
+def _subject(
+    spec: OutputContains | OutputNumeric | OutputJson | Convergence, inp: EvalInput
+) -> str:
     """The evaluated text: `source` interpolated, or the action's stdout."""
     return inp.text if spec.source is None else inp.resolve(spec.source)
 
 
-def _target(spec: Evaluate, inp: EvalInput) -> Scalar | None:
+def _target(spec: OutputNumeric | OutputJson | Convergence, inp: EvalInput) -> Scalar | None:
     target = spec.target
     if isinstance(target, str) and "$" in target:
         return inp.resolve(target)
@@ -122,7 +87,7 @@ def _error(reason: str, **details: Any) -> Verdict:
 # --------------------------------------------------------------------------- evaluators
 
 
-def exit_code(spec: Evaluate, inp: EvalInput) -> Verdict:
+def exit_code(spec: ExitCode, inp: EvalInput) -> Verdict:
     """0 is `success`, 1 is `failure`, any other code (or none at all) is `error`."""
     code = inp.exit_code
     if code is None:
@@ -134,7 +99,7 @@ def exit_code(spec: Evaluate, inp: EvalInput) -> Verdict:
     return _error(f"exit code {code} is neither 0 nor 1", exit_code=code)
 
 
-def output_contains(spec: Evaluate, inp: EvalInput) -> Verdict:
+def output_contains(spec: OutputContains, inp: EvalInput) -> Verdict:
     """`success` when `pattern` is found in the text (multiline regex, or plain with `literal`).
 
     `negate` swaps the verdicts. This type has no `error` verdict: a missing or invalid
@@ -160,7 +125,7 @@ def output_contains(spec: Evaluate, inp: EvalInput) -> Verdict:
     return Verdict("success" if passed else "failure", details)
 
 
-def output_numeric(spec: Evaluate, inp: EvalInput) -> Verdict:
+def output_numeric(spec: OutputNumeric, inp: EvalInput) -> Verdict:
     """The whole text (stripped) read as a number and compared with `target` by `operator`."""
     text = _subject(spec, inp)
     op = spec.operator or "eq"
@@ -180,25 +145,6 @@ def output_numeric(spec: Evaluate, inp: EvalInput) -> Verdict:
         return _error(f"the target {target!r} is not a number", value=value, **details)
     passed = _COMPARE[op](value, goal)
     return Verdict("success" if passed else "failure", {"value": value, **details, "target": goal})
-
-
-_MISSING = object()
-
-
-def _walk(doc: Any, path: tuple[str | int, ...]) -> tuple[Any, str]:
-    """The value at `path`, or `_MISSING` and the part of the path that was found."""
-    node = doc
-    seen = ""
-    for key in path:
-        if isinstance(key, int) and isinstance(node, list) and -len(node) <= key < len(node):
-            node = node[key]
-            seen += f"[{key}]"
-        elif isinstance(key, str) and isinstance(node, dict) and key in node:
-            node = node[key]
-            seen += f".{key}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", key) else f"[{key!r}]"
-        else:
-            return _MISSING, seen or "."
-    return node, seen or "."
 
 
 def _json_type(value: Any) -> str:
@@ -227,39 +173,20 @@ def _coerce_like(value: Any, target: Scalar | None) -> Any:
             return "true" if target else "false"
         return None if target is None else str(target)
     if kind == "null":
-        return None if target is None or str(target).strip() in ("null", "") else _MISSING
+        return None if target is None or str(target).strip() in ("null", "") else MISSING
     if isinstance(target, str):  # arrays and objects compare with a target written as JSON
         try:
             return json.loads(target)
         except ValueError:
-            return _MISSING
-    return _MISSING
+            return MISSING
+    return MISSING
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"'{name}' is not a JSON number")
 
 
-# Deeper documents are refused: they would overflow Python's stack when compared or written
-# into an event, and no tool's real output nests so far.
-MAX_JSON_DEPTH = 200
-
-
-def _too_deep(doc: Any) -> bool:
-    level: list[Any] = [doc]
-    for _ in range(MAX_JSON_DEPTH):
-        level = [
-            child
-            for item in level
-            if isinstance(item, dict | list)
-            for child in (item.values() if isinstance(item, dict) else item)
-        ]
-        if not level:
-            return False
-    return any(isinstance(item, dict | list) and item for item in level)
-
-
-def output_json(spec: Evaluate, inp: EvalInput) -> Verdict:
+def output_json(spec: OutputJson, inp: EvalInput) -> Verdict:
     """Parse the text as JSON, take the value at `path`, compare it with `target`.
 
     `eq`/`ne` work on every JSON type; the target is read as the value's type first (the
@@ -275,8 +202,8 @@ def output_json(spec: Evaluate, inp: EvalInput) -> Verdict:
     except ValueError as exc:
         return _error(f"the output is not valid JSON: {exc}", path=path, text=_snippet(text))
     except RecursionError:
-        doc = _MISSING
-    if doc is _MISSING or _too_deep(doc):
+        doc = MISSING
+    if doc is MISSING or too_deep(doc):
         return _error(
             f"the output's JSON is nested more than {MAX_JSON_DEPTH} levels deep",
             path=path,
@@ -286,8 +213,8 @@ def output_json(spec: Evaluate, inp: EvalInput) -> Verdict:
         keys = parse_json_path(path)
     except ValueError as exc:
         return _error(str(exc), path=path)
-    value, found = _walk(doc, keys)
-    if value is _MISSING:
+    value, found = walk(doc, keys)
+    if value is MISSING:
         return _error(f"JSON path '{path}' is missing (found only '{found}')", path=path)
     target = _target(spec, inp)
     if spec.operator is None and target is None:
@@ -299,7 +226,7 @@ def output_json(spec: Evaluate, inp: EvalInput) -> Verdict:
     kind = _json_type(value)
     if op in ("eq", "ne"):
         goal = _coerce_like(value, target)
-        equal = goal is not _MISSING and value == goal
+        equal = goal is not MISSING and value == goal
         passed = equal if op == "eq" else not equal
         return Verdict("success" if passed else "failure", details)
     if kind != "number":
@@ -311,7 +238,7 @@ def output_json(spec: Evaluate, inp: EvalInput) -> Verdict:
     return Verdict("success" if passed else "failure", {**details, "target": number})
 
 
-def convergence(spec: Evaluate, inp: EvalInput) -> Verdict:
+def convergence(spec: Convergence, inp: EvalInput) -> Verdict:
     """Is a measured number at `target`, moving toward it, or stuck?
 
     `target`: within `tolerance` of the target, or past it in `direction` (below it when
@@ -350,27 +277,63 @@ def convergence(spec: Evaluate, inp: EvalInput) -> Verdict:
     return Verdict("progress" if moved > tolerance else "stall", details)
 
 
-def _combine(spec: Evaluate, inp: EvalInput, *, need_all: bool) -> Verdict:
-    results = [(sub, evaluate(sub, inp)) for sub in spec.of]
-    parts = [{"type": sub.type, **result.to_dict()} for sub, result in results]
-    verdicts = [result.verdict for _, result in results]
-    passed = sum(v in _PASSING for v in verdicts)
-    details = {"of": parts, "passed": passed, "total": len(verdicts)}
-    if any(v in _ERRORS for v in verdicts):
-        return Verdict("error", {**details, "error": "a sub-evaluator gave error"})
-    ok = passed == len(verdicts) if need_all else passed > 0
-    return Verdict("success" if ok else "failure", details)
+# --------------------------------------------------------------------------- as registered
+
+_C = TypeVar("_C", bound=tuple[Any, ...])
 
 
-def all_of(spec: Evaluate, inp: EvalInput) -> Verdict:
-    """`success` when every evaluator of `of` passes; `error` when any gives `error`.
+class Pure(Generic[_C]):
+    """A deterministic evaluator: a fixed set of verdicts and a pure function of its config."""
 
-    Passing means `success` (or `target` for convergence); `_uncertain` verdicts do not pass.
-    Every sub-evaluator runs, so an error anywhere is never hidden by an earlier failure.
-    """
-    return _combine(spec, inp, need_all=True)
+    def __init__(
+        self, config: type[_C], gives: frozenset[str], run: Callable[[_C, EvalInput], Verdict]
+    ) -> None:
+        self.config, self.gives, self.run = config, gives, run
+
+    def verdicts(self, spec: Evaluate) -> frozenset[str]:
+        return self.gives
+
+    def evaluate(self, spec: Evaluate, inp: EvalInput) -> Verdict:
+        return self.run(config_of(self.config, spec), inp)
 
 
-def any_of(spec: Evaluate, inp: EvalInput) -> Verdict:
-    """`success` when at least one evaluator of `of` passes; `error` when any gives `error`."""
-    return _combine(spec, inp, need_all=False)
+class Combine:
+    """`all` (`need_all`) and `any`: every evaluator of `of` runs (through `dispatch`, the
+    registry's, handed in so this module never imports it), so an error anywhere is never
+    hidden by an earlier failure. Passing means `success` (or `target` for convergence);
+    `_uncertain` verdicts do not pass; any `error` gives `error`."""
+
+    config = Of
+
+    def __init__(
+        self, *, need_all: bool, dispatch: Callable[[Evaluate, EvalInput], Verdict]
+    ) -> None:
+        self.need_all, self.dispatch = need_all, dispatch
+
+    def verdicts(self, spec: Evaluate) -> frozenset[str]:
+        return frozenset({"success", "failure", "error"})
+
+    def evaluate(self, spec: Evaluate, inp: EvalInput) -> Verdict:
+        results = [(sub, self.dispatch(sub, inp)) for sub in config_of(Of, spec).of]
+        parts = [{"type": sub.type, **result.to_dict()} for sub, result in results]
+        verdicts = [result.verdict for _, result in results]
+        passed = sum(v in _PASSING for v in verdicts)
+        details = {"of": parts, "passed": passed, "total": len(verdicts)}
+        if any(v in _ERRORS for v in verdicts):
+            return Verdict("error", {**details, "error": "a sub-evaluator gave error"})
+        ok = passed == len(verdicts) if self.need_all else passed > 0
+        return Verdict("success" if ok else "failure", details)
+
+
+def pure_evaluators() -> dict[str, Pure[Any]]:
+    """The deterministic types, for the registry's table."""
+    with_error = frozenset({"success", "failure", "error"})
+    return {
+        "exit_code": Pure(ExitCode, with_error, exit_code),
+        "output_contains": Pure(OutputContains, frozenset({"success", "failure"}), output_contains),
+        "output_numeric": Pure(OutputNumeric, with_error, output_numeric),
+        "output_json": Pure(OutputJson, with_error, output_json),
+        "convergence": Pure(
+            Convergence, frozenset({"target", "progress", "stall", "error"}), convergence
+        ),
+    }

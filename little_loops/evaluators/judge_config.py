@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..model import ERROR_VERDICTS, UNCERTAIN_SUFFIX
-from ..schema import NodePath, _did_you_mean, subject
+from ..wording import NodePath, subject
+from ..wording import did_you_mean as _did_you_mean
 
 # (where in the loop file, diagnostic code, message)
 Finding = tuple[NodePath, str, str]

@@ -23,9 +23,10 @@ from ..model import (
     LlmDefaults,
     Verdict,
 )
-from . import EvalInput, judge_verdicts
 from .answer import Call, error, interpret
 from .cache import Cassette, VerdictCache, key_of, thaw
+from .configs import judge_verdicts
+from .contract import EvalInput
 from .judge_input import (
     JSON_INSTRUCTION,
     SYSTEM_PROMPT,

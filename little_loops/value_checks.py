@@ -1,0 +1,215 @@
+"""Checks of what a state says inside its values: evaluator settings (regexes, operators, JSON
+paths, the judge's model and schema) and every `${...}` placeholder in actions and templates."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from .errors import Diagnostic, Severity
+from .evaluators.deterministic import OPERATORS
+from .evaluators.jsonpath import parse_json_path
+from .interpolate import Placeholder, PlaceholderError, scan
+from .model import PASS_FAIL_SCHEMA, Evaluate, Loop, Pos
+from .schema import Locate
+from .wording import NodePath, did_you_mean, subject
+
+# The fields each namespace offers (SPEC sections 3 and 7); `env` and `context` take any name.
+FIELDS: Mapping[str, tuple[str, ...]] = {
+    "captured": (
+        "output",
+        "stderr",
+        "exit_code",
+        "duration_ms",
+        "verdict",
+        "confidence",
+        "reason",
+    ),
+    "prev": ("output", "stderr", "exit_code", "duration_ms", "state", "verdict"),
+    "state": ("name", "iteration", "attempt"),
+    "loop": ("name", "run_id", "run_dir", "dir", "started_at", "elapsed_ms", "elapsed"),
+}
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What every check needs: the loop, its file name, and where each node is."""
+
+    loop: Loop
+    file: str
+    locate: Locate
+
+    def diag(self, pos: Pos, severity: Severity, code: str, message: str) -> Diagnostic:
+        return Diagnostic(self.file, pos.line, pos.col, severity, code, message)
+
+
+def suggest(word: str, options: Iterable[str]) -> str:
+    """A " (did you mean 'X'?)" for the closest of `options`, or nothing."""
+    return did_you_mean(word, list(options))
+
+
+def check_evaluator(
+    ctx: Ctx, spec: Evaluate, at: NodePath, captures: set[str]
+) -> Iterator[Diagnostic]:
+    what = subject(at)
+    if spec.type == "output_contains" and spec.pattern is not None and not spec.literal:
+        try:
+            re.compile(spec.pattern)
+        except re.error as exc:
+            yield ctx.diag(
+                ctx.locate((*at, "pattern")),
+                "error",
+                "invalid-regex",
+                f"{subject((*at, 'pattern'))} is not a valid regular expression: {exc.msg} at "
+                f"position {exc.pos}; add 'literal: true' to match it as plain text",
+            )
+    if (
+        spec.type in ("output_numeric", "output_json")
+        and spec.operator is not None
+        and spec.operator not in OPERATORS
+    ):
+        yield ctx.diag(
+            ctx.locate((*at, "operator")),
+            "error",
+            "unknown-operator",
+            f"unknown operator '{spec.operator}' in {what}"
+            f"{_suggest_operator(spec.operator)}; use one of: {', '.join(OPERATORS)}",
+        )
+    if spec.type == "output_json" and spec.path is not None:
+        try:
+            parse_json_path(spec.path)
+        except ValueError as exc:
+            at_path = (*at, "path")
+            message = f"{exc} (in {subject(at_path)})"
+            yield ctx.diag(ctx.locate(at_path), "error", "bad-json-path", message)
+    if spec.type == "llm_structured":
+        yield from _check_judge(ctx, spec, at)
+    for key in ("prompt", "source", "previous"):
+        text = getattr(spec, key)
+        if isinstance(text, str):
+            yield from check_template(ctx, text, (*at, key), captures)
+    if isinstance(spec.target, str):
+        yield from check_template(ctx, spec.target, (*at, "target"), captures)
+    for i, inner in enumerate(spec.of):
+        yield from check_evaluator(ctx, inner, (*at, "of", i), captures)
+
+
+def _check_judge(ctx: Ctx, spec: Evaluate, at: NodePath) -> Iterator[Diagnostic]:
+    from .evaluators import judge_config
+
+    found: list[judge_config.Finding] = []
+    if spec.model is not None:
+        found += judge_config.model_findings(spec.model, (*at, "model"))
+    if spec.schema is not None and spec.schema is not PASS_FAIL_SCHEMA:  # not the built-in one
+        model = spec.model or ctx.loop.llm.model
+        strict = not found and judge_config.uses_strict_schema(model)
+        found += judge_config.schema_findings(spec.schema, (*at, "schema"), strict=strict)
+    for where, code, message in found:
+        yield ctx.diag(ctx.locate(where), "error", code, message)
+
+
+def check_template(ctx: Ctx, text: str, at: NodePath, captures: set[str]) -> Iterator[Diagnostic]:
+    what = subject(at)
+    pos = ctx.locate(at)
+    for part in scan(text):
+        if isinstance(part, PlaceholderError):
+            message = _placeholder_hint(text, part) or part.message
+            yield ctx.diag(pos, "error", "bad-placeholder", f"{message} (in {what})")
+        elif isinstance(part, Placeholder):
+            problem = _placeholder_problem(ctx, part, captures)
+            if problem is not None:
+                code, message = problem
+                yield ctx.diag(pos, "error", code, f"'${{{part.name}}}' in {what}: {message}")
+
+
+def _placeholder_hint(text: str, part: PlaceholderError) -> str | None:
+    """A message that says how to write what the author meant (`$${HOME}`, `|q`), if known."""
+    close = text.find("}", part.start + 2)
+    if close < 0:
+        return None
+    from .hints import placeholder_message
+
+    return placeholder_message(text[part.start + 2 : close].strip())
+
+
+def _suggest_operator(word: str) -> str:
+    from .hints import operator_for
+
+    meant = operator_for(word)
+    return f" (did you mean '{meant}'?)" if meant in OPERATORS else suggest(word, OPERATORS)
+
+
+def _placeholder_problem(ctx: Ctx, part: Placeholder, captures: set[str]) -> tuple[str, str] | None:
+    ns, path = part.namespace, part.path
+    if ns == "context":
+        if path[0] not in ctx.loop.context:
+            keys = ctx.loop.context
+            if path == ("run_dir",):  # upstream little-loops' scratch folder
+                return (
+                    "unknown-context",
+                    "there is no context key 'run_dir'; the run's own folder is "
+                    "'${loop.run_dir}' here",
+                )
+            return (
+                "unknown-context",
+                f"there is no context key '{path[0]}'{suggest(path[0], keys)}; "
+                "define it under 'context:'",
+            )
+        return None
+    if ns == "captured":
+        if path[0] not in captures:
+            return (
+                "unknown-capture",
+                f"no state has 'capture: {path[0]}'{suggest(path[0], captures)}",
+            )
+        fields = FIELDS["captured"]
+        if len(path) != 2 or path[1] not in fields:
+            got = f"'{'.'.join(path[1:])}'" if len(path) > 1 else "nothing"
+            return (
+                "unknown-field",
+                f"name one of {', '.join(fields)} after the capture name, not {got}",
+            )
+        return None
+    offered = FIELDS.get(ns)
+    if offered is not None and (len(path) != 1 or path[0] not in offered):
+        return (
+            "unknown-field",
+            f"'{ns}' has no '{'.'.join(path)}'{suggest(path[0], offered)}; "
+            f"it offers: {', '.join(offered)}",
+        )
+    return None
+
+
+# Set once the state's evaluator has given its verdict, so that evaluator cannot read them.
+_AFTER_EVALUATION = ("verdict", "confidence", "reason")
+
+
+def check_own_capture(
+    ctx: Ctx, spec: Evaluate, at: NodePath, capture: str | None
+) -> Iterator[Diagnostic]:
+    if capture is None:
+        return
+    for key in ("prompt", "source", "previous", "target"):
+        text = getattr(spec, key)
+        if not isinstance(text, str):
+            continue
+        for part in scan(text):
+            if (
+                isinstance(part, Placeholder)
+                and part.namespace == "captured"
+                and len(part.path) == 2
+                and part.path[0] == capture
+                and part.path[1] in _AFTER_EVALUATION
+            ):
+                yield ctx.diag(
+                    ctx.locate((*at, key)),
+                    "error",
+                    "own-capture-verdict",
+                    f"'${{{part.name}}}' in {subject((*at, key))}: this state's "
+                    f"'{part.path[1]}' is only known after its evaluator has run; read its "
+                    "output, stderr, exit_code or duration_ms here, or the verdict in a "
+                    "later state",
+                )
+    for i, inner in enumerate(spec.of):
+        yield from check_own_capture(ctx, inner, (*at, "of", i), capture)
