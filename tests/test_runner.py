@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from little_loops import outputs
 from little_loops.events import read_events
 from little_loops.loader import load
 from little_loops.runner import Runner, RunOptions, RunResult
@@ -77,7 +78,9 @@ def test_success_path_events_and_state(tmp_path: Path) -> None:
     state = json.loads((result.run_dir / "state.json").read_text())
     assert state["version"] == 1
     assert state["status"] == "finished"
-    assert state["captured"]["greeting"]["output"] == "hello"
+    assert len(state["captured"]["greeting"]) == 1  # a reference into outputs.jsonl
+    kept = outputs.resolve(result.run_dir, state)
+    assert kept["captured"]["greeting"]["output"] == "hello"
     assert state["step"] == 3
     logs = sorted(p.name for p in (result.run_dir / "steps").iterdir())
     assert logs == ["0001-first.log"]  # the silent second step leaves no empty log
