@@ -1,6 +1,7 @@
 """Per-step overhead of the runner: a 1,000-step loop of `true` against 1,000 bare subprocesses.
 
 Run: python bench/runner.py [--steps 1000] [--repeat 7] [--dir DIR] [--fsync] [--write-docs]
+                            [--capture-steps 50]
 
 The floor is `subprocess.run("true", shell=True)` N times. The runner runs a loop whose one
 state runs `true` and routes back to itself until `max_iterations` (N) ends it, writing its
@@ -10,11 +11,17 @@ alternate in this process; the figure is the median of the paired differences, p
 It also times, in the same folder, what durable state costs on its own: N replacements of a
 state.json of the same size (write a temp file, rename it over the old one). On this machine
 that cost belongs to the file system far more than to the runner, so it is printed apart.
+
+The capture scenario runs two states that each print SIZE bytes and `capture` them, against the
+same command run bare with its output read (`subprocess.run(..., capture_output=True)`), for
+SIZE 0, 64 KiB, 1 MiB and 4 MiB: a step's cost must follow its own output, not what earlier
+steps captured.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -48,6 +55,103 @@ states:
   done:
     terminal: true
 """
+
+
+CAPTURE_TARGET_MS = 3.0
+CAPTURE_SIZES = (0, 64 << 10, 1 << 20, 4 << 20)
+CAPTURE_LOOP = """\
+name: bench-captures
+initial: a
+max_iterations: {steps}
+on_error: done
+states:
+  a:
+    action: {command}
+    capture: a
+    on_success: b
+    on_failure: done
+  b:
+    action: {command}
+    capture: b
+    on_success: a
+    on_failure: done
+  done:
+    terminal: true
+"""
+
+
+def printing(size: int) -> str:
+    """A command that prints `size` bytes (no output at all for 0)."""
+    return f"head -c {size} /dev/zero | tr '\\0' x" if size else "true"
+
+
+def capture_floor(steps: int, command: str) -> float:
+    started = time.perf_counter()
+    for _ in range(steps):
+        subprocess.run(command, shell=True, check=False, capture_output=True)
+    return time.perf_counter() - started
+
+
+def capture_runner(steps: int, base: Path, size: int) -> tuple[float, int]:
+    """Seconds for the two-state capture loop, and the size of its final state.json."""
+    path = base / "captures.yaml"
+    path.write_text(CAPTURE_LOOP.format(steps=steps, command=json.dumps(printing(size))))
+    loop = load(path)
+    started = time.perf_counter()
+    result = Runner(loop, RunOptions(base_dir=base)).run()
+    elapsed = time.perf_counter() - started
+    assert result.outcome == "max_iterations", result
+    assert result.steps == steps, result
+    return elapsed, (result.run_dir / "state.json").stat().st_size
+
+
+def measure_captures(steps: int, repeat: int, where: Path) -> list[dict[str, float]]:
+    rows = []
+    for size in CAPTURE_SIZES:
+        floors, diffs, states = [], [], []
+        for _ in range(repeat):
+            f = capture_floor(steps, printing(size))
+            base = Path(tempfile.mkdtemp(dir=where, prefix=".bench-captures-"))
+            try:
+                r, state_size = capture_runner(steps, base, size)
+            finally:
+                shutil.rmtree(base)
+            floors.append(f)
+            diffs.append(r - f)
+            states.append(state_size)
+        per = 1000 / steps
+        rows.append(
+            {
+                "size": size,
+                "floor": statistics.median(floors) * per,
+                "overhead": statistics.median(diffs) * per,
+                "state": max(states),
+            }
+        )
+    return rows
+
+
+def capture_report(rows: list[dict[str, float]], steps: int, repeat: int) -> str:
+    lines = [
+        f"`python bench/runner.py --capture-steps {steps} --repeat {repeat} --write-docs`: two "
+        f"states alternating for {steps} steps, each printing SIZE bytes and capturing them, "
+        "against the same command run bare with its output read; median of the paired "
+        "differences, in the working directory (disk).",
+        "",
+        "| capture per state | bare command, per step | overhead over it | target | "
+        "largest state.json |",
+        "|---|---|---|---|---|",
+    ]
+    for m in rows:
+        size = int(m["size"])
+        label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+        ok = "ok" if m["overhead"] <= CAPTURE_TARGET_MS and m["state"] < 64 << 10 else "MISSED"
+        lines.append(
+            f"| {label} | {m['floor']:.3f} ms | {m['overhead']:.3f} ms | "
+            f"<= {CAPTURE_TARGET_MS:g} ms and state.json < 64 KiB: {ok} | "
+            f"{int(m['state']):,} bytes |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def floor(steps: int) -> float:
@@ -191,6 +295,9 @@ def main() -> None:
         help="where the runs' files go; repeat to compare (default: this folder, and /dev/shm "
         "when it exists)",
     )
+    parser.add_argument(
+        "--capture-steps", type=int, default=50, help="steps of the capture scenario (0: skip)"
+    )
     parser.add_argument("--write-docs", action="store_true", help="update docs/performance.md")
     args = parser.parse_args()
     dirs = args.dir or ["."] + (["/dev/shm"] if Path("/dev/shm").is_dir() else [])
@@ -202,6 +309,9 @@ def main() -> None:
         label = "/dev/shm (tmpfs)" if fs == "tmpfs" else "the working directory (disk)"
         rows.append((label, measure(args.steps, args.repeat, path, args.fsync)))
     body = report(rows, args.steps, args.repeat)
+    if args.capture_steps:
+        captures = measure_captures(args.capture_steps, args.repeat, Path(dirs[0]).resolve())
+        body += "\n" + capture_report(captures, args.capture_steps, args.repeat)
     print(body)
     if args.write_docs:
         write_section("Runner", f"{body.strip()}\n\n{NOTES.strip()}")

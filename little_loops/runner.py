@@ -301,7 +301,8 @@ class Runner:
         p.attempt = 0
         p.path.append(state.name)
         details = result.verdict.details
-        record = {**output_record(state, result.action), "verdict": result.verdict.verdict}
+        fields = result.record or output_record(state, result.action)
+        record = {**fields, "verdict": result.verdict.verdict}
         p.prev = record
         kept = {**record, "confidence": details.get("confidence"), "reason": details.get("reason")}
         if state.capture:

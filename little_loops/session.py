@@ -120,7 +120,7 @@ class RunSession:
     def load_outputs(self, progress: Progress) -> None:
         """Fill a resumed run's `captured` and `prev` from what its state.json points to.
 
-        Records an older ll wrote inline are moved into outputs.jsonl, so from here on
+        Records an older ll wrote inline are moved into outputs.dat, so from here on
         state.json holds references only. Values stay sealed; the runner unseals them.
         """
         for name, value in list(progress.captured.items()):

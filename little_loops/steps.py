@@ -77,6 +77,7 @@ class StepResult:
     verdict: Verdict
     action: actions.ActionResult | None
     reason: str | None = None  # one line, for a verdict other than success
+    record: dict[str, Any] | None = None  # the output fields of `prev` and `captured`
 
 
 class Finish(Exception):
@@ -155,6 +156,7 @@ class StepPipeline:
     def _attempt(self, step: int, state: State, attempt: int) -> StepResult:
         action = None
         shown: str | None = None
+        record = None
         if state.action is not None:
             shell = state.action_type == "shell"
             command = self._render(state.action, step, state, attempt, shell=shell, command=True)
@@ -165,22 +167,26 @@ class StepPipeline:
             self.spend(action.cost_usd)
             if self.ends_run(state):
                 self._show_terminal_output(action)
+            record = output_record(state, action)
             if state.capture:  # its own evaluator may read the output fields
-                self.progress.captured[state.capture] = output_record(state, action)
+                self.progress.captured[state.capture] = record
             if action.timed_out:
                 self.check_deadline(state.name)
                 verdict = Verdict("timeout", {"timeout_s": self._action_timeout(state)})
-                return self._evaluated(step, state, verdict, action, "timeout", shown)
+                return self._evaluated(step, state, verdict, action, "timeout", shown, record)
             if action.error is not None:
                 verdict = Verdict("error", {"error": action.error, **dict(action.details)})
-                return self._evaluated(step, state, verdict, action, "action", shown)
+                return self._evaluated(step, state, verdict, action, "action", shown, record)
         elif state.terminal:
             return StepResult(Verdict("success"), None)  # nothing ran, so nothing failed
-        elif state.capture:
-            self.progress.captured[state.capture] = output_record(state, None)
+        else:
+            record = output_record(state, None)
+            if state.capture:
+                self.progress.captured[state.capture] = record
         spec = state.evaluate
         if spec is None:
-            return self._evaluated(step, state, Verdict("success"), action, "none", shown)
+            verdict = Verdict("success")
+            return self._evaluated(step, state, verdict, action, "none", shown, record)
         judged = _uses_judge(spec)
         # The judge (a remote model, a cache file) never sees a secret value.
         mask = self.redactor.text if judged and self.redactor else _same
@@ -207,7 +213,7 @@ class StepPipeline:
                 verdict = evaluate(spec, inp)
         else:
             verdict = evaluate(spec, inp)
-        result = self._evaluated(step, state, verdict, action, spec.type, shown)
+        result = self._evaluated(step, state, verdict, action, spec.type, shown, record)
         if judged:
             self.check_deadline(state.name)  # the judge gave up at the loop's deadline
         return result
@@ -219,7 +225,8 @@ class StepPipeline:
         verdict: Verdict,
         action: actions.ActionResult | None,
         kind: str,
-        command: str | None = None,
+        command: str | None,
+        record: dict[str, Any] | None,
     ) -> StepResult:
         # The judge's answers were counted as they came; only the rest is added here.
         self.spend(_cost(verdict.details.get("cost_usd")) - self._judge_spent)
@@ -249,7 +256,7 @@ class StepPipeline:
             details=dict(verdict.details),
             **why,
         )
-        return StepResult(verdict, action, why.get("reason"))
+        return StepResult(verdict, action, why.get("reason"), record)
 
     def _act(
         self, step: int, state: State, attempt: int, command: str, shown: str

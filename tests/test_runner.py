@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from little_loops import outputs
+from little_loops.errors import RunError
 from little_loops.events import read_events
 from little_loops.loader import load
 from little_loops.runner import Runner, RunOptions, RunResult
@@ -78,7 +79,7 @@ def test_success_path_events_and_state(tmp_path: Path) -> None:
     state = json.loads((result.run_dir / "state.json").read_text())
     assert state["version"] == 1
     assert state["status"] == "finished"
-    assert len(state["captured"]["greeting"]) == 1  # a reference into outputs.jsonl
+    assert len(state["captured"]["greeting"]) == 1  # a reference into outputs.dat
     kept = outputs.resolve(result.run_dir, state)
     assert kept["captured"]["greeting"]["output"] == "hello"
     assert state["step"] == 3
@@ -406,3 +407,15 @@ def test_context_may_use_loop_and_env(tmp_path: Path) -> None:
     )
     assert result.outcome == "success", result.error
     assert out.read_text() == f"ctx-{result.run_id} here"
+
+
+def test_a_start_that_fails_after_taking_the_lock_releases_it(tmp_path: Path) -> None:
+    loop = load(
+        write_loop(tmp_path, "name: once\ninitial: done\nstates:\n  done: {terminal: true}\n")
+    )
+    first = Runner(loop, RunOptions(base_dir=tmp_path)).run()
+    # The lock is taken, then the run directory cannot be made: that run id exists.
+    with pytest.raises(RunError, match="already exists"):
+        Runner(loop, RunOptions(base_dir=tmp_path), run_id=first.run_id)
+    again = Runner(loop, RunOptions(base_dir=tmp_path)).run()  # not "already running"
+    assert again.outcome == "success"
