@@ -20,7 +20,7 @@ from .gate import GATE
 from .model import Loop
 from .progress import _CHANGING, _FIXED, Progress, RunOptions
 from .secrets import Redactor, Sealer
-from .store import LoopLock, RunDir, state_head
+from .store import LoopLock, RunDir
 
 # Fields of a step's record that only `captured` shows; `prev` is the record without them.
 _VERDICT_ONLY = ("confidence", "reason")
@@ -60,7 +60,7 @@ class RunSession:
         fixed["context"] = {k: v for k, v in progress.context.items() if k not in loop.secrets}
         if redactor:
             fixed = redactor.obj({**fixed, "context": sealer.seal(fixed["context"])})
-        self._head = state_head(fixed)
+        self._fixed = fixed
         self.lock: LoopLock | None = None
         if not options.allow_concurrent:
             # Before the run directory exists, so a refused start leaves nothing behind.
@@ -147,7 +147,7 @@ class RunSession:
             data["captured"], data["prev"] = self._captured_refs, self._prev_ref
             if self.options.fsync:
                 self.outputs.sync()
-            self.run_dir.write_state(data, fsync=self.options.fsync, head=self._head)
+            self.run_dir.write_state({**self._fixed, **data}, fsync=self.options.fsync)
 
     # -- the end ---------------------------------------------------------------------------
 
