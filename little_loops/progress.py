@@ -49,7 +49,8 @@ class RunOptions:
 
 @dataclass
 class Progress:
-    """The mutable state of a run; serialised whole into state.json after every step."""
+    """The mutable state of a run, written whole into state.json once per step; `captured` and
+    `prev` are written there as references into outputs.dat (see `RunSession.persist`)."""
 
     run_id: str
     loop_file: str
@@ -88,7 +89,7 @@ class Progress:
 
 
 _PERSISTED = tuple(name for name in Progress.__dataclass_fields__ if name != "path")
-# Set when the run starts (or resumes) and never changed by a step: encoded once per run.
+# Set when the run starts (or resumes) and never changed by a step: masked once per run.
 _FIXED = (
     "run_id",
     "loop_file",

@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable, Mapping
 
 from . import router
+from .action_layer import ActionLayer, Processes
 from .errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -26,7 +27,7 @@ from .model import Loop, State
 from .progress import OUTCOME_EXIT, Progress, RunOptions, RunResult
 from .secrets import Redactor, Sealer, secret_sources
 from .session import Clock, RunSession, file_secrets
-from .steps import ActionLayer, Finish, Processes, StepPipeline, StepResult, output_record
+from .steps import Finish, StepPipeline, StepResult, output_record
 from .store import RUNS, RunDir, cannot, new_run_id, process_start
 
 # The names other modules and tests import from here.

@@ -9,67 +9,21 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from . import actions, reasons
-from .errors import LoopError, RunError
+from .action_layer import ActionLayer
 from .evaluators import EvalInput, evaluate
 from .gate import GATE
-from .interpolate import literal_text, render
 from .model import Loop, Retry, State, Verdict, base_verdict
 from .progress import Progress, RunOptions
-from .secrets import MaskedView, RedactingStream
+from .secrets import RedactingStream
 from .session import RunSession
+from .step_scope import StepScope
 from .store import StepLog
-
-
-class ActionLayer(Protocol):
-    """What runs a state's action; `Processes` (real processes) unless a caller swaps it."""
-
-    def run_shell(
-        self,
-        command: str,
-        *,
-        shell: str,
-        cwd: Path,
-        env: Mapping[str, str] | None,
-        timeout: float | None,
-        log_path: str | None,
-        on_output: actions.OutputHook | None,
-        interruptible: actions.Window | None,
-    ) -> actions.ActionResult: ...
-
-    def run_slash(
-        self,
-        prompt: str,
-        *,
-        claude: tuple[str, ...],
-        flags: tuple[str, ...],
-        cwd: Path,
-        env: Mapping[str, str] | None,
-        timeout: float | None,
-        log_path: str | None,
-        on_output: actions.OutputHook | None,
-        interruptible: actions.Window | None,
-    ) -> actions.ActionResult: ...
-
-    def kill_orphans(self) -> None: ...
-
-
-class Processes:
-    """The default action layer: every action a real process, through `actions`."""
-
-    def run_shell(self, command: str, **kwargs: Any) -> actions.ActionResult:
-        return actions.run_shell(command, **kwargs)
-
-    def run_slash(self, prompt: str, **kwargs: Any) -> actions.ActionResult:
-        return actions.run_slash(prompt, **kwargs)
-
-    def kill_orphans(self) -> None:
-        actions.kill_orphans()
 
 
 @dataclass(frozen=True)
@@ -113,7 +67,9 @@ class StepPipeline:
         self.env = env
         # None lets actions inherit our environment without re-encoding it every step.
         self._child_env = options.env
-        self._loop_scope = scope
+        self.templates = StepScope(
+            progress, self.redactor, loop_scope=scope, env=env, elapsed_ms=session.elapsed_ms
+        )
         self._actions = action_layer
         self._rng = rng
         # Recorded at the start, so a run resumed from elsewhere acts in the same place; runs
@@ -159,9 +115,11 @@ class StepPipeline:
         record = None
         if state.action is not None:
             shell = state.action_type == "shell"
-            command = self._render(state.action, step, state, attempt, shell=shell, command=True)
+            command = self.templates.render(
+                state.action, step, state, attempt, shell=shell, command=True
+            )
             # What events, the terminal and reports show: secrets masked before quoting.
-            shown = self._display(state.action, command, step, state, attempt, shell=shell)
+            shown = self.templates.display(state.action, command, step, state, attempt, shell=shell)
             action = self._act(step, state, attempt, command, shown)
             # Spent as soon as it is known: a step cut off later still counts its action.
             self.spend(action.cost_usd)
@@ -192,7 +150,7 @@ class StepPipeline:
         mask = self.redactor.text if judged and self.redactor else _same
 
         def resolve(text: str) -> str:
-            return mask(self._render(text, step, state, attempt, shell=False))
+            return mask(self.templates.render(text, step, state, attempt, shell=False))
 
         inp = EvalInput(
             text=mask(action.output) if action else "",
@@ -344,64 +302,6 @@ class StepPipeline:
                     text = self.redactor.text(text)
                 show(name, (text if text.endswith("\n") else text + "\n").encode())
 
-    # -- templates -------------------------------------------------------------------------
-
-    def _render(
-        self,
-        template: str,
-        step: int,
-        state: State,
-        attempt: int,
-        *,
-        shell: bool,
-        mask: Callable[[str], str] | None = None,
-        command: bool = False,
-    ) -> str:
-        text = literal_text(template)
-        if text is None:
-            scope = self._scope(step, state, attempt)
-            if mask is not None:
-                scope = {name: MaskedView(values, mask) for name, values in scope.items()}
-            where = f"state '{state.name}'"
-            text = render(template, scope, shell=shell, where=where, command=command)
-        if command and "\0" in text:
-            raise RunError(
-                f"the action of state '{state.name}' holds a NUL byte, which no command can "
-                "carry; remove it from the loop file"
-            )
-        return text
-
-    def _display(
-        self, template: str, command: str, step: int, state: State, attempt: int, *, shell: bool
-    ) -> str:
-        """`command` as shown: rendered again from masked values, since a quoted secret
-        (`'hunter2'\\''xyz'`) no longer matches the secret itself."""
-        if not self.redactor or literal_text(template) is not None:
-            return self.redactor.text(command) if self.redactor else command
-        try:
-            shown = self._render(
-                template, step, state, attempt, shell=shell, mask=self.redactor.text
-            )
-        except LoopError:
-            shown = command
-        return self.redactor.text(shown)
-
-    def _scope(self, step: int, state: State, attempt: int) -> dict[str, Mapping[str, Any]]:
-        p = self.progress
-        elapsed_ms = self.session.elapsed_ms()
-        return {
-            "context": p.context,
-            "captured": p.captured,
-            "prev": p.prev,
-            "state": {"name": state.name, "iteration": step, "attempt": attempt},
-            "loop": {
-                **self._loop_scope,
-                "elapsed_ms": elapsed_ms,
-                "elapsed": _human_duration(elapsed_ms),
-            },
-            "env": self.env,
-        }
-
     # -- limits and cost -------------------------------------------------------------------
 
     def _action_timeout(self, state: State) -> float:
@@ -498,14 +398,3 @@ def _uses_judge(spec: Any) -> bool:
     if spec.type == "llm_structured":
         return True
     return any(_uses_judge(sub) for sub in spec.of)
-
-
-def _human_duration(ms: int) -> str:
-    seconds = ms // 1000
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m {seconds}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes}m {seconds}s"

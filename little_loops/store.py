@@ -1,4 +1,9 @@
-"""Run directories under `.loops/runs/<run-id>/`: atomic state.json, the event log, step logs."""
+"""Run directories under `.loops/runs/<run-id>/`: atomic state.json, the event log, step logs.
+
+Over 400 lines on purpose: every file ll keeps under `.loops/` (run dirs, state, locks, step
+logs) is opened here, so the rules for them (no symbolic links, atomic replace, one-line
+errors) live in one module.
+"""
 
 from __future__ import annotations
 
