@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -161,33 +162,43 @@ def floor(steps: int) -> float:
     return time.perf_counter() - started
 
 
-def runner(steps: int, base: Path, fsync: bool) -> tuple[float, int]:
+def runner(steps: int, base: Path, fsync: bool, layer: Any = None) -> tuple[float, int]:
     """Seconds for the whole loop, and the size of its final state.json."""
     path = base / "loop.yaml"
     path.write_text(LOOP.format(steps=steps))
     loop = load(path)
     options = RunOptions(base_dir=base, fsync=fsync)
     started = time.perf_counter()
-    result = Runner(loop, options).run()
+    result = Runner(loop, options, action_layer=layer).run()
     elapsed = time.perf_counter() - started
     assert result.outcome == "max_iterations", result
     assert result.steps == steps, result
     return elapsed, (result.run_dir / "state.json").stat().st_size
 
 
+class Answered:
+    """An action layer that answers every action at once, in process (the runner's seam)."""
+
+    def __init__(self) -> None:
+        from little_loops.actions import ActionResult
+
+        self.result = ActionResult(
+            output="", stderr="", exit_code=0, duration_ms=0, timed_out=False, output_bytes=0
+        )
+
+    def run_shell(self, command: str, **kwargs: Any) -> Any:
+        return self.result
+
+    def run_slash(self, prompt: str, **kwargs: Any) -> Any:
+        return self.result
+
+    def kill_orphans(self) -> None:
+        pass
+
+
 def runner_without_processes(steps: int, base: Path, fsync: bool) -> float:
     """The same loop with the action answered at once, in process: the runner's own work."""
-    from little_loops import actions
-
-    canned = actions.ActionResult(
-        output="", stderr="", exit_code=0, duration_ms=0, timed_out=False, output_bytes=0
-    )
-    real = actions.run_shell
-    actions.run_shell = lambda *args, **kwargs: canned
-    try:
-        return runner(steps, base, fsync)[0]
-    finally:
-        actions.run_shell = real
+    return runner(steps, base, fsync, Answered())[0]
 
 
 def action_layer(steps: int, base: Path) -> float:
@@ -263,24 +274,31 @@ def report(rows: list[tuple[str, dict[str, float]]], steps: int, repeat: int) ->
 
 
 NOTES = """\
-Each step writes five events to `events.jsonl` (buffered: one write while the action's process
-starts up, one before the state file) and replaces `state.json` whole: the new state is written into
-the run's spare file `.state.next` and the two names are swapped in one atomic rename
-(`RENAME_EXCHANGE`; a temp file renamed over state.json where that is unavailable), so a
-reader or a `kill -9` never sees half a file. The fields that a step never changes (run id,
-loop file and digest, context, options) are encoded once when the run starts. `--fsync` adds
-an fsync per step, for runs that must also survive a power cut.
+Each step writes five events to `events.jsonl` (buffered: written out just before the action
+starts, so `ll logs -f` shows the running step, and again before the state file), appends its
+output record to `outputs.dat` (a JSON line, then the texts raw), and replaces `state.json`
+whole: the new state is written into the run's spare file `.state.next` and the two names are
+swapped in one atomic rename (`RENAME_EXCHANGE`; a temp file renamed over state.json where that
+is unavailable), so a reader or a `kill -9` never sees half a file. state.json holds only
+references to the output records, so its size and cost do not grow with what steps captured
+(the capture table). `--fsync` adds an fsync per step, for runs that must also survive a power
+cut.
 
 The last three columns take the overhead apart, each timed alone in the same folder:
 "state.json replace alone" is N replacements of a state of the same size, made as the runner
-makes them; "runner without processes" is the whole loop with the action answered in process,
-so everything the runner does per step (interpolation, evaluation, routing, five events,
-state.json) with nothing to wait for; "run_shell over the floor" is what the action layer adds
-to a bare `subprocess.run` (two pipes read as they fill, a new process group, a pidfd to see
-the exit, the check that no member of the group is left). The parts do not simply add up: the
-work done while the child starts up (building the reader, two events) costs nothing on the
-critical path, and the work between two actions runs slower right after a process exits than
-it does alone (cold caches on this 2-CPU virtual machine).
+makes them; "runner without processes" is the whole loop with the action answered in process
+(through the runner's action-layer seam), so everything the runner does per step
+(interpolation, evaluation, routing, five events, the output record, state.json) with nothing
+to wait for; "run_shell over the floor" is what the action layer adds to a bare
+`subprocess.run` (two pipes read as they fill, a new process group, a pidfd to see the exit,
+the check that no member of the group is left). The parts do not simply add up: the work
+between two actions runs slower right after a process exits than it does alone (cold caches on
+this 2-CPU virtual machine).
+
+In the capture table the bare command is read whole by `subprocess.run`; the runner also
+writes it to the step's log and once to `outputs.dat`, and keeps at most its last 1 MiB as the
+captured text (the action layer's tail), so the 4 MiB row costs about the 1 MiB row plus the
+log.
 """
 
 

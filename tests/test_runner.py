@@ -419,3 +419,54 @@ def test_a_start_that_fails_after_taking_the_lock_releases_it(tmp_path: Path) ->
         Runner(loop, RunOptions(base_dir=tmp_path), run_id=first.run_id)
     again = Runner(loop, RunOptions(base_dir=tmp_path)).run()  # not "already running"
     assert again.outcome == "success"
+
+
+def test_the_clock_and_the_action_layer_are_seams(tmp_path: Path) -> None:
+    """A simulation swaps both: no process starts, time is what the clock says."""
+    from little_loops.actions import ActionResult
+    from little_loops.runner import Clock
+
+    ran: list[str] = []
+
+    class Answers:
+        def run_shell(self, command: str, **kwargs: Any) -> ActionResult:
+            ran.append(command)
+            return ActionResult(
+                output=f"did {command}", stderr="", exit_code=0, duration_ms=5, timed_out=False,
+                output_bytes=9,
+            )  # fmt: skip
+
+        def run_slash(self, prompt: str, **kwargs: Any) -> ActionResult:
+            raise AssertionError("no slash state here")
+
+        def kill_orphans(self) -> None:
+            pass
+
+    now = [100.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    clock = Clock(monotonic=lambda: now[0], wall=lambda: "2030-01-01T00:00:00.000Z", sleep=sleep)
+    loop = load(
+        write_loop(
+            tmp_path,
+            """
+            name: simulated
+            initial: a
+            backoff: 7
+            timeout: 20
+            states:
+              a: {action: "make one", capture: x, next: b}
+              b: {action: "make ${captured.x.output}", next: a, on_failure: done}
+              done: {terminal: true}
+            """,
+        )
+    )
+    result = Runner(loop, RunOptions(base_dir=tmp_path), clock=clock, action_layer=Answers()).run()
+    assert ran == ["make one", "make 'did make one'", "make one"]
+    assert slept == [7, 7, 6]  # the last backoff is cut to what the loop's timeout leaves
+    assert (result.outcome, result.duration_ms) == ("timeout", 20_000)
+    assert {e["ts"] for e in events_of(result)} == {"2030-01-01T00:00:00.000Z"}
