@@ -94,16 +94,20 @@ def capture_floor(steps: int, command: str) -> float:
 
 
 def capture_runner(steps: int, base: Path, size: int) -> tuple[float, int]:
-    """Seconds for the two-state capture loop, and the size of its final state.json."""
+    """Seconds per step of the two-state capture loop, its start-up taken out (a 2-step run of
+    the same loop is subtracted), and the size of its final state.json."""
     path = base / "captures.yaml"
-    path.write_text(CAPTURE_LOOP.format(steps=steps, command=json.dumps(printing(size))))
-    loop = load(path)
-    started = time.perf_counter()
-    result = Runner(loop, RunOptions(base_dir=base)).run()
-    elapsed = time.perf_counter() - started
-    assert result.outcome == "max_iterations", result
-    assert result.steps == steps, result
-    return elapsed, (result.run_dir / "state.json").stat().st_size
+    times, state_size = [], 0
+    for n in (2, steps):
+        path.write_text(CAPTURE_LOOP.format(steps=n, command=json.dumps(printing(size))))
+        loop = load(path)
+        started = time.perf_counter()
+        result = Runner(loop, RunOptions(base_dir=base)).run()
+        times.append(time.perf_counter() - started)
+        assert result.outcome == "max_iterations", result
+        assert result.steps == n, result
+        state_size = (result.run_dir / "state.json").stat().st_size
+    return (times[1] - times[0]) / (steps - 2), state_size
 
 
 def measure_captures(steps: int, repeat: int, where: Path) -> list[dict[str, float]]:
@@ -117,15 +121,14 @@ def measure_captures(steps: int, repeat: int, where: Path) -> list[dict[str, flo
                 r, state_size = capture_runner(steps, base, size)
             finally:
                 shutil.rmtree(base)
-            floors.append(f)
-            diffs.append(r - f)
+            floors.append(f / steps)
+            diffs.append(r - f / steps)
             states.append(state_size)
-        per = 1000 / steps
         rows.append(
             {
                 "size": size,
-                "floor": statistics.median(floors) * per,
-                "overhead": statistics.median(diffs) * per,
+                "floor": statistics.median(floors) * 1000,
+                "overhead": statistics.median(diffs) * 1000,
                 "state": max(states),
             }
         )
@@ -137,7 +140,8 @@ def capture_report(rows: list[dict[str, float]], steps: int, repeat: int) -> str
         f"`python bench/runner.py --capture-steps {steps} --repeat {repeat} --write-docs`: two "
         f"states alternating for {steps} steps, each printing SIZE bytes and capturing them, "
         "against the same command run bare with its output read; median of the paired "
-        "differences, in the working directory (disk).",
+        "differences, in the working directory (disk); the run's start-up (run directory, "
+        "lock, guard process) is taken out by subtracting a 2-step run.",
         "",
         "| capture per state | bare command, per step | overhead over it | target | "
         "largest state.json |",
