@@ -302,7 +302,8 @@ this 2-CPU virtual machine).
 In the capture table the bare command is read whole by `subprocess.run`; the runner also
 writes it to the step's log and once to `outputs.dat`, and keeps at most its last 1 MiB as the
 captured text (the action layer's tail), so the 4 MiB row costs about the 1 MiB row plus the
-log.
+log. Before the records moved out of state.json (issue 12), the 1 MiB row cost +21.6 ms a step:
+every step rewrote a 3 MiB state.json holding both captures and `prev`.
 """
 
 
