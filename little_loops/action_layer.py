@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
 from . import actions
+
+OutputHook = Callable[[str, bytes], None]  # (stream name, chunk), as the output arrives
+Window = Callable[[], AbstractContextManager[None]]  # where a signal may stop the wait
 
 
 class ActionLayer(Protocol):
@@ -21,8 +25,8 @@ class ActionLayer(Protocol):
         env: Mapping[str, str] | None,
         timeout: float | None,
         log_path: str | None,
-        on_output: actions.OutputHook | None,
-        interruptible: actions.Window | None,
+        on_output: OutputHook | None,
+        interruptible: Window | None,
     ) -> actions.ActionResult: ...
 
     def run_slash(
@@ -35,8 +39,8 @@ class ActionLayer(Protocol):
         env: Mapping[str, str] | None,
         timeout: float | None,
         log_path: str | None,
-        on_output: actions.OutputHook | None,
-        interruptible: actions.Window | None,
+        on_output: OutputHook | None,
+        interruptible: Window | None,
     ) -> actions.ActionResult: ...
 
     def kill_orphans(self) -> None: ...

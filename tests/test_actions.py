@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fakes import FakeClaude, install_fake_claude
 
-from little_loops import actions
+from little_loops import reaper, slash
 from little_loops.actions import (
     ActionResult,
     ActionStartError,
@@ -235,8 +235,8 @@ def test_a_child_ignoring_sigterm_gets_sigkill(tmp_path: Path) -> None:
     elapsed = time.monotonic() - start
     assert result.timed_out
     assert live_members(int(result.output)) == []
-    assert elapsed >= 0.3 + actions.KILL_GRACE_S
-    assert elapsed < 0.3 + actions.KILL_GRACE_S + 30  # not the 100 s sleep
+    assert elapsed >= 0.3 + reaper.KILL_GRACE_S
+    assert elapsed < 0.3 + reaper.KILL_GRACE_S + 30  # not the 100 s sleep
 
 
 def test_exception_from_on_output_kills_the_group_and_propagates(tmp_path: Path) -> None:
@@ -569,7 +569,7 @@ def test_stream_parser_survives_any_split() -> None:
         '{"type":"result","subtype":"success","is_error":false,"result":"x"}'
     ).encode()
     for size in (1, 2, 3, 5, len(stream)):
-        parser = actions._StreamJson(1000)
+        parser = slash.StreamJson(1000)
         for i in range(0, len(stream), size):
             parser.feed(stream[i : i + size])
         parser.close()
