@@ -164,6 +164,12 @@ def _output_options(f: Any) -> Any:
                 help="Without a terminal, print a 'still running' line this often while a "
                 "step runs (default 30; 0: never).",
             ),
+            click.option(
+                "--otel",
+                is_flag=True,
+                help="Export the run as an OpenTelemetry trace over OTLP/HTTP (also when "
+                "$OTEL_EXPORTER_OTLP_ENDPOINT is set; needs the [otel] extra).",
+            ),
         ]
     ):
         f = option(f)
@@ -191,6 +197,7 @@ def run(
     verbose: bool,
     junit_xml: str | None,
     heartbeat: float | None,
+    otel: bool,
     claude: str | None,
     claude_flags: str | None,
     model: str | None,
@@ -259,7 +266,7 @@ def run(
         fsync=fsync,
         allow_concurrent=allow_concurrent,
     )
-    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat)
+    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel)
     _execute(loop, options, None, None, run_id, display)
 
 
@@ -279,6 +286,7 @@ def resume(
     verbose: bool,
     junit_xml: str | None,
     heartbeat: float | None,
+    otel: bool,
 ) -> None:
     """Continue an interrupted run from its last finished step.
 
@@ -297,7 +305,7 @@ def resume(
     loop, options, progress, run_dir = prepare_resume(
         Path.cwd(), run_id, force=force, overrides=_parse_sets(sets)
     )
-    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat)
+    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel)
     _execute(loop, options, progress, run_dir, None, display)
 
 
@@ -309,6 +317,7 @@ class _Display(NamedTuple):
     verbose: bool
     junit_xml: str | None
     heartbeat: float | None
+    otel: bool = False
 
 
 def _execute(
@@ -337,10 +346,14 @@ def _execute(
     if on_output is not None:
         options = dataclasses.replace(options, on_output=on_output)
     reporters = _reporters(loop, display.junit_xml, json_mode)
-    listeners = [renderer, *reporters]
+    tracer = _tracer(display.otel)
+    listeners = [renderer, *reporters, *([tracer] if tracer else [])]
     from .actions import adopt_orphans
 
     adopt_orphans()  # descendants that leave their group come back to us, and are killed
+    from .evaluators.prefetch import warm_judges
+
+    warm_judges(loop, options.model, options.replay)  # the SDK loads while the first steps run
     with signals_as_exceptions():
         runner = Runner(
             loop, options, listeners=listeners, progress=progress, run_dir=run_dir, run_id=run_id
@@ -349,6 +362,10 @@ def _execute(
     # The run's end is recorded: a late signal neither changes its exit code nor breaks into
     # the interpreter's shutdown.
     launch.ignore_signals()
+    if tracer is not None:
+        tracer.close()  # flush the trace: after the signals are ignored, so it is not cut off
+        if tracer.problem:
+            click.echo(f"ll: warning: {tracer.problem}", err=True)
     for reporter in reporters:
         # The run is over and recorded; a report that could not be written does not change
         # its exit code (nor make `ll resume` run its terminal again).
@@ -383,6 +400,30 @@ def _reporters(loop: Any, junit_xml: str | None, json_mode: bool) -> list[Any]:
         if report is not None:
             out.append(report)
     return out
+
+
+def _tracer(flag: bool) -> Any:
+    """The OpenTelemetry listener when export is asked for (--otel or an OTLP endpoint)."""
+    import os
+
+    from .otel import OtelMissing, asked, otlp_listener
+
+    if not asked(flag, os.environ):
+        return None
+    try:
+        tracer = otlp_listener(os.environ)
+    except OtelMissing as exc:
+        if flag:
+            from .errors import LoopError
+
+            raise LoopError(f"--otel: {exc}") from None  # exit code 2, like a usage error
+        # Only the environment asked, and it may be set for other programs: run unexported.
+        click.echo(f"ll: warning: OTEL_EXPORTER_OTLP_ENDPOINT is set, but {exc}", err=True)
+        return None
+    import atexit
+
+    atexit.register(tracer.close)  # a run that ends without reaching the flush below
+    return tracer
 
 
 for _command in COMMANDS:

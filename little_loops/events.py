@@ -1,75 +1,327 @@
-"""Event records (SPEC section 10) and the sinks that receive them: a JSONL file, callbacks."""
+"""Events (SPEC section 10): one small typed record per event, their wire form, the sinks.
+
+On the wire an event is one JSON object (`Event`, a dict): `event`, `ts`, `run_id`, inside a
+step `step` and `state`, then the event's own fields in a fixed order. In code it is a frozen
+dataclass (`LoopStart`, `Evaluate`, ...): `parse` turns a line read back into one, and never
+raises (an unknown event, an extra field or a field of the wrong type from an older or newer
+`ll` is kept aside in `extra`); `to_dict` gives the wire form back, byte for byte.
+Over 400 lines on purpose: the records are the public contract, kept next to their wire form.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 Event = dict[str, Any]
-
-
-def _compact_encoder() -> Callable[[Any], str]:
-    """Compact, UTF-8-keeping JSON, the encoder built once.
-
-    `json.dumps` and `JSONEncoder.encode` build a new C encoder on every call, which is most
-    of the cost of a small event; the runner encodes six objects a step. Where CPython's C
-    encoder is not available, the standard encoder does the same job.
-    """
-    standard = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-    try:
-        from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
-    except ImportError:
-        c_make_encoder = None
-    if c_make_encoder is None:
-        return standard.encode
-    # No circular-reference markers: events and states are plain trees built here.
-    encode_one = c_make_encoder(
-        None, standard.default, encode_basestring, None, ":", ",", False, False, True
-    )
-
-    def encode(value: Any) -> str:
-        if isinstance(value, str):
-            return standard.encode(value)
-        return "".join(encode_one(value, 0))
-
-    return encode
-
-
-ENCODE = _compact_encoder()
 Listener = Callable[[Event], None]
 
-# The public event names; CI dashboards read them, so they only ever grow.
-EVENT_NAMES = (
-    "loop_start",
-    "state_enter",
-    "action_start",
-    "action_complete",
-    "evaluate",
-    "retry",
-    "route",
-    "loop_complete",
-    "judge_retry",
-    "judge_fail_open",
-    "lock_reclaimed",
-    "judge_start",
-)
-
-
-_second: tuple[int, str] = (-1, "")
+# Compact and UTF-8-keeping, as every line of events.jsonl and state.json is written.
+ENCODE: Callable[[Any], str] = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def utc_now() -> str:
     """ISO 8601 UTC with milliseconds, e.g. 2026-11-22T04:14:30.123Z (every event has one)."""
-    global _second
     now = time.time()
     whole = int(now)
-    if whole != _second[0]:
-        _second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
-    return f"{_second[1]}.{int((now - whole) * 1000):03d}Z"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+    return f"{stamp}.{int((now - whole) * 1000):03d}Z"
+
+
+# -- the typed events -----------------------------------------------------------------------
+
+
+# The metadata of a field left off the wire when it is None (`reason` on a success, say).
+_OMIT_NONE = {"optional": True}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEvent:
+    """The fields every event has. `ts` and `run_id` are filled in by the `Emitter`."""
+
+    NAME: ClassVar[str] = ""
+    ts: str = ""
+    run_id: str = ""
+    step: int | None = None
+    state: str | None = None
+    # Fields this version does not know, or whose value is not of the expected type.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.NAME
+
+    def payload(self) -> Event:
+        """The event's own fields, in wire order (what `Emitter.emit` takes as `fields`)."""
+        out: Event = {}
+        for spec in _specs(type(self)):
+            value = getattr(self, spec.attr)
+            if value is None and spec.optional:
+                continue
+            out[spec.wire] = list(value) if isinstance(value, tuple) else value
+        out.update(self.extra)
+        return out
+
+    def to_dict(self) -> Event:
+        """The wire form: what the runner writes for this event."""
+        event: Event = {"event": self.name, "ts": self.ts, "run_id": self.run_id}
+        if self.step is not None:
+            event["step"] = self.step
+        if self.state is not None:
+            event["state"] = self.state
+        event.update(self.payload())
+        return event
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopStart(RunEvent):
+    NAME: ClassVar[str] = "loop_start"
+    loop: str = ""
+    file: str = ""
+    max_iterations: int = 0
+    resumed: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockReclaimed(RunEvent):
+    """The loop's lock was held by a run whose process is gone; this run took it over."""
+
+    NAME: ClassVar[str] = "lock_reclaimed"
+    previous_run_id: Any = None  # as the old lock file said
+    previous_pid: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StateEnter(RunEvent):
+    NAME: ClassVar[str] = "state_enter"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionStart(RunEvent):
+    NAME: ClassVar[str] = "action_start"
+    action: str = ""  # after interpolation, secrets redacted
+    action_type: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionComplete(RunEvent):
+    NAME: ClassVar[str] = "action_complete"
+    exit_code: int | None = None
+    duration_ms: int | None = None
+    timed_out: bool = False
+    output_bytes: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgeStart(RunEvent):
+    """A model is asked for a verdict (not sent for a cache hit)."""
+
+    NAME: ClassVar[str] = "judge_start"
+    model: str = ""
+    samples: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgeRetry(RunEvent):
+    NAME: ClassVar[str] = "judge_retry"
+    attempt: int = 0
+    delay_s: float = 0.0
+    status: Any = field(default=None, metadata=_OMIT_NONE)  # the HTTP status, when there was one
+    error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgeFailOpen(RunEvent):
+    """The judge failed and `fail_open` made the verdict success."""
+
+    NAME: ClassVar[str] = "judge_fail_open"
+    error: str = ""
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evaluate(RunEvent):
+    NAME: ClassVar[str] = "evaluate"
+    type: str = ""
+    verdict: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    # On a verdict other than success: why, in one line, and the last lines printed.
+    reason: str | None = field(default=None, metadata=_OMIT_NONE)
+    tail: tuple[str, ...] | None = field(default=None, metadata=_OMIT_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retry(RunEvent):
+    NAME: ClassVar[str] = "retry"
+    attempt: int = 0  # the attempt about to run
+    delay_s: float = 0.0
+    verdict: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Route(RunEvent):
+    NAME: ClassVar[str] = "route"
+    from_: str = field(default="", metadata={"wire": "from"})
+    to: str = ""
+    verdict: str = ""
+    via: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopComplete(RunEvent):
+    NAME: ClassVar[str] = "loop_complete"
+    final_state: str = ""
+    outcome: str = ""
+    exit_code: int | None = None
+    steps: int = 0
+    duration_ms: int | None = None
+    error: str | None = None
+    cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnknownEvent(RunEvent):
+    """An event this version does not know (a newer `ll` wrote it); all its fields in `extra`."""
+
+    event: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.event
+
+    def payload(self) -> Event:
+        return dict(self.extra)
+
+
+EVENT_TYPES: dict[str, type[RunEvent]] = {
+    cls.NAME: cls
+    for cls in (
+        LoopStart,
+        StateEnter,
+        ActionStart,
+        ActionComplete,
+        Evaluate,
+        Retry,
+        Route,
+        LoopComplete,
+        JudgeRetry,
+        JudgeFailOpen,
+        LockReclaimed,
+        JudgeStart,
+    )
+}
+# The public event names; CI dashboards read them, so they only ever grow.
+EVENT_NAMES = tuple(EVENT_TYPES)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_lines(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(line, str) for line in value)
+
+
+# A check of a wire value for each annotation the records above use.
+_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "str": lambda value: isinstance(value, str),
+    "bool": lambda value: isinstance(value, bool),
+    "int": _is_int,
+    "float": _is_number,
+    "Any": lambda value: True,
+    "Mapping[str, Any]": lambda value: isinstance(value, Mapping),
+    "tuple[str, ...]": _is_lines,
+}
+
+
+def _fits(hint: str) -> Callable[[Any], bool]:
+    check = _CHECKS[hint.removesuffix(" | None")]
+    if hint.endswith(" | None"):
+        return lambda value: value is None or check(value)
+    return check
+
+
+@dataclass(frozen=True)
+class _Spec:
+    attr: str
+    wire: str
+    optional: bool
+    fits: Callable[[Any], bool]
+
+
+_SPECS: dict[type[RunEvent], tuple[_Spec, ...]] = {}
+_BY_WIRE: dict[type[RunEvent], dict[str, _Spec]] = {}
+_COMMON = frozenset(f.name for f in dataclasses.fields(RunEvent))
+
+
+def _specs(cls: type[RunEvent]) -> tuple[_Spec, ...]:
+    """The event's own fields, in wire order."""
+    specs = _SPECS.get(cls)
+    if specs is None:
+        specs = _SPECS[cls] = tuple(
+            _Spec(
+                f.name,
+                f.metadata.get("wire", f.name),
+                bool(f.metadata.get("optional")),
+                _fits(str(f.type)),
+            )
+            for f in dataclasses.fields(cls)
+            if f.name not in _COMMON and f.name != "event"
+        )
+    return specs
+
+
+def _by_wire(cls: type[RunEvent]) -> dict[str, _Spec]:
+    """Every field of the event, the common ones too, by its name on the wire."""
+    found = _BY_WIRE.get(cls)
+    if found is None:
+        common = [
+            _Spec("ts", "ts", False, _CHECKS["str"]),
+            _Spec("run_id", "run_id", False, _CHECKS["str"]),
+            _Spec("step", "step", False, _is_int),
+            _Spec("state", "state", False, _CHECKS["str"]),
+        ]
+        found = _BY_WIRE[cls] = {spec.wire: spec for spec in [*common, *_specs(cls)]}
+    return found
+
+
+def parse(raw: object) -> RunEvent:
+    """The typed event of one line of events.jsonl (a dict); never raises.
+
+    A field missing takes its default; one this version does not know, or whose value is not
+    of the expected type, is kept in `extra`; an unknown event is an `UnknownEvent`.
+    """
+    if not isinstance(raw, Mapping):
+        return UnknownEvent(extra={"value": raw})
+    name = raw.get("event")
+    cls = EVENT_TYPES.get(name) if isinstance(name, str) else None
+    fields = _by_wire(cls or UnknownEvent)
+    values: dict[str, Any] = {}
+    extra: Event = {}
+    for key, value in raw.items():
+        if key == "event":
+            continue
+        spec = fields.get(key)
+        if spec is None or not spec.fits(value):
+            extra[key] = value
+        else:
+            values[spec.attr] = tuple(value) if isinstance(value, list) else value
+    if cls is None:
+        return UnknownEvent(event=name if isinstance(name, str) else "", extra=extra, **values)
+    return cls(extra=extra, **values)
+
+
+# -- sinks and the emitter -----------------------------------------------------------------
 
 
 class JsonlSink:
@@ -164,6 +416,10 @@ class Emitter:
         for listener in self.listeners:
             listener(event)
         return event
+
+    def send(self, event: RunEvent) -> Event:
+        """Emit a typed event: the same line as `emit` with its name and fields."""
+        return self.emit(event.name, event.payload(), step=event.step, state=event.state)
 
 
 def read_events(path: Path) -> list[Event]:

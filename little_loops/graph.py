@@ -32,13 +32,11 @@ from typing import Any, Literal
 
 from .errors import RunError
 from .evaluators import possible_verdicts
+from .history import MAX_ITERATIONS as MAX_ITERATIONS
+from .history import STOPPED as STOPPED
+from .history import History
 from .model import ERROR_VERDICTS, Loop, State
 from .router import STOPS, fallbacks
-
-# The source name `run_overlay` uses for the jump to `on_max_iterations` (no route event marks it).
-MAX_ITERATIONS = "$max_iterations"
-# The target names `run_overlay` uses for a run that stopped at a state (SPEC section 6, rule 5).
-STOPPED = {1: "$stopped:1", 3: "$stopped:3"}
 
 EdgeKind = Literal["normal", "uncertain", "error", "note"]
 NodeKind = Literal["state", "success", "failure", "start", "note", "stop"]
@@ -354,51 +352,23 @@ def dot(
 
 
 def run_overlay(run_dir: Path) -> tuple[dict[str, int], set[tuple[str, str]]]:
-    """Visit counts per state and the (from, to) pairs routed, read from a run's events.jsonl.
-
-    A step entered twice (cut off mid-action, then resumed) counts once. The jump to
-    `on_max_iterations`, which no route event records, appears as `(MAX_ITERATIONS, state)`;
-    a run that ended with exit code 1 or 3 appears as `(final state, STOPPED[code])`, which
-    the drawing uses only where that state has an edge to a stop.
-    """
-    from .events import read_events
-
-    path = run_dir / "events.jsonl"
-    if not path.is_file():
-        raise RunError(f"{path}: missing; the run has no event log to draw")
-    return overlay_from_events(read_events(path))
+    """Visit counts per state and the (from, to) pairs routed, from a run's events.jsonl
+    (see `History.overlay`)."""
+    return _history(run_dir).overlay()
 
 
 def overlay_from_events(
     events: Iterable[Mapping[str, Any]],
 ) -> tuple[dict[str, int], set[tuple[str, str]]]:
-    """`run_overlay` for events already in memory (state_enter and route are read)."""
-    by_step: dict[int, str] = {}
-    taken: set[tuple[str, str]] = set()
-    expected: str | None = None
-    for event in events:
-        name = event.get("event")
-        state = event.get("state")
-        if name == "state_enter" and isinstance(state, str):
-            step = event.get("step")
-            if isinstance(step, int):
-                by_step[step] = state
-            if expected is not None and state != expected:
-                taken.add((MAX_ITERATIONS, state))
-            expected = state
-        elif name == "route":
-            src, dst = event.get("from"), event.get("to")
-            if isinstance(src, str) and isinstance(dst, str):
-                taken.add((src, dst))
-                expected = dst
-        elif name == "loop_complete":
-            final, code = event.get("final_state"), event.get("exit_code")
-            if isinstance(final, str) and isinstance(code, int) and code in STOPPED:
-                taken.add((final, STOPPED[code]))
-    visits: dict[str, int] = {}
-    for state in by_step.values():
-        visits[state] = visits.get(state, 0) + 1
-    return visits, taken
+    """`run_overlay` for events already in memory."""
+    return History.from_events(events).overlay()
+
+
+def _history(run_dir: Path) -> History:
+    path = run_dir / "events.jsonl"
+    if not path.is_file():
+        raise RunError(f"{path}: missing; the run has no event log to draw")
+    return History.from_file(path)
 
 
 def draw(loop: Loop, fmt: str = "mermaid", *, run_dir: Path | None = None) -> str:
@@ -409,16 +379,14 @@ def draw(loop: Loop, fmt: str = "mermaid", *, run_dir: Path | None = None) -> st
     visits: dict[str, int] | None = None
     taken: set[tuple[str, str]] | None = None
     if run_dir is not None:
-        from .events import read_events
-
-        for event in read_events(run_dir / "events.jsonl"):
-            ran = event.get("loop")
-            if event.get("event") == "loop_start" and isinstance(ran, str) and ran != loop.name:
+        history = _history(run_dir)
+        for start in history.segments:
+            if start.loop and start.loop != loop.name:
                 raise RunError(
-                    f"run '{run_dir.name}' is a run of loop '{ran}', not of '{loop.name}' "
+                    f"run '{run_dir.name}' is a run of loop '{start.loop}', not of '{loop.name}' "
                     f"({loop.path}); pick a run of this loop from 'll history {loop.name}'"
                 )
-        visits, taken = run_overlay(run_dir)
+        visits, taken = history.overlay()
     if fmt == "dot":
         return dot(loop, visits=visits, taken=taken)
     return mermaid(loop, visits=visits, taken=taken)

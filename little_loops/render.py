@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -30,88 +29,18 @@ from datetime import datetime
 from typing import IO, Any
 
 from .events import Event
+from .heartbeat import Heartbeat
+from .history import History
+from .terminal_text import age, elapsed, last_line, printable
+from .terminal_text import clip as clip  # these three are also read from here
+from .terminal_text import duration as duration
+from .terminal_text import summary_line as summary_line
 
 BAD = {"failure", "error", "timeout"}
 HEARTBEAT_S = 30.0
+_PATH_EVENTS = frozenset({"loop_start", "state_enter", "loop_complete"})
 _INDENT = " " * 13
 _TAIL_INDENT = " " * 15
-# ANSI escape sequences and the other control characters a program may print.
-_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def duration(ms: object) -> str:
-    value = float(ms) if isinstance(ms, int | float) else 0.0
-    if value < 1000:
-        return f"{value:.0f} ms"
-    if value < 60_000:
-        return f"{value / 1000:.2f} s"
-    minutes, seconds = divmod(int(value / 1000), 60)
-    return f"{minutes}m {seconds:02d}s"
-
-
-def elapsed(seconds: float) -> str:
-    """A running step's age: `3.1 s`, `45 s`, `2m30s`, `1h05m`."""
-    if seconds < 10:
-        return f"{max(seconds, 0.0):.1f} s"
-    if seconds < 60:
-        return f"{int(seconds)} s"
-    return age(seconds)
-
-
-def age(seconds: float) -> str:
-    """A heartbeat's elapsed time, in whole seconds: `45s`, `2m30s`, `1h05m`."""
-    whole = max(int(seconds), 0)
-    if whole < 60:
-        return f"{whole}s"
-    minutes, secs = divmod(whole, 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
-def clip(text: str, width: int) -> str:
-    """The first line of `text`, cut to `width` characters with '...' when anything was left."""
-    first, _, rest = text.strip().partition("\n")
-    if len(first) > width or rest:
-        return first[: max(width - 3, 1)].rstrip() + "..."
-    return first
-
-
-def printable(line: str) -> str:
-    """A line of program output without colour codes or control characters."""
-    return _CONTROL.sub("", line).rstrip()
-
-
-def summary_line(event: Event) -> str:
-    """The last line of a run, also all that `--quiet` prints."""
-    steps = event.get("steps")
-    plural = "s" if steps != 1 else ""
-    outcome = str(event.get("outcome"))
-    error = event.get("error") if isinstance(event.get("error"), str) else ""
-    if error and error.startswith(outcome):
-        # "interrupted (SIGINT)" says the outcome already: say it once.
-        outcome, error = error, ""
-    line = (
-        f"ll: {outcome} at '{event.get('final_state')}' after {steps} "
-        f"step{plural} in {duration(event.get('duration_ms'))}"
-    )
-    cost = event.get("cost_usd")
-    if isinstance(cost, int | float) and cost > 0 and f"${cost:.4f}" not in (error or ""):
-        line += f", cost ${cost:.4f}"
-    if error:
-        line += f": {error}"
-    return line
-
-
-def last_line(chunks: tuple[bytes, ...]) -> str:
-    """The last non-blank line of the latest output chunks, printable."""
-    text = b"".join(chunks)[-4096:].decode("utf-8", "replace")
-    for line in reversed(text.splitlines()):
-        shown = printable(line).strip()
-        if shown:
-            return shown
-    return ""
 
 
 def _ts_ms(ts: object) -> float | None:
@@ -121,67 +50,6 @@ def _ts_ms(ts: object) -> float | None:
         return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000
     except ValueError:
         return None
-
-
-class Heartbeat:
-    """Calls `beat(seconds since the step began)` every `interval` seconds while a step runs.
-
-    One daemon thread for the whole run, asleep between steps; starting and stopping a step
-    costs a lock and a notify, not a thread.
-    """
-
-    def __init__(
-        self,
-        interval: float,
-        beat: Callable[[float], None],
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.interval = interval
-        self._beat = beat
-        self._clock = clock
-        self._cond = threading.Condition()
-        self._since: float | None = None
-        self._next = 0.0
-        self._thread: threading.Thread | None = None
-        self._closed = False
-
-    def start(self, since: float) -> None:
-        """A step began at `since` (on `clock`); beats come `interval` apart from there."""
-        with self._cond:
-            if self._since == since:
-                return
-            self._since = since
-            self._next = since + self.interval
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="ll-heartbeat", daemon=True)
-                self._thread.start()
-            self._cond.notify()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._since = None
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._since = None
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                if self._closed:
-                    return
-                if self._since is None:
-                    self._cond.wait()
-                    continue
-                left = self._next - self._clock()
-                if left > 0:
-                    self._cond.wait(left)
-                    continue
-                since = self._since
-                self._next += self.interval
-            self._beat(self._clock() - since)
 
 
 class PlainRenderer:
@@ -202,7 +70,9 @@ class PlainRenderer:
         self.cap = 0
         self.clock = clock
         self._lock = threading.Lock()
-        self._entered: dict[int, str] = {}  # step -> state; a re-run step replaces its entry
+        # The entries and the end of what the listener has seen: all its path needs (folding
+        # every event would cost each step of a run some 20 µs more).
+        self.history = History()
         self._shown: int | None = None  # the step whose header line is out
         self._action_ms: object = None
         self._began_ts: float | None = None  # the step's (or attempt's) first event, from ts
@@ -217,6 +87,8 @@ class PlainRenderer:
         self._heartbeat = Heartbeat(heartbeat, self._beat, clock) if heartbeat > 0 else None
 
     def __call__(self, event: Event) -> None:
+        if event["event"] in _PATH_EVENTS:
+            self.history.feed(event)
         handler = getattr(self, f"on_{event['event']}", None)
         if handler is not None:
             handler(event)
@@ -253,13 +125,12 @@ class PlainRenderer:
 
     @property
     def path(self) -> list[str]:
-        """The states entered, one a step, in step order."""
-        return [self._entered[step] for step in sorted(self._entered)]
+        """The states entered, one a step, in step order; once the run ended, only the
+        finished steps (a step cut off by an interruption is re-run when resumed)."""
+        end = self.history.complete
+        return self.history.path if end is None else self.history.path_upto(end.steps)
 
     def on_state_enter(self, event: Event) -> None:
-        step = event.get("step")
-        key = step if isinstance(step, int) else max(self._entered, default=0) + 1
-        self._entered[key] = str(event.get("state"))
         self._action_ms = self._step_ms = None
         self._began_ts = _ts_ms(event.get("ts"))
         self._verdict = {}
@@ -318,13 +189,9 @@ class PlainRenderer:
         if self._pending is not None:
             # The step that ended the run: no route follows it.
             self._result("-> stop" if self._pending.get("verdict") != "success" else "")
-        # Only finished steps: a step cut off by an interruption is re-run when resumed.
-        steps = event.get("steps")
-        if isinstance(steps, int):
-            for cut_off in [step for step in self._entered if step > steps]:
-                del self._entered[cut_off]
-        if self._entered:
-            self.write(f"{_INDENT}path: " + " -> ".join(self.path))
+        path = self.path
+        if path:
+            self.write(f"{_INDENT}path: " + " -> ".join(path))
         self.final(summary_line(event), "green" if event.get("outcome") == "success" else "red")
 
     # -- progress ------------------------------------------------------------------------

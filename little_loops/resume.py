@@ -156,11 +156,6 @@ def _change_summary(run_dir: RunDir, path: Path, loop: Loop) -> str:
 
 def _path_from_events(run_dir: RunDir, steps: int) -> list[str]:
     """The states of finished steps 1..`steps`, in order (a re-run step counts once)."""
-    from .events import read_events
+    from .history import History
 
-    by_step: dict[int, str] = {}
-    for event in read_events(run_dir.events_path):
-        step = event.get("step")
-        if event.get("event") == "state_enter" and isinstance(step, int) and step <= steps:
-            by_step[step] = str(event.get("state"))
-    return [by_step[i] for i in sorted(by_step)]
+    return History.from_file(run_dir.events_path).path_upto(steps)

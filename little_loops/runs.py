@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import EXIT_RUN_ERROR, EXIT_USAGE, LoopError
-from .events import Event, read_events
+from .events import Event
+from .history import History
 from .store import RunDir, find_run, list_runs, owner_alive
 
 
@@ -60,10 +61,8 @@ def info(run_dir: RunDir) -> RunInfo:
 
 
 def _loop_name(run_dir: RunDir, loop_file: str) -> str:
-    for event in _head_events(run_dir):
-        if event.get("event") == "loop_start":
-            return str(event.get("loop", ""))
-    return Path(loop_file).stem
+    start = History.from_events(_head_events(run_dir)).start
+    return start.loop if start is not None else Path(loop_file).stem
 
 
 def _head_events(run_dir: RunDir) -> Iterator[Event]:
@@ -169,8 +168,7 @@ def status_text(base: Path, run_id: str | None) -> str:
     """`ll status [RUN]`: where a run is, its last verdicts, time and cost so far."""
     run_dir = find_run(base, run_id)
     i = info(run_dir)
-    events = read_events(run_dir.events_path)
-    verdicts = [e for e in events if e.get("event") == "evaluate"][-5:]
+    verdicts = History.from_file(run_dir.events_path).evaluations[-5:]
     elapsed = i.elapsed_ms
     if i.status == "running":
         started = _started_epoch(i.started_at)
@@ -192,10 +190,9 @@ def status_text(base: Path, run_id: str | None) -> str:
     if verdicts:
         lines.append("last verdicts:")
         for e in verdicts:
-            details = e.get("details") or {}
-            reason = e.get("reason") or details.get("reason") or details.get("error")
+            reason = e.reason or e.details.get("reason") or e.details.get("error")
             note = f" - {reason}" if isinstance(reason, str) and reason else ""
-            lines.append(f"  step {e.get('step')} {e.get('state')}: {e.get('verdict')}{note}")
+            lines.append(f"  step {e.step} {e.state}: {e.verdict}{note}")
     if i.status in ("interrupted", "crashed"):
         lines.append(f"resume with: ll resume {i.run_id}")
     return "\n".join(lines) + "\n"
@@ -341,16 +338,13 @@ def step_outputs(run_dir: RunDir, step: int) -> list[StepOutput]:
         if match:
             attempt = int(match.group(2) or 1)
             found[attempt] = StepOutput(step, match.group(1), attempt, log)
-    events = read_events(run_dir.events_path)
-    entered = {
-        e.get("step"): str(e.get("state")) for e in events if e.get("event") == "state_enter"
-    }
-    if step in entered:
-        attempts = 1 + sum(1 for e in events if e.get("event") == "retry" and e.get("step") == step)
-        for attempt in range(1, attempts + 1):
-            found.setdefault(attempt, StepOutput(step, entered[step], attempt, None))
+    history = History.from_file(run_dir.events_path)
+    told = history.get(step)
+    if told is not None:
+        for attempt in range(1, told.attempts + 1):
+            found.setdefault(attempt, StepOutput(step, told.state, attempt, None))
     if not found:
-        steps = sorted(n for n in entered if isinstance(n, int))
+        steps = [s.step for s in history.steps]
         known = f"its steps are 1 to {steps[-1]}" if steps else "it has no steps yet"
         raise LoopError(
             f"run {run_dir.run_id} has no step {step}; {known} (see 'll logs {run_dir.run_id}')",

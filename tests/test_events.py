@@ -1,4 +1,4 @@
-"""Event records: timestamps, the JSONL sink, the emitter's common fields, reading a log back."""
+"""Events: typed records and their wire form, timestamps, the JSONL sink, the emitter."""
 
 from __future__ import annotations
 
@@ -14,9 +14,18 @@ from hypothesis import strategies as st
 from little_loops.events import (
     ENCODE,
     EVENT_NAMES,
+    EVENT_TYPES,
+    ActionComplete,
     Emitter,
+    Evaluate,
     Event,
     JsonlSink,
+    JudgeRetry,
+    LoopComplete,
+    Route,
+    StateEnter,
+    UnknownEvent,
+    parse,
     read_events,
     utc_now,
 )
@@ -190,3 +199,151 @@ def test_written_events_read_back(tmp_path: Path) -> None:
 )
 def test_encode_matches_compact_json_dumps(value: object) -> None:
     assert ENCODE(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# -- typed events ---------------------------------------------------------------------------
+
+STORY = """\
+name: story
+initial: count
+max_iterations: 6
+on_max_iterations: report
+states:
+  count:
+    action: 'n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; echo "try $n"; [ $n -ge 2 ]'
+    retry: {max_attempts: 3, interval: 0.01, jitter: false, on: [failure]}
+    on_success: check
+    on_failure: report
+  check:
+    action: 'echo "bad thing" >&2; exit 1'
+    on_success: done
+    on_failure: count
+  report:
+    action: echo reporting
+    next: done
+  done: {terminal: true}
+"""
+
+
+def run_story(tmp_path: Path) -> Path:
+    """A real `ll run` of STORY (a retry, routed failures, the on_max_iterations jump)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "story.yaml").write_text(STORY, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "little_loops", "run", "story.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 4, done.stderr  # max_iterations
+    (run,) = (tmp_path / ".loops" / "runs").iterdir()
+    return run / "events.jsonl"
+
+
+def test_every_line_of_a_real_run_parses_typed_and_writes_back_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    lines = run_story(tmp_path).read_text(encoding="utf-8").splitlines()
+    typed = [parse(json.loads(line)) for line in lines]
+    assert not [e for e in typed if isinstance(e, UnknownEvent)]
+    assert {e.name for e in typed} >= {
+        "loop_start",
+        "state_enter",
+        "action_start",
+        "action_complete",
+        "evaluate",
+        "retry",
+        "route",
+        "loop_complete",
+    }
+    assert [ENCODE(e.to_dict()) for e in typed] == lines
+    assert all(not e.extra for e in typed)
+    failed = next(e for e in typed if isinstance(e, Evaluate) and e.verdict == "failure")
+    assert failed.reason == "exit code 1: try 1"
+    assert failed.tail == ("try 1",)
+    route = next(e for e in typed if isinstance(e, Route))
+    assert (route.from_, route.to, route.via) == ("count", "check", "on_success")
+
+
+def test_send_writes_the_same_line_as_emit(tmp_path: Path) -> None:
+    clock = "2026-01-01T00:00:00.000Z"
+    by_name = Emitter("r", [], clock=lambda: clock)
+    events = [
+        (Route(step=2, state="a", from_="a", to="b", verdict="success", via="next"), None),
+        (Evaluate(step=1, state="a", type="exit_code", verdict="success", details={"x": 1}), None),
+        (
+            Evaluate(step=1, state="a", type="t", verdict="error", reason="why", tail=("x",)),
+            None,
+        ),
+        (LoopComplete(final_state="d", outcome="success", exit_code=0, steps=3, error=None), None),
+        (JudgeRetry(step=1, state="a", attempt=2, delay_s=0.5, error="busy"), None),
+        (StateEnter(step=1, state="a"), None),
+    ]
+    for event, _ in events:
+        sent = by_name.send(event)
+        emitted = by_name.emit(event.name, event.payload(), step=event.step, state=event.state)
+        assert ENCODE(sent) == ENCODE(emitted)
+        assert ENCODE(sent) == ENCODE(event.to_dict() | {"ts": clock, "run_id": "r"})
+    assert by_name.send(Route(from_="a", to="b"))["from"] == "a"
+    assert "reason" not in by_name.send(Evaluate(verdict="success"))
+    assert by_name.send(LoopComplete())["error"] is None  # null on the wire, as always
+
+
+def test_parse_keeps_what_it_does_not_know_and_never_raises() -> None:
+    newer = parse({"event": "route", "from": "a", "to": "b", "weight": 3, "step": "two"})
+    assert isinstance(newer, Route)
+    assert (newer.from_, newer.to, newer.step) == ("a", "b", None)
+    assert newer.extra == {"step": "two", "weight": 3}
+    wrong = parse({"event": "action_complete", "exit_code": "0", "timed_out": False})
+    assert isinstance(wrong, ActionComplete)
+    assert wrong.exit_code is None
+    assert wrong.extra == {"exit_code": "0"}
+    unknown = parse({"event": "fork_start", "ts": "T", "run_id": "r", "child": "x"})
+    assert isinstance(unknown, UnknownEvent)
+    assert unknown.name == "fork_start"
+    assert unknown.to_dict() == {
+        "event": "fork_start",
+        "ts": "T",
+        "run_id": "r",
+        "child": "x",
+    }
+    assert isinstance(parse([1, 2]), UnknownEvent)
+    assert isinstance(parse({"no": "name"}), UnknownEvent)
+    assert parse({"event": "evaluate", "tail": ["a", 1]}).extra == {"tail": ["a", 1]}
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["event", "ts", "run_id", "step", "state", "from", "details", "tail", "x"]),
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.text(max_size=5)
+        | st.sampled_from(EVENT_NAMES)
+        | st.lists(st.text(max_size=3), max_size=2)
+        | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+        max_size=8,
+    )
+)
+def test_parse_takes_any_line(raw: dict[str, object]) -> None:
+    event = parse(raw)
+    again = event.to_dict()
+    assert isinstance(again, dict)
+    assert json.loads(ENCODE(again)) is not None
+
+
+def test_every_event_the_code_emits_has_a_typed_record() -> None:
+    import little_loops
+
+    root = Path(little_loops.__file__).parent
+    emitted: set[str] = set()
+    for path in [root / "runner.py", root / "evaluators" / "llm.py"]:
+        text = path.read_text(encoding="utf-8")
+        emitted |= set(re.findall(r"emit\(\s*\"(\w+)\"", text))
+    assert emitted, "no event names found"
+    assert emitted <= set(EVENT_TYPES), emitted - set(EVENT_TYPES)
+    assert set(EVENT_NAMES) == set(EVENT_TYPES)

@@ -699,3 +699,72 @@ def test_only_a_custom_schema_makes_validate_import_jsonschema(tmp_path: Path) -
     loaded = _imported_by_validate(tmp_path, custom)
     assert "jsonschema" in loaded
     assert "anthropic" not in loaded
+
+
+# -- issue 12 item 8: the SDK import starts when a judged run begins ------------------------
+
+SLOW_SDK = """\
+import os, pathlib, time
+pathlib.Path(os.environ["SDK_MARKER"]).write_text("imported")
+time.sleep(float(os.environ.get("SDK_IMPORT_SECONDS", "0")))
+"""
+
+
+def _fake_sdk(tmp_path: Path) -> dict[str, str]:
+    """An `anthropic` package first on the path that marks its import and may hang in it."""
+    package = tmp_path / "fake_sdk" / "anthropic"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(SLOW_SDK, encoding="utf-8")
+    return {"PYTHONPATH": str(package.parent), "SDK_MARKER": str(tmp_path / "sdk-imported")}
+
+
+def test_a_judged_run_starts_the_sdk_import_at_once_and_a_stuck_import_is_a_timeout(
+    tmp_path: Path,
+) -> None:
+    """The first state sees the SDK import begin while it runs; the import never finishes,
+    and the judge's own timeout (2 s, the loop has none) turns the wait into verdict error."""
+    env = _fake_sdk(tmp_path)
+    wait_for_import = (
+        f"for i in $(seq 200); do test -e {env['SDK_MARKER']} && exit 0; sleep 0.05; done; exit 1"
+    )
+    (tmp_path / "loop.yaml").write_text(
+        "name: warm\ninitial: first\nstates:\n"
+        f"  first:\n    action: {json.dumps(wait_for_import)}\n"
+        "    on_success: check\n    on_failure: cold\n"
+        "  check:\n    action: echo 3 passed\n"
+        "    evaluate: {type: llm_structured, timeout: 2}\n"
+        "    route: {success: done, error: broken, _: done}\n"
+        "  done: {terminal: true}\n"
+        "  cold: {terminal: true, outcome: failure}\n"
+        "  broken: {terminal: true, outcome: failure}\n",
+        encoding="utf-8",
+    )
+    started = time.monotonic()
+    run = ll_run(tmp_path, tmp_path / "loop.yaml", None, SDK_IMPORT_SECONDS="60", **env)
+    elapsed = time.monotonic() - started
+    assert [e["to"] for e in run.named("route")] == ["check", "broken"], run.stderr
+    (verdict,) = [e for e in run.judged() if e["state"] == "check"]
+    assert verdict["verdict"] == "error"
+    assert verdict["details"]["timeout"] is True
+    assert "loop_timeout" not in verdict["details"]
+    assert "ran out while loading the Anthropic SDK" in verdict["details"]["error"]
+    assert run.code == 1
+    assert elapsed < 40  # never the 60 s import
+
+
+def test_runs_without_an_sdk_judge_never_import_the_sdk(tmp_path: Path) -> None:
+    """A plain shell run, a `claude://` judge and a replayed run do not load the SDK."""
+    env = _fake_sdk(tmp_path)
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(
+        "name: plain\ninitial: a\nstates:\n"
+        "  a: {action: 'sleep 0.3', next: done}\n  done: {terminal: true}\n",
+        encoding="utf-8",
+    )
+    run = ll_run(tmp_path, plain, None, **env)
+    assert run.code == 0
+    claude = loop_file(tmp_path, "model: claude://sonnet")
+    run = ll_run(tmp_path, claude, None, FAKE_JUDGE_ANSWER=json.dumps(SUCCESS), **env)
+    assert run.code == 0, run.stderr
+    assert run.verdicts() == ["success"]
+    assert not Path(env["SDK_MARKER"]).exists()

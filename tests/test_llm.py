@@ -703,7 +703,9 @@ def test_a_crash_inside_the_judge_is_an_error_verdict(
     def boom(*_args: object) -> None:
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(JudgeSession, "_check", boom)
+    from little_loops.evaluators import answer
+
+    monkeypatch.setattr(answer, "check", boom)
     verdict, _ = judge()
     assert verdict.verdict == "error"
     assert verdict.details["internal_error"] is True

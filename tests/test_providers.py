@@ -425,3 +425,46 @@ def test_retries_never_wait_past_the_loop_deadline() -> None:
             until=2.0,
         )
     assert budgets == [2.0]  # one attempt, cut to the deadline; no wait, no second attempt
+
+
+def test_the_judges_own_budget_bounds_a_slow_setup() -> None:
+    """Without a loop deadline, the judge's timeout ends a setup that never finishes."""
+    from little_loops.providers import ProviderError, before_deadline
+
+    started = time.monotonic()
+    with pytest.raises(ProviderError) as caught:
+        before_deadline(lambda: time.sleep(10), None, "loading the SDK", budget=0.2)
+    assert time.monotonic() - started < 5
+    assert caught.value.flags == {"timeout": True}
+    assert caught.value.message == "the judge's time budget (0.2 s) ran out while loading the SDK"
+    # The sooner of the two wins: the loop's deadline is a loop timeout.
+    with pytest.raises(ProviderError) as caught:
+        before_deadline(lambda: time.sleep(10), time.monotonic() + 0.1, "x", budget=30)
+    assert caught.value.flags["loop_timeout"] is True
+
+
+def test_which_runs_warm_the_sdk(tmp_path: Path) -> None:
+    from little_loops.evaluators.prefetch import needs_sdk
+    from little_loops.loader import load
+
+    def loop(evaluate: str, llm: str = "") -> Any:
+        path = tmp_path / "loop.yaml"
+        path.write_text(
+            f"name: x\ninitial: a\n{llm}states:\n"
+            f"  a:\n    action: echo\n    evaluate: {evaluate}\n    route: {{_: done}}\n"
+            "  done: {terminal: true}\n",
+            encoding="utf-8",
+        )
+        return load(path)
+
+    judged = loop("{type: llm_structured}")
+    assert needs_sdk(judged, None, None)  # the default model is an Anthropic one
+    assert not needs_sdk(judged, None, Path("answers.jsonl"))  # replayed
+    assert not needs_sdk(judged, "claude://sonnet", None)
+    assert needs_sdk(judged, "openai://gpt-4o", None)  # the schema transform
+    assert not needs_sdk(loop("{type: exit_code}"), None, None)
+    nested = "{type: all, of: [{type: exit_code}, {type: llm_structured, model: 'ollama://h:1/m'}]}"
+    assert needs_sdk(loop(nested), "claude://sonnet", None)
+    assert not needs_sdk(
+        loop("{type: llm_structured}", "llm: {model: claude://opus}\n"), None, None
+    )

@@ -7,7 +7,6 @@ imported only when a judgement is actually requested, so `ll validate` stays fas
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +24,7 @@ from ..model import (
     Verdict,
 )
 from . import EvalInput, judge_verdicts
+from .answer import Call, error, interpret
 from .cache import Cassette, VerdictCache, key_of, thaw
 from .judge_input import (
     JSON_INSTRUCTION,
@@ -36,7 +36,7 @@ from .judge_input import (
 from .votes import Sample, aggregate
 
 if TYPE_CHECKING:
-    from ..providers import JudgeReply, JudgeRequest, Provider, ProviderError, RetryPolicy
+    from ..providers import JudgeRequest, Provider, ProviderError, RetryPolicy
 
 Emit = Callable[[str, Mapping[str, Any]], None]
 
@@ -58,22 +58,6 @@ class JudgeSettings:
     retry: RetryPolicy | None = None  # None: providers.RetryPolicy()
 
 
-@dataclass(frozen=True)
-class _Call:
-    """One evaluator's settings, resolved."""
-
-    provider: str
-    target: str  # the provider's own model id
-    endpoint: str  # ollama: the server's base URL; else ""
-    model: str  # as written: for details and keys
-    max_tokens: int
-    timeout: float
-    min_confidence: float
-    max_output_chars: int
-    schema: Mapping[str, Any]
-    enum: tuple[str, ...]
-
-
 class JudgeSession:
     """Per-run judge state: lazily created provider clients, the cache, the cassette."""
 
@@ -93,7 +77,6 @@ class JudgeSession:
         self._cache = VerdictCache(settings.cache_dir) if settings.cache_dir else None
         self._record = Cassette(settings.record) if settings.record else None
         self._replay = Cassette(settings.replay) if settings.replay else None
-        self._validators: dict[str, Any] = {}
 
     def close(self) -> None:
         """Close every provider client this run opened."""
@@ -123,7 +106,7 @@ class JudgeSession:
             return self._finish(
                 spec,
                 inp,
-                _error(
+                error(
                     f"judge failed unexpectedly: {type(exc).__name__}: {_short(str(exc), 200)}",
                     internal_error=True,
                 ),
@@ -138,7 +121,7 @@ class JudgeSession:
             call = self._resolve(spec)
         except ValueError as exc:
             return self._finish(
-                spec, inp, _error(str(exc), config_error=True), started, cached=False
+                spec, inp, error(str(exc), config_error=True), started, cached=False
             )
         prior = inp.prior_reason if spec.prior_reason else None
         user = build_user_message(prompt, text, stderr, call.max_output_chars, prior)
@@ -203,7 +186,7 @@ class JudgeSession:
             self._cache.put(key, verdict.verdict, verdict.details)
         return verdict
 
-    def _resolve(self, spec: Evaluate) -> _Call:
+    def _resolve(self, spec: Evaluate) -> Call:
         from ..providers import ollama_target, split_model
 
         llm = self.settings.llm
@@ -214,7 +197,7 @@ class JudgeSession:
             endpoint, target = ollama_target(target)
         # Thawed once here: everything after serialises it (keys, request bodies, argv).
         schema = thaw(spec.schema if spec.schema is not None else DEFAULT_SCHEMA)
-        return _Call(
+        return Call(
             provider=provider,
             target=target,
             endpoint=endpoint,
@@ -232,14 +215,14 @@ class JudgeSession:
         )
 
     def _sample(
-        self, call: _Call, request: JudgeRequest, key: str, state: str, prompt: str, index: int
+        self, call: Call, request: JudgeRequest, key: str, state: str, prompt: str, index: int
     ) -> Sample:
         if self._replay is not None:
             entry = self._replay.take(key)
             response = entry.get("response") if entry else None
             if not isinstance(response, Mapping):
                 where = "" if self._replay.exists() else " (the file does not exist)"
-                return _error(
+                return error(
                     f"no recorded judge answer in {self._replay.path}{where} for state "
                     f"'{state}' (prompt {_short(prompt)!r}, sample {index + 1}); re-record "
                     "with --record",
@@ -275,7 +258,7 @@ class JudgeSession:
             )
         return sample
 
-    def _ask(self, call: _Call, request: JudgeRequest) -> Sample:
+    def _ask(self, call: Call, request: JudgeRequest) -> Sample:
         from ..providers import ProviderError, loop_timeout
 
         try:
@@ -290,17 +273,17 @@ class JudgeSession:
                 # is what ended this judgement; the runner ends the run with outcome timeout.
                 cut = loop_timeout("answering")
                 message, flags = cut.message, {**flags, **cut.flags}
-            return _error(message, **flags, provider=call.provider, model=call.model)
+            return error(message, **flags, provider=call.provider, model=call.model)
         except Exception as exc:  # the judge must never crash the loop
-            return _error(
+            return error(
                 f"judge failed unexpectedly: {type(exc).__name__}: {exc}",
                 internal_error=True,
                 provider=call.provider,
                 model=call.model,
             )
-        return self._interpret(call, reply)
+        return interpret(call, reply)
 
-    def _provider(self, call: _Call) -> Provider:
+    def _provider(self, call: Call) -> Provider:
         name = call.provider
         slot = f"{name} {call.endpoint}"
         cached = self._providers.get(slot)
@@ -337,127 +320,6 @@ class JudgeSession:
             fields["status"] = err.flags["status"]
         fields["error"] = err.message
         self.emit("judge_retry", fields)
-
-    def _interpret(self, call: _Call, reply: JudgeReply) -> Sample:
-        from ..providers import prices
-        from . import parse
-
-        base: dict[str, Any] = {
-            "provider": call.provider,
-            "model": reply.model or call.target,
-            "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
-            "attempts": reply.attempts,
-        }
-        if reply.cost_usd is not None:
-            base["cost_usd"], base["cost_known"] = reply.cost_usd, True
-        else:
-            base["cost_usd"], base["cost_known"] = prices.cost_usd(
-                reply.model or call.target, reply.input_tokens, reply.output_tokens
-            )
-        cost = base["cost_usd"]
-        if not isinstance(cost, int | float) or not math.isfinite(cost) or cost < 0:
-            # A NaN or negative cost would silently disable max_cost_usd: count it as unknown.
-            base["cost_usd"], base["cost_known"] = 0.0, False
-            base["cost_warning"] = f"the judge reported an invalid cost ({cost!r}); counted as 0"
-        if reply.stop_reason in ("max_tokens", "length"):
-            return _error(
-                f"the judge ran out of max_tokens ({call.max_tokens}) before finishing its "
-                "answer; raise max_tokens",
-                max_tokens=True,
-                stop_reason=reply.stop_reason,
-                raw=reply.text or (_raw(reply.answer) if reply.answer else None),
-                **base,
-            )
-        if reply.stop_reason in ("refusal", "content_filter") or reply.extra.get("refusal"):
-            said = reply.extra.get("refusal") or reply.text
-            return _error(
-                "the judge refused to answer"
-                + (f": {parse.preview(str(said))!r}" if said else f" ({reply.stop_reason})"),
-                refusal=True,
-                stop_reason=reply.stop_reason,
-                raw=reply.text or None,
-                **base,
-            )
-        answer: Mapping[str, Any] | None = reply.answer
-        if answer is None and reply.text:
-            found = parse.extract(
-                reply.text, lambda obj: self._check(call, self._plain(call, obj)) is None
-            )
-            if found is not None:
-                answer, base["lenient"] = self._plain(call, found), True
-        if answer is None:
-            flag = {
-                "anthropic": "no_tool_call",
-                "claude": "no_structured_output",
-            }.get(call.provider, "invalid_answer")
-            what = {"no_tool_call": "did not call the evaluate tool"}.get(
-                flag, "gave no answer matching the schema"
-            )
-            return _error(
-                f"the judge {what}; its reply: {parse.preview(reply.text) or '(empty)'!r}",
-                **{flag: True},
-                raw=reply.text,
-                stop_reason=reply.stop_reason,
-                **base,
-            )
-        problem = self._check(call, answer)
-        if problem is not None:
-            return _error(
-                f"the judge's answer does not match the schema: {problem}",
-                invalid_answer=True,
-                raw=_raw(answer),
-                **base,
-                **_unknown_verdict(answer, call.enum),
-            )
-        confidence, clamped = _confidence(answer.get("confidence"))
-        details = {
-            "confidence": confidence,
-            "reason": str(answer.get("reason") or ""),
-            "raw": _raw(answer),
-            **base,
-        }
-        if clamped:
-            details["confidence_clamped"] = True
-        return Sample(str(answer["verdict"]), details)
-
-    def _plain(self, call: _Call, answer: Mapping[str, Any]) -> Mapping[str, Any]:
-        """OpenAI strict answers carry nulls for optional properties: drop them."""
-        if call.provider in ("openai", "ollama"):
-            from ..providers.strict import drop_optional_nulls
-
-            plain: Mapping[str, Any] = drop_optional_nulls(answer, call.schema)
-            return plain
-        return answer
-
-    def _check(self, call: _Call, answer: Mapping[str, Any]) -> str | None:
-        """Why `answer` is not acceptable, or None. Confidence is clamped before checking."""
-        verdict = answer.get("verdict")
-        if not isinstance(verdict, str) or verdict not in call.enum:
-            return f"verdict {verdict!r} is not one of {', '.join(call.enum)}"
-        conf = answer.get("confidence")
-        if conf is not None and (
-            isinstance(conf, bool) or not isinstance(conf, int | float) or math.isnan(conf)
-        ):
-            return f"confidence {conf!r} is not a number"
-        checked = dict(answer)
-        if conf is not None:
-            checked["confidence"] = min(1.0, max(0.0, float(conf)))
-        validator = self._validator(call.schema)
-        error = next(iter(validator.iter_errors(checked)), None)
-        if error is None:
-            return None
-        where = "/".join(str(p) for p in error.absolute_path)
-        return f"{where + ': ' if where else ''}{error.message}"
-
-    def _validator(self, schema: Mapping[str, Any]) -> Any:
-        import jsonschema
-
-        k = _dumps(schema)
-        validator = self._validators.get(k)
-        if validator is None:
-            cls = jsonschema.validators.validator_for(schema)
-            validator = self._validators[k] = cls(schema)
-        return validator
 
     def _finish(
         self, spec: Evaluate, inp: EvalInput, sample: Sample, started: float, *, cached: bool
@@ -508,44 +370,6 @@ def evaluate(spec: Evaluate, inp: EvalInput) -> Verdict:
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def _error(message: str, **flags: Any) -> Sample:
-    details: dict[str, Any] = {"confidence": 0.0, "reason": message, "raw": None}
-    details.update(flags)
-    details["error"] = message
-    return Sample("error", details)
-
-
-MAX_RAW_DEPTH = 32
-
-
-def _raw(answer: Mapping[str, Any]) -> Any:
-    """The answer for `details.raw`, unless it nests too deep to serialise safely."""
-    stack: list[tuple[Any, int]] = [(answer, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > MAX_RAW_DEPTH:
-            return f"(an answer nested deeper than {MAX_RAW_DEPTH} levels; not kept)"
-        if isinstance(value, Mapping):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list | tuple):
-            stack.extend((v, depth + 1) for v in value)
-    return dict(answer)
-
-
-def _unknown_verdict(answer: Mapping[str, Any], enum: tuple[str, ...]) -> dict[str, Any]:
-    verdict = answer.get("verdict")
-    return {} if verdict in enum else {"unknown_verdict": verdict}
-
-
-def _confidence(value: object) -> tuple[float, bool]:
-    """Missing counts as 1.0; the value is clamped to 0..1. Returns (value, was_clamped)."""
-    if value is None:
-        return 1.0, False
-    number = float(value) if isinstance(value, int | float) else 1.0
-    clamped = min(1.0, max(0.0, number))
-    return clamped, clamped != number
 
 
 def _dumps(value: object) -> str:

@@ -147,13 +147,19 @@ def remaining(deadline: float | None, budget: float) -> float:
     return min(budget, deadline - time.monotonic())
 
 
-def before_deadline(work: Callable[[], T], deadline: float | None, doing: str) -> T:
-    """`work()`, unless the loop's `deadline` passes first: then `loop_timeout(doing)`.
+def before_deadline(
+    work: Callable[[], T], deadline: float | None, doing: str, *, budget: float | None = None
+) -> T:
+    """`work()`, unless the loop's `deadline` or the judge's own `budget` runs out first.
 
-    With a deadline the work runs in a daemon thread, so that a slow step which cannot be
-    interrupted (importing the SDK takes about 2 s) never holds a run past its timeout.
+    With a bound the work runs in a daemon thread, so that a slow step which cannot be
+    interrupted (importing the SDK takes about 2 s, and may still be under way in the
+    background: see `prefetch_sdk`) never holds a judgement past its timeout. `budget` is
+    in seconds from now; running out of it is the judge's timeout, of `deadline` the loop's.
     """
-    if deadline is None:
+    start = time.monotonic()
+    until = None if budget is None else start + budget
+    if deadline is None and until is None:
         return work()
     import threading
 
@@ -167,14 +173,47 @@ def before_deadline(work: Callable[[], T], deadline: float | None, doing: str) -
 
     worker = threading.Thread(target=run, name="ll-judge-setup", daemon=True)
     worker.start()
-    worker.join(max(0.0, deadline - time.monotonic()))
+    worker.join(max(0.0, min(t for t in (deadline, until) if t is not None) - start))
     if not outcome:
-        raise loop_timeout(doing)
+        if deadline is not None and (until is None or deadline <= until):
+            raise loop_timeout(doing)
+        raise ProviderError(
+            f"the judge's time budget ({budget:g} s) ran out while {doing}",
+            flags={"timeout": True},
+        )
     ok, value = outcome[0]
     if not ok:
         raise value
     result: T = value
     return result
+
+
+_prefetch_started = False
+
+
+def prefetch_sdk() -> None:
+    """Start importing the Anthropic SDK in a daemon thread, once per process.
+
+    A run whose judges need the SDK (the Anthropic API; the OpenAI-compatible ones for the
+    strict-schema transform) calls this when it begins, so the import (about 2 s) overlaps the
+    first actions instead of delaying the first judged step. Whoever needs the SDK still
+    imports it, and waits within its judge's timeout (`before_deadline`); a failed import here
+    is left for that import to report.
+    """
+    global _prefetch_started
+    if _prefetch_started:
+        return
+    _prefetch_started = True
+    import threading
+
+    def load() -> None:
+        try:
+            import anthropic
+            import anthropic.lib._parse._transform  # noqa: F401
+        except BaseException:  # the judge's own import reports it
+            return
+
+    threading.Thread(target=load, name="ll-sdk-prefetch", daemon=True).start()
 
 
 def with_retries(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -49,7 +50,7 @@ class AnthropicProvider:
         self._on_retry = on_retry
         self._client: Any = None
 
-    def _get_client(self, deadline: float | None = None) -> Any:
+    def _get_client(self, deadline: float | None = None, budget: float | None = None) -> Any:
         if self._client is not None:
             return self._client
         api_key = self._env.get("ANTHROPIC_API_KEY") or None
@@ -68,19 +69,21 @@ class AnthropicProvider:
                 max_retries=0,
             )
 
-        # The import counts against the loop's timeout like the request itself.
-        self._client = before_deadline(build, deadline, "loading the Anthropic SDK")
+        # The import (or the wait for the one started in the background when the run began)
+        # counts against the judge's timeout and the loop's, like the request itself.
+        self._client = before_deadline(build, deadline, "loading the Anthropic SDK", budget=budget)
         return self._client
 
     def complete(self, request: JudgeRequest) -> JudgeReply:
-        client = self._get_client(request.deadline)
+        until = time.monotonic() + request.timeout
+        client = self._get_client(request.deadline, request.timeout)
         schema = strict_schema(request.schema, anthropic_schema)
         return with_retries(
             lambda remaining: self._attempt(client, request, schema, remaining),
             budget=request.timeout,
             policy=self._policy,
             on_retry=self._on_retry,
-            until=request.deadline,
+            until=until if request.deadline is None else min(until, request.deadline),
         )
 
     def _attempt(

@@ -7,6 +7,7 @@ json_schema, the reply's message text handed to the lenient parser by the judge.
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -19,6 +20,7 @@ from . import (
     JudgeRequest,
     ProviderError,
     RetryPolicy,
+    before_deadline,
     is_retryable_status,
     parse_retry_after,
     status_flags,
@@ -54,6 +56,7 @@ class OpenAICompatProvider:
                 "OpenAI-compatible server",
                 flags={"no_api_key": True},
             )
+        until = time.monotonic() + request.timeout  # the schema transform's wait counts too
         payload = json.dumps(
             {
                 "model": request.model,
@@ -67,7 +70,12 @@ class OpenAICompatProvider:
                     "json_schema": {
                         "name": "evaluate",
                         "strict": True,
-                        "schema": strict_schema(request.schema, openai_schema),
+                        "schema": before_deadline(
+                            lambda: strict_schema(request.schema, openai_schema),
+                            request.deadline,
+                            "loading the Anthropic SDK for the schema transform",
+                            budget=request.timeout,
+                        ),
                     },
                 },
             }
@@ -77,7 +85,7 @@ class OpenAICompatProvider:
             budget=request.timeout,
             policy=self._policy,
             on_retry=self._on_retry,
-            until=request.deadline,
+            until=until if request.deadline is None else min(until, request.deadline),
         )
 
     def _attempt(self, payload: bytes, request: JudgeRequest, remaining: float) -> JudgeReply:

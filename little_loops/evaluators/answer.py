@@ -1,0 +1,203 @@
+"""What a judge's reply means: the resolved call, and its answer checked into a sample.
+
+A provider hands back a `JudgeReply`; `interpret` turns it into a `Sample` (a verdict with its
+details) or verdict `error` with a specific flag: out of tokens, a refusal, no answer, an
+answer that does not match the schema. Nothing here talks to a provider.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .votes import Sample
+
+if TYPE_CHECKING:
+    from ..providers import JudgeReply
+
+
+@dataclass(frozen=True)
+class Call:
+    """One evaluator's settings, resolved."""
+
+    provider: str
+    target: str  # the provider's own model id
+    endpoint: str  # ollama: the server's base URL; else ""
+    model: str  # as written: for details and keys
+    max_tokens: int
+    timeout: float
+    min_confidence: float
+    max_output_chars: int
+    schema: Mapping[str, Any]
+    enum: tuple[str, ...]
+
+
+def interpret(call: Call, reply: JudgeReply) -> Sample:
+    """What a provider's reply means: a sample with its verdict, or `error` saying why."""
+    from ..providers import prices
+    from . import parse
+
+    base: dict[str, Any] = {
+        "provider": call.provider,
+        "model": reply.model or call.target,
+        "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
+        "attempts": reply.attempts,
+    }
+    if reply.cost_usd is not None:
+        base["cost_usd"], base["cost_known"] = reply.cost_usd, True
+    else:
+        base["cost_usd"], base["cost_known"] = prices.cost_usd(
+            reply.model or call.target, reply.input_tokens, reply.output_tokens
+        )
+    cost = base["cost_usd"]
+    if not isinstance(cost, int | float) or not math.isfinite(cost) or cost < 0:
+        # A NaN or negative cost would silently disable max_cost_usd: count it as unknown.
+        base["cost_usd"], base["cost_known"] = 0.0, False
+        base["cost_warning"] = f"the judge reported an invalid cost ({cost!r}); counted as 0"
+    if reply.stop_reason in ("max_tokens", "length"):
+        return error(
+            f"the judge ran out of max_tokens ({call.max_tokens}) before finishing its "
+            "answer; raise max_tokens",
+            max_tokens=True,
+            stop_reason=reply.stop_reason,
+            raw=reply.text or (_raw(reply.answer) if reply.answer else None),
+            **base,
+        )
+    if reply.stop_reason in ("refusal", "content_filter") or reply.extra.get("refusal"):
+        said = reply.extra.get("refusal") or reply.text
+        return error(
+            "the judge refused to answer"
+            + (f": {parse.preview(str(said))!r}" if said else f" ({reply.stop_reason})"),
+            refusal=True,
+            stop_reason=reply.stop_reason,
+            raw=reply.text or None,
+            **base,
+        )
+    answer: Mapping[str, Any] | None = reply.answer
+    if answer is None and reply.text:
+        found = parse.extract(reply.text, lambda obj: check(call, plain(call, obj)) is None)
+        if found is not None:
+            answer, base["lenient"] = plain(call, found), True
+    if answer is None:
+        flag = {
+            "anthropic": "no_tool_call",
+            "claude": "no_structured_output",
+        }.get(call.provider, "invalid_answer")
+        what = {"no_tool_call": "did not call the evaluate tool"}.get(
+            flag, "gave no answer matching the schema"
+        )
+        return error(
+            f"the judge {what}; its reply: {parse.preview(reply.text) or '(empty)'!r}",
+            **{flag: True},
+            raw=reply.text,
+            stop_reason=reply.stop_reason,
+            **base,
+        )
+    problem = check(call, answer)
+    if problem is not None:
+        return error(
+            f"the judge's answer does not match the schema: {problem}",
+            invalid_answer=True,
+            raw=_raw(answer),
+            **base,
+            **_unknown_verdict(answer, call.enum),
+        )
+    confidence, clamped = _confidence(answer.get("confidence"))
+    details = {
+        "confidence": confidence,
+        "reason": str(answer.get("reason") or ""),
+        "raw": _raw(answer),
+        **base,
+    }
+    if clamped:
+        details["confidence_clamped"] = True
+    return Sample(str(answer["verdict"]), details)
+
+
+def plain(call: Call, answer: Mapping[str, Any]) -> Mapping[str, Any]:
+    """OpenAI strict answers carry nulls for optional properties: drop them."""
+    if call.provider in ("openai", "ollama"):
+        from ..providers.strict import drop_optional_nulls
+
+        plain: Mapping[str, Any] = drop_optional_nulls(answer, call.schema)
+        return plain
+    return answer
+
+
+def check(call: Call, answer: Mapping[str, Any]) -> str | None:
+    """Why `answer` is not acceptable, or None. Confidence is clamped before checking."""
+    verdict = answer.get("verdict")
+    if not isinstance(verdict, str) or verdict not in call.enum:
+        return f"verdict {verdict!r} is not one of {', '.join(call.enum)}"
+    conf = answer.get("confidence")
+    if conf is not None and (
+        isinstance(conf, bool) or not isinstance(conf, int | float) or math.isnan(conf)
+    ):
+        return f"confidence {conf!r} is not a number"
+    checked = dict(answer)
+    if conf is not None:
+        checked["confidence"] = min(1.0, max(0.0, float(conf)))
+    validator = _validator(_dumps(call.schema))
+    problem = next(iter(validator.iter_errors(checked)), None)
+    if problem is None:
+        return None
+    where = "/".join(str(p) for p in problem.absolute_path)
+    return f"{where + ': ' if where else ''}{problem.message}"
+
+
+@functools.lru_cache(maxsize=64)
+def _validator(schema_json: str) -> Any:
+    """A compiled validator per schema (keyed by its canonical JSON), built once per process."""
+    import json
+
+    import jsonschema
+
+    schema = json.loads(schema_json)
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+def error(message: str, **flags: Any) -> Sample:
+    details: dict[str, Any] = {"confidence": 0.0, "reason": message, "raw": None}
+    details.update(flags)
+    details["error"] = message
+    return Sample("error", details)
+
+
+MAX_RAW_DEPTH = 32
+
+
+def _raw(answer: Mapping[str, Any]) -> Any:
+    """The answer for `details.raw`, unless it nests too deep to serialise safely."""
+    stack: list[tuple[Any, int]] = [(answer, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_RAW_DEPTH:
+            return f"(an answer nested deeper than {MAX_RAW_DEPTH} levels; not kept)"
+        if isinstance(value, Mapping):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend((v, depth + 1) for v in value)
+    return dict(answer)
+
+
+def _unknown_verdict(answer: Mapping[str, Any], enum: tuple[str, ...]) -> dict[str, Any]:
+    verdict = answer.get("verdict")
+    return {} if verdict in enum else {"unknown_verdict": verdict}
+
+
+def _confidence(value: object) -> tuple[float, bool]:
+    """Missing counts as 1.0; the value is clamped to 0..1. Returns (value, was_clamped)."""
+    if value is None:
+        return 1.0, False
+    number = float(value) if isinstance(value, int | float) else 1.0
+    clamped = min(1.0, max(0.0, number))
+    return clamped, clamped != number
+
+
+def _dumps(value: object) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

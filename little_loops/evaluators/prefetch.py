@@ -1,0 +1,64 @@
+"""Warm the judge before the run needs it: start the SDK import when a judged run begins.
+
+Importing the Anthropic SDK takes about 2 s. A run whose judges need it starts the import in
+a background thread as it begins, so the import overlaps the first actions and the first
+judged step pays only its round trip; the judge waits for it within its own timeout. A run
+without judges, or whose judges need no SDK (`claude://`, `--replay`), never imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..model import DEFAULT_JUDGE_MODEL, Evaluate, Loop
+
+# Providers that import the SDK: the Anthropic API itself, and the OpenAI-compatible ones for
+# the strict-schema transform (providers/strict.py). `claude://` runs the Claude Code CLI.
+SDK_PROVIDERS = frozenset({"anthropic", "openai", "ollama"})
+
+
+def judge_models(loop: Loop, model_override: str | None) -> set[str]:
+    """The judge model of every `llm_structured` evaluator of `loop`, resolved as the judge
+    resolves it: the state's `model`, the loop's `llm.model`, the override, the default."""
+    fallback = loop.llm.model or model_override or DEFAULT_JUDGE_MODEL
+    return {
+        spec.model or fallback
+        for state in loop.states.values()
+        for spec in _evaluators(state.evaluate)
+        if spec.type == "llm_structured"
+    }
+
+
+def needs_sdk(loop: Loop, model_override: str | None, replay: Path | None) -> bool:
+    """Whether a run of `loop` will import the Anthropic SDK for its judges."""
+    if replay is not None:  # answers come from the recording, never from a provider
+        return False
+    from ..providers import split_model
+
+    for model in judge_models(loop, model_override):
+        try:
+            provider, _ = split_model(model)
+        except ValueError:  # the judge reports it as a config error; nothing to warm
+            continue
+        if provider in SDK_PROVIDERS:
+            return True
+    return False
+
+
+def warm_judges(loop: Loop, model_override: str | None, replay: Path | None) -> bool:
+    """Start the SDK import in the background when the run will need it; True if it did."""
+    if not needs_sdk(loop, model_override, replay):
+        return False
+    from ..providers import prefetch_sdk
+
+    prefetch_sdk()
+    return True
+
+
+def _evaluators(spec: Evaluate | None) -> Iterator[Evaluate]:
+    if spec is None:
+        return
+    yield spec
+    for sub in spec.of:
+        yield from _evaluators(sub)
