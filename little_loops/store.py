@@ -1,4 +1,9 @@
-"""Run directories under `.loops/runs/<run-id>/`: atomic state.json, the event log, step logs."""
+"""Run directories under `.loops/runs/<run-id>/`: atomic state.json, the event log, step logs.
+
+Over 400 lines on purpose: every file ll keeps under `.loops/` (run dirs, state, locks, step
+logs) is opened here, so the rules for them (no symbolic links, atomic replace, one-line
+errors) live in one module.
+"""
 
 from __future__ import annotations
 
@@ -105,18 +110,6 @@ def _write_all(fd: int, data: bytes, path: str | None = None) -> None:
         raise OSError(exc.errno, exc.strerror, path) from None
 
 
-def state_head(fixed: dict[str, Any]) -> str:
-    """The start of every state.json of a run: the format version and the fields `fixed`.
-
-    Encoding them once instead of every step is a third of what writing the state costs.
-    """
-    body = _ENCODE(fixed)[1:-1]
-    return f"{_HEAD},{body}" if body else _HEAD
-
-
-_HEAD = f'{{"version":{STATE_VERSION}'
-
-
 class _Exchange:
     """`renameat2(RENAME_EXCHANGE)` through libc, where the platform and file system have it."""
 
@@ -215,31 +208,22 @@ class RunDir:
             safe = self._safe[state] = re.sub(r"[^A-Za-z0-9_.-]+", "_", state)
         return f"{self._steps}{os.sep}{step:04d}-{safe}{suffix}.log"
 
-    def write_state(
-        self, data: dict[str, Any], *, fsync: bool = False, head: str | None = None
-    ) -> None:
+    def write_state(self, data: dict[str, Any], *, fsync: bool = False) -> None:
         """Replace state.json whole: readers and a `kill -9` see the old file or the new one.
-
-        `head`, from `state_head`, holds the fields that stay the same for the whole run,
-        encoded once; `data` then carries only the ones that change.
 
         The new state is written into `.state.next` and the two names are swapped in one
         atomic rename (Linux `RENAME_EXCHANGE`), so no file is created or deleted per step,
         which on ext4 costs several times the write. The two files stay open and trade places
         every step. Where the swap is not available, a temp file is renamed over state.json.
         """
-        if "version" in data:  # e.g. a state read back, changed and written again
-            data = {k: v for k, v in data.items() if k != "version"}
-        body = _ENCODE(data)
-        if head is None:
-            head = _HEAD
-        text = f"{head},{body[1:]}\n" if len(body) > 2 else f"{head}}}\n"
-        # A value with bytes that are not UTF-8 (a file name, an environment variable) is kept
-        # as a JSON escape, which reads back the same, instead of failing the write.
+        state = {"version": STATE_VERSION, **data}
+        text = _ENCODE(state) + "\n"
         try:
             raw = text.encode("utf-8")
         except UnicodeEncodeError:
-            text = _ascii_json(head, data)
+            # A value with bytes that are not UTF-8 (a file name, an environment variable) is
+            # kept as a JSON escape, which reads back the same, instead of failing the write.
+            text = json.dumps(state, separators=(",", ":")) + "\n"
             raw = text.encode("ascii")
         if _EXCHANGE.usable and self._swap_in(raw, fsync):
             return
@@ -354,11 +338,6 @@ def _is(value: object, kinds: tuple[type, ...]) -> bool:
 def _short(value: object) -> str:
     text = json.dumps(value)
     return text if len(text) <= 40 else text[:39] + "…"
-
-
-def _ascii_json(head: str, data: dict[str, Any]) -> str:
-    fixed = json.loads(head + "}")
-    return json.dumps({**fixed, **data}, separators=(",", ":")) + "\n"
 
 
 DEFAULT_MAX_LOG_BYTES = 50 * 1024 * 1024

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from fakes import FakeClaude, install_fake_claude
 
+from little_loops import outputs
+
 HOSTILE = "x; touch PWNED;"
 
 
@@ -45,7 +47,8 @@ def pwned(tmp_path: Path) -> list[str]:
 def captured(base: Path, name: str) -> str:
     """The output the last run captured as `name`, from its state.json."""
     (state,) = base.glob(".loops/runs/*/state.json")
-    return str(json.loads(state.read_text())["captured"][name]["output"])
+    kept = outputs.resolve(state.parent, json.loads(state.read_text()))
+    return str(kept["captured"][name]["output"])
 
 
 def capture_then(action: str, value: str = HOSTILE) -> str:

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from little_loops import outputs
+from little_loops.errors import RunError
 from little_loops.events import read_events
 from little_loops.loader import load
 from little_loops.runner import Runner, RunOptions, RunResult
@@ -77,7 +79,9 @@ def test_success_path_events_and_state(tmp_path: Path) -> None:
     state = json.loads((result.run_dir / "state.json").read_text())
     assert state["version"] == 1
     assert state["status"] == "finished"
-    assert state["captured"]["greeting"]["output"] == "hello"
+    assert len(state["captured"]["greeting"]) == 1  # a reference into outputs.dat
+    kept = outputs.resolve(result.run_dir, state)
+    assert kept["captured"]["greeting"]["output"] == "hello"
     assert state["step"] == 3
     logs = sorted(p.name for p in (result.run_dir / "steps").iterdir())
     assert logs == ["0001-first.log"]  # the silent second step leaves no empty log
@@ -403,3 +407,66 @@ def test_context_may_use_loop_and_env(tmp_path: Path) -> None:
     )
     assert result.outcome == "success", result.error
     assert out.read_text() == f"ctx-{result.run_id} here"
+
+
+def test_a_start_that_fails_after_taking_the_lock_releases_it(tmp_path: Path) -> None:
+    loop = load(
+        write_loop(tmp_path, "name: once\ninitial: done\nstates:\n  done: {terminal: true}\n")
+    )
+    first = Runner(loop, RunOptions(base_dir=tmp_path)).run()
+    # The lock is taken, then the run directory cannot be made: that run id exists.
+    with pytest.raises(RunError, match="already exists"):
+        Runner(loop, RunOptions(base_dir=tmp_path), run_id=first.run_id)
+    again = Runner(loop, RunOptions(base_dir=tmp_path)).run()  # not "already running"
+    assert again.outcome == "success"
+
+
+def test_the_clock_and_the_action_layer_are_seams(tmp_path: Path) -> None:
+    """A simulation swaps both: no process starts, time is what the clock says."""
+    from little_loops.actions import ActionResult
+    from little_loops.runner import Clock
+
+    ran: list[str] = []
+
+    class Answers:
+        def run_shell(self, command: str, **kwargs: Any) -> ActionResult:
+            ran.append(command)
+            return ActionResult(
+                output=f"did {command}", stderr="", exit_code=0, duration_ms=5, timed_out=False,
+                output_bytes=9,
+            )  # fmt: skip
+
+        def run_slash(self, prompt: str, **kwargs: Any) -> ActionResult:
+            raise AssertionError("no slash state here")
+
+        def kill_orphans(self) -> None:
+            pass
+
+    now = [100.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    clock = Clock(monotonic=lambda: now[0], wall=lambda: "2030-01-01T00:00:00.000Z", sleep=sleep)
+    loop = load(
+        write_loop(
+            tmp_path,
+            """
+            name: simulated
+            initial: a
+            backoff: 7
+            timeout: 20
+            states:
+              a: {action: "make one", capture: x, next: b}
+              b: {action: "make ${captured.x.output}", next: a, on_failure: done}
+              done: {terminal: true}
+            """,
+        )
+    )
+    result = Runner(loop, RunOptions(base_dir=tmp_path), clock=clock, action_layer=Answers()).run()
+    assert ran == ["make one", "make 'did make one'", "make one"]
+    assert slept == [7, 7, 6]  # the last backoff is cut to what the loop's timeout leaves
+    assert (result.outcome, result.duration_ms) == ("timeout", 20_000)
+    assert {e["ts"] for e in events_of(result)} == {"2030-01-01T00:00:00.000Z"}

@@ -439,8 +439,8 @@ def test_a_run_recorded_before_v2_resumes_in_the_loop_file_directory(tmp_path: P
     )
     loop = load(path)
     first = Runner(loop, RunOptions(base_dir=tmp_path))
-    first._persist()
-    first._close()
+    first.session.persist(first.progress)
+    first.session.close()
     # As a run started by an older ll left it: no recorded cwd. (Popping it from the live
     # progress is not enough: the fixed head of state.json is encoded once, at the start.)
     state_file = tmp_path / ".loops" / "runs" / first.progress.run_id / "state.json"

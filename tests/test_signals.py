@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from little_loops import outputs
+
 LL = [sys.executable, "-m", "little_loops"]
 # Read at import: the autouse fixture removes LL_* variables from the environment of each test.
 KILL_RUNS = int(os.environ.get("LL_KILL_RUNS") or 0)
@@ -88,6 +90,7 @@ def _run_dir(cwd: Path) -> Path | None:
 
 def _state(run_dir: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads((run_dir / "state.json").read_text(encoding="utf-8"))
+    data.update(outputs.resolve(run_dir, data))  # the records state.json points to
     return data
 
 
