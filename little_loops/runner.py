@@ -12,6 +12,7 @@ import os
 import random
 from collections.abc import Callable, Mapping
 
+from . import events as ev
 from . import router
 from .action_layer import ActionLayer, Processes
 from .errors import (
@@ -204,19 +205,18 @@ class Runner:
     def _start(self) -> None:
         p, session = self.progress, self.session
         session.emit(
-            "loop_start",
-            loop=self.loop.name,
-            file=str(self.loop.path),
-            max_iterations=p.max_iterations,
-            resumed=self.resumed,
+            ev.LoopStart(
+                loop=self.loop.name,
+                file=str(self.loop.path),
+                max_iterations=p.max_iterations,
+                resumed=self.resumed,
+            )
         )
         lock = session.lock
         if lock is not None and lock.reclaimed_from:
             owner = lock.reclaimed_from
             session.emit(
-                "lock_reclaimed",
-                previous_run_id=owner.get("run_id"),
-                previous_pid=owner.get("pid"),
+                ev.LockReclaimed(previous_run_id=owner.get("run_id"), previous_pid=owner.get("pid"))
             )
         session.persist(p)
 
@@ -238,7 +238,7 @@ class Runner:
             p.on_max_used = True
             p.current = self.loop.on_max_iterations
         step = p.step + 1
-        self.session.emit("state_enter", step=step, state=p.current)
+        self.session.emit(ev.StateEnter(step=step, state=p.current))
         return step, self.loop.states[p.current]
 
     def _route(self, state: State, result: StepResult) -> dict[str, str]:
@@ -282,7 +282,16 @@ class Runner:
         step but not the end would make resume run that step again as the next one.
         """
         p = self.progress
-        self.session.emit("route", step=step, state=state.name, **route)
+        self.session.emit(
+            ev.Route(
+                step=step,
+                state=state.name,
+                from_=route["from"],
+                to=route["to"],
+                verdict=route["verdict"],
+                via=route["via"],
+            )
+        )
         p.last_route = route
         p.current = route["to"]
         self.session.persist(p)
@@ -329,14 +338,15 @@ class Runner:
         p.outcome, p.exit_code, p.error = outcome, code, error
         duration_ms = self.session.elapsed_ms()
         self.session.emit(
-            "loop_complete",
-            final_state=final_state,
-            outcome=outcome,
-            exit_code=code,
-            steps=p.step,
-            duration_ms=duration_ms,
-            error=error,
-            cost_usd=round(p.cost_usd, 6),
+            ev.LoopComplete(
+                final_state=final_state,
+                outcome=outcome,
+                exit_code=code,
+                steps=p.step,
+                duration_ms=duration_ms,
+                error=error,
+                cost_usd=round(p.cost_usd, 6),
+            )
         )
         # After the event, so whoever sees the final state also finds the event in the log.
         self.session.persist(p)

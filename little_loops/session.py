@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import outputs as outputs_store
-from .events import Emitter, Event, JsonlSink, Listener, utc_now
+from .events import Emitter, Event, JsonlSink, Listener, RunEvent, utc_now
 from .gate import GATE
 from .model import Loop
 from .progress import _CHANGING, _FIXED, Progress, RunOptions
@@ -102,10 +102,9 @@ class RunSession:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def emit(
-        self, name: str, *, step: int | None = None, state: str | None = None, **fields: Any
-    ) -> Event:
-        return self.emitter.emit(name, fields, step=step, state=state)
+    def emit(self, event: RunEvent) -> Event:
+        """Write a typed event (SPEC section 10) to the log and every listener."""
+        return self.emitter.send(event)
 
     def flush(self) -> None:
         self.sink.flush()

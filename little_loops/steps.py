@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from . import actions, reasons
+from . import events as ev
 from .action_layer import ActionLayer
 from .evaluators import EvalInput, evaluate
 from .gate import GATE
@@ -95,12 +96,13 @@ class StepPipeline:
             if remaining is not None:
                 delay = min(delay, remaining)
             self.session.emit(
-                "retry",
-                step=step,
-                state=state.name,
-                attempt=attempt + 1,
-                delay_s=round(delay, 3),
-                verdict=verdict,
+                ev.Retry(
+                    step=step,
+                    state=state.name,
+                    attempt=attempt + 1,
+                    delay_s=round(delay, 3),
+                    verdict=verdict,
+                )
             )
             attempt += 1
             self.progress.attempt = attempt
@@ -206,13 +208,15 @@ class StepPipeline:
             if action is not None and base in reasons.BAD_VERDICTS:
                 why["tail"] = reasons.output_tail(action.output, action.stderr)
         self.session.emit(
-            "evaluate",
-            step=step,
-            state=state.name,
-            type=kind,
-            verdict=verdict.verdict,
-            details=dict(verdict.details),
-            **why,
+            ev.Evaluate(
+                step=step,
+                state=state.name,
+                type=kind,
+                verdict=verdict.verdict,
+                details=dict(verdict.details),
+                reason=why.get("reason"),
+                tail=why.get("tail"),
+            )
         )
         return StepResult(verdict, action, why.get("reason"), record)
 
@@ -222,7 +226,7 @@ class StepPipeline:
         assert state.action_type is not None
         GATE.raise_pending()  # rather than start a process only to kill it
         self.session.emit(
-            "action_start", step=step, state=state.name, action=shown, action_type=state.action_type
+            ev.ActionStart(step=step, state=state.name, action=shown, action_type=state.action_type)
         )
         self.session.flush()  # `ll logs -f` shows the step while it runs
         timeout = self._action_timeout(state)
@@ -277,13 +281,14 @@ class StepPipeline:
             if log_file is not None:
                 log_file.close()
         self.session.emit(
-            "action_complete",
-            step=step,
-            state=state.name,
-            exit_code=result.exit_code,
-            duration_ms=result.duration_ms,
-            timed_out=result.timed_out,
-            output_bytes=result.output_bytes,
+            ev.ActionComplete(
+                step=step,
+                state=state.name,
+                exit_code=result.exit_code,
+                duration_ms=result.duration_ms,
+                timed_out=result.timed_out,
+                output_bytes=result.output_bytes,
+            )
         )
         return result
 
@@ -338,10 +343,10 @@ class StepPipeline:
             )
         return self._judge
 
-    def _judge_event(self, name: str, fields: Mapping[str, Any]) -> None:
+    def _judge_event(self, event: ev.RunEvent) -> None:
         with GATE.deferred():
             p = self.progress
-            self.session.emit(name, step=p.step + 1, state=p.current, **fields)
+            self.session.emit(replace(event, step=p.step + 1, state=p.current))
 
     def _on_judge_cost(self, cost: object) -> None:
         """An answer arrived: its cost is spent even if the step is cut off before its verdict,

@@ -46,7 +46,9 @@ class Judge:
     def __init__(self, server: LlmServer, settings: JudgeSettings) -> None:
         self.server = server
         self.events: list[tuple[str, dict[str, Any]]] = []
-        self.session = JudgeSession(settings, emit=lambda e, f: self.events.append((e, dict(f))))
+        self.session = JudgeSession(
+            settings, emit=lambda e: self.events.append((e.name, e.payload()))
+        )
 
     def __call__(
         self, text: str = "2 files fixed, 0 errors left", *, stderr: str = "", **spec: Any

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..events import JudgeFailOpen, JudgeRetry, JudgeStart, RunEvent
 from ..model import (
     DEFAULT_JUDGE_MODEL,
     DEFAULT_JUDGE_PROMPT,
@@ -39,7 +40,7 @@ from .votes import Sample, aggregate
 if TYPE_CHECKING:
     from ..providers import JudgeRequest, Provider, ProviderError, RetryPolicy
 
-Emit = Callable[[str, Mapping[str, Any]], None]
+Emit = Callable[[RunEvent], None]  # judge_start, judge_retry, judge_fail_open
 
 
 @dataclass(frozen=True)
@@ -85,9 +86,9 @@ class JudgeSession:
         for provider in providers.values():
             provider.close()
 
-    def emit(self, event: str, fields: Mapping[str, Any]) -> None:
+    def emit(self, event: RunEvent) -> None:
         if self._emit is not None:
-            self._emit(event, fields)
+            self._emit(event)
 
     # -- one evaluation -------------------------------------------------------------------
 
@@ -161,7 +162,7 @@ class JudgeSession:
         from ..providers import JudgeRequest
 
         # Listeners show a spinner or a heartbeat while the model thinks; a cache hit is instant.
-        self.emit("judge_start", {"model": call.model, "samples": max(1, spec.samples)})
+        self.emit(JudgeStart(model=call.model, samples=max(1, spec.samples)))
         request = JudgeRequest(
             model=call.target,
             system=system,
@@ -316,11 +317,10 @@ class JudgeSession:
         return provider
 
     def _on_retry(self, attempt: int, delay: float, err: ProviderError) -> None:
-        fields: dict[str, Any] = {"attempt": attempt, "delay_s": round(delay, 3)}
-        if "status" in err.flags:
-            fields["status"] = err.flags["status"]
-        fields["error"] = err.message
-        self.emit("judge_retry", fields)
+        status = err.flags.get("status")
+        self.emit(
+            JudgeRetry(attempt=attempt, delay_s=round(delay, 3), status=status, error=err.message)
+        )
 
     def _finish(
         self, spec: Evaluate, inp: EvalInput, sample: Sample, started: float, *, cached: bool
@@ -352,10 +352,7 @@ class JudgeSession:
             return Verdict("error", details)
         details.update(fail_open=True, confidence=0.0, confident=False)
         flags = {k: v for k, v in details.items() if v is True and k not in ("fail_open",)}
-        self.emit(
-            "judge_fail_open",
-            {"error": details.get("error", ""), "flags": sorted(flags)},
-        )
+        self.emit(JudgeFailOpen(error=str(details.get("error", "")), flags=tuple(sorted(flags))))
         return Verdict("success", details)
 
 
