@@ -345,8 +345,8 @@ def _execute(
     on_output = launch.fan_out([hook for hook in hooks if hook is not None])
     if on_output is not None:
         options = dataclasses.replace(options, on_output=on_output)
-    reporters = _reporters(loop, display.junit_xml, json_mode)
-    tracer = _tracer(display.otel)
+    reporters = launch.reporters(loop, display.junit_xml, json_mode)
+    tracer = launch.tracer(display.otel)
     listeners = [renderer, *reporters, *([tracer] if tracer else [])]
     from .actions import adopt_orphans
 
@@ -379,51 +379,6 @@ def _execute(
             err=True,
         )
     sys.exit(result.exit_code)
-
-
-def _reporters(loop: Any, junit_xml: str | None, json_mode: bool) -> list[Any]:
-    """JUnit and GitHub Actions listeners, when asked for."""
-    import os
-
-    out: list[Any] = []
-    if junit_xml:
-        from pathlib import Path
-
-        from .reports import JUnitReport
-
-        out.append(JUnitReport(Path(junit_xml), str(loop.path)))
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        from .reports import github_report_from_env
-
-        # With --json, stdout carries only events; workflow commands work on stderr too.
-        report = github_report_from_env(loop, sys.stderr if json_mode else sys.stdout)
-        if report is not None:
-            out.append(report)
-    return out
-
-
-def _tracer(flag: bool) -> Any:
-    """The OpenTelemetry listener when export is asked for (--otel or an OTLP endpoint)."""
-    import os
-
-    from .otel import OtelMissing, asked, otlp_listener
-
-    if not asked(flag, os.environ):
-        return None
-    try:
-        tracer = otlp_listener(os.environ)
-    except OtelMissing as exc:
-        if flag:
-            from .errors import LoopError
-
-            raise LoopError(f"--otel: {exc}") from None  # exit code 2, like a usage error
-        # Only the environment asked, and it may be set for other programs: run unexported.
-        click.echo(f"ll: warning: OTEL_EXPORTER_OTLP_ENDPOINT is set, but {exc}", err=True)
-        return None
-    import atexit
-
-    atexit.register(tracer.close)  # a run that ends without reaching the flush below
-    return tracer
 
 
 for _command in COMMANDS:

@@ -22,7 +22,10 @@ from typing import Any
 from .errors import EXIT_USAGE, LoopError, RunError
 from .events import ENCODE
 
-STATE_VERSION = 1
+# 2: step outputs and captures live in outputs.dat and state.json holds references to them.
+# Version 1 files (the texts inline) are still read; the session moves their texts out.
+STATE_VERSION = 2
+READ_VERSIONS = (1, 2)
 _ENCODE = ENCODE
 LOOPS = Path(".loops")
 RUNS = LOOPS / "runs"
@@ -285,10 +288,10 @@ class RunDir:
         if not isinstance(data, dict):
             raise RunError(f"{path}: corrupted state file (not a JSON object)")
         version = data.get("version")
-        if version != STATE_VERSION:
+        if type(version) is not int or version not in READ_VERSIONS:
             raise RunError(
-                f"{path}: state format version {version!r}, this ll reads version "
-                f"{STATE_VERSION}; use the ll version that started the run"
+                f"{path}: state format version {version!r}, this ll reads versions "
+                f"{' and '.join(map(str, READ_VERSIONS))}; use the ll version that started the run"
             )
         for key, kinds in _STATE_TYPES.items():
             value = data.get(key)

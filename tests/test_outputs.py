@@ -135,7 +135,8 @@ def test_a_run_recorded_with_inline_captures_still_resumes(tmp_path: Path) -> No
     run_dir = RunDir.open(tmp_path, first.run_id)
     state = run_dir.read_state()
     state.update(outputs.resolve(run_dir.root, state))
-    run_dir.write_state(state)
+    state["version"] = 1  # the format before outputs.dat
+    run_dir.state_path.write_text(json.dumps(state), encoding="utf-8")
     (run_dir.root / outputs.NAME).unlink()
     proc = ll(tmp_path, "resume", first.run_id, "-q")
     assert proc.returncode == 0, proc.stderr

@@ -77,7 +77,7 @@ def test_success_path_events_and_state(tmp_path: Path) -> None:
         "state": "first",
     }
     state = json.loads((result.run_dir / "state.json").read_text())
-    assert state["version"] == 1
+    assert state["version"] == 2
     assert state["status"] == "finished"
     assert len(state["captured"]["greeting"]) == 1  # a reference into outputs.dat
     kept = outputs.resolve(result.run_dir, state)

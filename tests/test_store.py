@@ -95,7 +95,7 @@ def test_write_and_read_state_round_trip(tmp_path: Path) -> None:
     run.write_state(data, fsync=True)
     assert run.read_state() == {"version": STATE_VERSION, **data}
     text = run.state_path.read_text(encoding="utf-8")
-    assert text.startswith('{"version":1,')
+    assert text.startswith('{"version":2,')
     assert text.endswith("}\n")
     assert "é" in text  # not escaped
     assert sorted(p.name for p in run.root.iterdir()) == ["state.json", "steps"]
@@ -120,7 +120,7 @@ def test_a_state_read_back_and_written_again_has_one_version_key(tmp_path: Path)
     state = run.read_state()
     state["step"] = 2
     run.write_state(state)
-    assert run.state_path.read_text(encoding="utf-8") == '{"version":1,"step":2}\n'
+    assert run.state_path.read_text(encoding="utf-8") == '{"version":2,"step":2}\n'
 
 
 def test_read_state_missing(tmp_path: Path) -> None:
@@ -158,14 +158,16 @@ def test_read_state_not_an_object(tmp_path: Path) -> None:
     assert exc.value.message == f"{run.state_path}: corrupted state file (not a JSON object)"
 
 
-@pytest.mark.parametrize(("version", "shown"), [(2, "2"), (None, "None"), ("1", "'1'")])
+@pytest.mark.parametrize(
+    ("version", "shown"), [(3, "3"), (None, "None"), ("1", "'1'"), (True, "True")]
+)
 def test_read_state_other_version(tmp_path: Path, version: object, shown: str) -> None:
     run = RunDir.create(tmp_path, "r1")
     run.state_path.write_text(json.dumps({"version": version, "status": "x"}), encoding="utf-8")
     with pytest.raises(RunError) as exc:
         run.read_state()
     assert exc.value.message == (
-        f"{run.state_path}: state format version {shown}, this ll reads version 1; "
+        f"{run.state_path}: state format version {shown}, this ll reads versions 1 and 2; "
         "use the ll version that started the run"
     )
 
