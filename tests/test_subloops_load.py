@@ -89,8 +89,10 @@ def test_the_model_holds_the_call_its_bindings_inputs_and_outputs(tmp_path: Path
     path = tree(tmp_path)
     parent = load(path)
     deploy = parent.states["deploy"]
-    assert deploy.is_loop and deploy.loop == "deploy-region.yaml"
-    assert deploy.action is None and deploy.action_type is None
+    assert deploy.is_loop
+    assert deploy.loop == "deploy-region.yaml"
+    assert deploy.action is None
+    assert deploy.action_type is None
     assert dict(deploy.with_) == {
         "region": "eu-west",
         "version": "${captured.build.output}",
