@@ -62,6 +62,11 @@ def follow(loop: Loop, *, file: str, locate: Locate, load: LoadChild) -> list[Di
             _TREE.cache.clear()
 
 
+def child_path(parent: Loop, state: State) -> Path:
+    """The absolute path of the file a `loop:` state runs: relative to the parent's directory."""
+    return (parent.dir / (state.loop or "")).resolve()
+
+
 def _child_file(parent_file: str, written: str) -> str:
     """The child's name as the user will recognise it: beside the parent's name as given."""
     parent = Path(parent_file).parent
@@ -83,7 +88,7 @@ def _follow_state(ctx: Ctx, state: State, *, file: str, load: LoadChild) -> list
                 "check it before anything runs",
             )
         ]
-    path = (ctx.loop.dir / written).resolve()
+    path = child_path(ctx.loop, state)
     if not path.is_file():
         siblings = sorted(
             p.name for p in path.parent.glob("*.y*ml") if p.suffix in (".yaml", ".yml")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from little_loops.children import MAX_DEPTH, input_problem, missing_inputs
+from little_loops.children import MAX_DEPTH, child_path, input_problem, missing_inputs
 from little_loops.loader import load, try_load
 from little_loops.model import Input
 
@@ -93,6 +93,7 @@ def test_the_model_holds_the_call_its_bindings_inputs_and_outputs(tmp_path: Path
     assert deploy.loop == "deploy-region.yaml"
     assert deploy.action is None
     assert deploy.action_type is None
+    assert child_path(parent, deploy) == (tmp_path / "deploy-region.yaml").resolve()
     assert dict(deploy.with_) == {
         "region": "eu-west",
         "version": "${captured.build.output}",
