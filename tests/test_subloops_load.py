@@ -367,3 +367,11 @@ def test_strict_warns_only_about_a_loop_states_unrouted_error_and_timeout(tmp_pa
     result = ll("validate", "--strict", "release.yaml", cwd=tree(tmp_path).parent)
     found = [line for line in result.stdout.splitlines() if "'deploy'" in line]
     assert [line.split("verdict ")[1].split(",")[0] for line in found] == ["'error'", "'timeout'"]
+
+
+def test_a_misspelt_routing_key_hides_the_coverage_check(tmp_path: Path) -> None:
+    parent = PARENT.replace("    route: {live: verify, rolled_back: report, failure: report}\n",
+                            "    rute: {live: verify}\n")  # fmt: skip
+    found = lines(tree(tmp_path, parent))
+    assert len(found) == 1, found  # no uncovered 'live'/'rolled_back' beside it
+    assert "unknown key 'rute' in state 'deploy' (did you mean 'route'?)" in found[0]
