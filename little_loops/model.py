@@ -172,6 +172,28 @@ class State:
     retry: Retry | None = None
     on_maintain: str | None = None
     description: str | None = None
+    # A sub-loop state (`loop:`): the child file as written, relative to this file's directory
+    # (never a template), and its `with:` bindings (templates; scalars kept as strings). Such a
+    # state has no `action`, so `action_type` stays None: see `is_loop`.
+    loop: str | None = None
+    with_: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+
+    @property
+    def is_loop(self) -> bool:
+        """True for a state that runs a child loop (`loop:`) instead of an action."""
+        return self.loop is not None
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input a loop declares in `context` (a child's parameter): `key: ~` is required,
+    a scalar is a default, `{type, default, enum, description}` says more."""
+
+    required: bool = False
+    default: str | None = None
+    type: str | None = None  # "string", "integer", "number", "boolean"; None: any scalar
+    enum: tuple[str, ...] | None = None
+    description: str | None = None
 
 
 @dataclass(frozen=True)
@@ -197,6 +219,10 @@ class Loop:
     shell: str = "/bin/sh"
     working_dir: Path | None = None  # None: where `ll` was started
     source_sha256: str = ""  # of the file's bytes, so a resumed run can tell the file changed
+    # What a caller sees: `outputs: {name: template}` (rendered when the loop ends) and the
+    # inputs declared in `context` (`context` above keeps only their default values).
+    outputs: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    inputs: Mapping[str, Input] = field(default_factory=lambda: EMPTY)
 
     @property
     def dir(self) -> Path:

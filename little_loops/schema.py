@@ -71,6 +71,8 @@ _PATTERN_HINTS = {
     ),
     "^[a-z][a-z0-9_]*$": "a verdict is a lowercase word (letters, digits, '_')",
     "^(_|_error|[a-z][a-z0-9_]*)$": "use a lowercase verdict, '_' (any other verdict) or '_error'",
+    "\\.ya?ml$": "a loop file ends in .yaml or .yml",
+    "^[A-Za-z0-9_-]+$": "use only letters, digits, '_' and '-'",
 }
 
 
@@ -306,6 +308,11 @@ def _name_issue(key: str, value: Any, names: Mapping[str, Any], path: NodePath) 
 def _enum_issue(value: Any, options: list[Any], path: NodePath) -> SchemaIssue:
     words = [str(o) for o in options]
     guess = did_you_mean(value, words) if isinstance(value, str) else ""
+    if path[-1:] == ("type",) and path[:1] == ("context",):
+        lead = f"unknown type {show(value)} for context key '{path[1]}'"
+        return SchemaIssue(
+            path, "bad-context-spec", f"{lead}{guess}; valid types: {', '.join(words)}"
+        )
     if path[-1:] == ("type",):
         lead = f"unknown evaluator type {show(value)} in {subject(path[:-1])}"
         message = f"{lead}{guess}; valid types: {', '.join(words)}"
