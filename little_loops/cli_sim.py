@@ -21,8 +21,12 @@ import click
     metavar="STATE",
     help="Pause before this state runs (repeatable); with -n, whichever comes first.",
 )
-@click.option("--simulate", type=click.Path(dir_okay=False), metavar="SCRIPT",
-              help="Answer every action from SCRIPT (a new run only).")
+@click.option(
+    "--simulate",
+    type=click.Path(dir_okay=False),
+    metavar="SCRIPT",
+    help="Answer every action from SCRIPT (a new run only).",
+)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a context value.")
 @click.option("--json", "json_mode", is_flag=True, help="Stream events as JSON lines on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the final line.")

@@ -168,7 +168,10 @@ def _entries(file: str, value: Any, where: tuple[str | int, ...], smap: Any) -> 
     items = value if isinstance(value, list) else [value]
     if not items:
         raise ScriptError(file, smap.key(where).line, "an empty list gives no visit an answer")
-    return [_entry(file, item, (*where, i) if value is items else where, smap) for i, item in enumerate(items)]
+    return [
+        _entry(file, item, (*where, i) if value is items else where, smap)
+        for i, item in enumerate(items)
+    ]
 
 
 def _entry(file: str, item: Any, where: tuple[str | int, ...], smap: Any) -> Entry:
@@ -410,5 +413,3 @@ def simulation(
     script.check(loop, replay=replay)
     clock = SimulatedClock()
     return script, SimulatedActions(script, clock).for_loop(loop), clock
-
-

@@ -139,7 +139,9 @@ class StepPipeline:
                 return self._evaluated(step, state, verdict, action, "action", shown, record)
             forced = action.details.get("simulated_verdict")
             if isinstance(forced, str):  # a simulation's answer (simulate.py) stands as given
-                verdict = Verdict(forced, {k: v for k, v in action.details.items() if k != "simulated_verdict"})
+                verdict = Verdict(
+                    forced, {k: v for k, v in action.details.items() if k != "simulated_verdict"}
+                )
                 return self._evaluated(step, state, verdict, action, "simulated", shown, record)
         elif state.terminal:
             return StepResult(Verdict("success"), None)  # nothing ran, so nothing failed
