@@ -172,6 +172,7 @@ def write_junit(path: Path, results: list[Outcome]) -> None:
     ET.indent(suite)
     text = ET.tostring(suite, encoding="unicode", xml_declaration=True)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, text + "\n")
     except OSError as exc:
         raise LoopError(f"cannot write the JUnit report to {path}: {exc.strerror or exc}") from exc
