@@ -38,13 +38,17 @@ def test_a_mismatch_prints_the_path_diff_and_exits_1(ll_cmd: list[str], tmp_path
     report = tmp_path / "out" / "ll-test.xml"
     done = ll(ll_cmd, tmp_path, "test", str(script), "--junit-xml", str(report))
     assert done.returncode == 1, done.stderr
-    assert "FAIL  " in done.stdout and "path differs at step 4:" in done.stdout
+    assert "FAIL  " in done.stdout
+    assert "path differs at step 4:" in done.stdout
     marked = [line for line in done.stdout.splitlines() if line.lstrip().startswith(">")]
-    assert marked and marked[0].split()[1:] == ["4", "fix", "check"]
+    assert marked
+    assert marked[0].split()[1:] == ["4", "fix", "check"]
     suite = ET.parse(report).getroot()
-    assert suite.get("tests") == "1" and suite.get("failures") == "1"
+    assert suite.get("tests") == "1"
+    assert suite.get("failures") == "1"
     failure = suite.find("testcase/failure")
-    assert failure is not None and "path differs at step 4" in (failure.text or "")
+    assert failure is not None
+    assert "path differs at step 4" in (failure.text or "")
 
 
 def test_bad_input_exits_2_with_one_line(ll_cmd: list[str], tmp_path: Path) -> None:
@@ -72,7 +76,8 @@ def test_set_values_reach_the_run(ll_cmd: list[str], tmp_path: Path) -> None:
     assert ll(ll_cmd, tmp_path, "test", str(script)).returncode == 0
     script.write_text(base + "expect: {final_state: fine}\n")
     done = ll(ll_cmd, tmp_path, "test", str(script))
-    assert done.returncode == 1 and "final_state: expected fine, got triage" in done.stdout
+    assert done.returncode == 1
+    assert "final_state: expected fine, got triage" in done.stdout
 
 
 def test_path_diff_marks_the_first_difference() -> None:

@@ -117,7 +117,8 @@ def test_judged_state_with_only_output_needs_replay(ll_cmd: list[str], tmp_path:
     done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
-    assert "s.yaml:3:" in done.stderr and "--replay" in done.stderr
+    assert "s.yaml:3:" in done.stderr
+    assert "--replay" in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -134,12 +135,13 @@ def test_judged_state_with_only_output_needs_replay(ll_cmd: list[str], tmp_path:
 def test_script_errors_are_one_line_with_file_and_line(
     ll_cmd: list[str], tmp_path: Path, text: str, line: int, words: str
 ) -> None:
-    loop, marker = demo(tmp_path)
+    loop, _marker = demo(tmp_path)
     script = write(tmp_path, "bad.sim.yaml", text)
     done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1
-    assert f"bad.sim.yaml:{line}:" in done.stderr and words in done.stderr
+    assert f"bad.sim.yaml:{line}:" in done.stderr
+    assert words in done.stderr
     assert not (tmp_path / ".loops").exists()  # refused before the run
 
 
@@ -189,7 +191,9 @@ def test_entries_by_path_exact_key_before_pattern(tmp_path: Path) -> None:
 
 
 def test_child_layer_addresses_states_under_the_calling_state(tmp_path: Path) -> None:
-    script = read_script(write(tmp_path, "s.yaml", "states:\n  deploy/verify: [failure, success]\n"))
+    script = read_script(
+        write(tmp_path, "s.yaml", "states:\n  deploy/verify: [failure, success]\n")
+    )
     child = SimulatedActions(script, SimulatedClock()).child("deploy")
     child({"event": "action_start", "state": "verify", "step": 1})
     first = child.run_shell("x", timeout=None)
@@ -202,10 +206,13 @@ def test_result_times_out_at_the_action_timeout_and_moves_the_clock() -> None:
     clock = SimulatedClock()
     start = clock.monotonic()
     result = _result(Entry(output="x", duration_ms=5000), 2.0, clock)
-    assert result.timed_out and result.exit_code is None
+    assert result.timed_out
+    assert result.exit_code is None
     assert clock.monotonic() - start == pytest.approx(2.0)
     ok = _result(Entry(output="x", duration_ms=500), 2.0, clock)
-    assert not ok.timed_out and ok.exit_code == 0 and ok.duration_ms == 500
+    assert not ok.timed_out
+    assert ok.exit_code == 0
+    assert ok.duration_ms == 500
     error = _result(Entry(verdict="error", reason="no such host"), None, clock)
     assert error.error == "no such host"
 
