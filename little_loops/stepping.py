@@ -85,6 +85,7 @@ class Rig:
                 shown = templates.display(state.action, command, step, state, 1, shell=shell)
             except LoopError as exc:
                 shown = f"{state.action}    # cannot interpolate yet: {exc.message}"
+            shown = shown.rstrip("\n").replace("\n", "\n" + " " * 6)  # a script, indented
             head += f"  {state.action_type}: {shown}"
         if state.terminal:
             return f"{head}\n      terminal: the run ends with outcome '{state.outcome}'\n"
