@@ -78,9 +78,7 @@ def run_one(path: Path) -> Outcome:
                 raise ScriptError(script.file, 1, f"set: the loop has no context key '{key}'{hint}")
         _, actions, clock = simulation(path, loop, replay=False)
         with tempfile.TemporaryDirectory(prefix="ll-test-") as base:
-            options = RunOptions(
-                base_dir=Path(base), overrides=script.sets, allow_concurrent=True, env={}
-            )
+            options = RunOptions(base_dir=Path(base), overrides=script.sets, allow_concurrent=True)
             runner = Runner(
                 loop, options, listeners=[actions], clock=clock.clock(), action_layer=actions
             )
