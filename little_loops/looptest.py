@@ -76,9 +76,15 @@ def run_one(path: Path) -> Outcome:
             if key not in loop.context:
                 hint = did_you_mean(key, sorted(loop.context))
                 raise ScriptError(script.file, 1, f"set: the loop has no context key '{key}'{hint}")
-        _, actions, clock = simulation(path, loop, replay=False)
+        replay = script.replay_path()
+        _, actions, clock = simulation(path, loop, replay=replay is not None)
         with tempfile.TemporaryDirectory(prefix="ll-test-") as base:
-            options = RunOptions(base_dir=Path(base), overrides=script.sets, allow_concurrent=True)
+            options = RunOptions(
+                base_dir=Path(base),
+                overrides=script.sets,
+                allow_concurrent=True,
+                replay=replay,
+            )
             runner = Runner(
                 loop, options, listeners=[actions], clock=clock.clock(), action_layer=actions
             )

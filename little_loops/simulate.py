@@ -35,7 +35,7 @@ ENTRY_KEYS = (
     "final_state",  # a child run's stub (a `loop:` state): read by the sub-loop step
     "outputs",
 )
-SCRIPT_KEYS = ("loop", "set", "default", "states", "expect")
+SCRIPT_KEYS = ("loop", "set", "default", "states", "expect", "replay")
 # Where a simulated run records which script it follows, so a resume follows it too.
 MARK_FILE = "simulation.json"
 
@@ -69,6 +69,7 @@ class Script:
     expect: dict[str, Any] = field(default_factory=dict)
     expect_lines: dict[str, int] = field(default_factory=dict)
     line_of_loop: int = 1
+    replay: str | None = None  # `ll test`: the judge's cassette, relative to the script
 
     def entries_for(self, path: str) -> list[Entry] | None:
         """The entries of a state path; an exact key wins over a pattern with `*`."""
@@ -78,6 +79,10 @@ class Script:
             if "*" in key and _matches(key, path):
                 return entries
         return None
+
+    def replay_path(self) -> Path | None:
+        """The cassette the script names (`ll test`), relative to the script."""
+        return (Path(self.file).parent / self.replay).resolve() if self.replay else None
 
     def loop_path(self) -> Path:
         """The loop file the script names, relative to the script."""
@@ -152,6 +157,10 @@ def read_script(path: Path) -> Script:
     if loop is not None and not isinstance(loop, str):
         raise ScriptError(file, line("loop"), "'loop:' is the path of a loop file")
     script.loop = loop
+    replay = doc.get("replay")
+    if replay is not None and not isinstance(replay, str):
+        raise ScriptError(file, line("replay"), "'replay:' is the path of a judge cassette")
+    script.replay = replay
     sets = doc.get("set") or {}
     if not isinstance(sets, dict) or any(isinstance(v, dict | list) for v in sets.values()):
         raise ScriptError(file, line("set"), "'set:' maps context keys to plain values")

@@ -228,3 +228,33 @@ def test_check_refuses_an_entry_for_a_state_without_action(tmp_path: Path) -> No
     script = read_script(write(tmp_path, "s.yaml", "states:\n  decide: success\n"))
     with pytest.raises(ScriptError, match="runs no action"):
         script.check(loop, replay=False)
+
+
+def test_a_judged_output_is_decided_by_the_replayed_judge(
+    ll_cmd: list[str], tmp_path: Path
+) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    notes = (
+        "Release 1.2\\n- Fixed: a crash when the input file is empty (#41)\\n"
+        "- New: a --json flag that prints machine-readable output (#57)\\n"
+    )
+    script = write(
+        tmp_path,
+        "s.yaml",
+        "states:\n  draft:\n"
+        '    - output: "Release 1.2: various improvements.\\n"\n'
+        f'    - output: "{notes}"\n',
+    )
+    done = ll(
+        ll_cmd,
+        tmp_path,
+        "run",
+        str(repo / "loops" / "judge-release-notes.yaml"),
+        "--simulate",
+        str(script),
+        "--replay",
+        str(repo / "loops" / "judge-release-notes.cassette.jsonl"),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "failure 0.93" in done.stdout  # the cassette's answers, not the script's words
+    assert "path: draft -> draft -> publish" in done.stdout
