@@ -91,7 +91,8 @@ class Script:
         return (Path(self.file).parent / self.loop).resolve()
 
     def check(self, loop: Loop, *, replay: bool) -> None:
-        """Every key names a state, every verdict is one its state can give."""
+        """Every key names a state, every verdict is one its state can give; the first
+        state, which every run visits, has an answer."""
         for key, entries in self.states.items():
             line = self.lines.get(key, 1)
             head = key.split("/", 1)[0]
@@ -112,6 +113,15 @@ class Script:
                 )
             for entry in entries:
                 _check_entry(self.file, entry, state, replay=replay)
+        first = loop.states[loop.initial]
+        uncovered = self.default is None and self.entries_for(first.name) is None
+        if uncovered and first.action is not None and not first.terminal:
+            raise ScriptError(
+                self.file,
+                1,
+                f"no entry for state '{first.name}', where the run starts; add "
+                f"'{first.name}: success' (or a list, one a visit) under 'states:'",
+            )
 
 
 class ScriptError(LoopError):

@@ -86,3 +86,28 @@ def test_path_diff_marks_the_first_difference() -> None:
     assert lines[0] == "path differs at step 3:"
     assert lines[-1].split() == [">", "3", "c", "-"]
     assert path_diff(["a"], ["b"]).splitlines()[2].split() == [">", "1", "a", "b"]
+
+
+def test_compare_names_each_difference() -> None:
+    from little_loops.looptest import compare
+    from little_loops.runner import RunResult
+
+    result = RunResult(
+        run_id="r",
+        outcome="failure",
+        exit_code=1,
+        final_state="broken",
+        steps=2,
+        duration_ms=0,
+        path=("a", "broken"),
+        run_dir=Path("."),
+        error="state 'a' gave verdict 'error'",
+    )
+    expect = {"path": ["a", "b"], "outcome": "success", "exit_code": 1, "outputs": {"url": "x"}}
+    found = compare(expect, result, None)
+    assert found[0].startswith("path differs at step 2:")
+    assert "outcome: expected success, got failure" in found
+    assert "outputs: expected outputs, but the run records none" in found
+    assert found[-1] == "the run: state 'a' gave verdict 'error'"
+    assert compare({"exit_code": 1, "steps": 2}, result, None) == []
+    assert compare({"outputs": {"url": "x"}}, result, {"url": "x"}) == []

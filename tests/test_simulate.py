@@ -258,3 +258,15 @@ def test_a_judged_output_is_decided_by_the_replayed_judge(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "failure 0.93" in done.stdout  # the cassette's answers, not the script's words
     assert "path: draft -> draft -> publish" in done.stdout
+
+
+def test_a_script_without_the_first_state_is_refused_before_the_run(
+    ll_cmd: list[str], tmp_path: Path
+) -> None:
+    loop, marker = demo(tmp_path)
+    script = write(tmp_path, "s.yaml", "states:\n  fix: success\n")
+    done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
+    assert done.returncode == 2
+    assert "s.yaml:1: no entry for state 'check', where the run starts" in done.stderr
+    assert not (tmp_path / ".loops").exists()
+    assert not marker.exists()

@@ -7,6 +7,10 @@ import json
 import subprocess
 from pathlib import Path
 
+from little_loops.loader import load
+from little_loops.runner import Runner, RunOptions, RunResult
+from little_loops.stepping import Rig
+
 LOOP = """\
 name: stepper
 initial: check
@@ -99,3 +103,38 @@ def test_until_an_unknown_state_is_one_line(ll_cmd: list[str], tmp_path: Path) -
     assert done.returncode == 2
     assert done.stderr == "ll: error: --until: the loop has no state 'dne' (did you mean 'done'?)\n"
     assert not log.exists()
+
+
+# -- units: the pause rule and the "next" text, in process ---------------------------------
+
+
+def _paused_run(tmp_path: Path, steps: int | None, until: frozenset[str]) -> tuple[Rig, RunResult]:
+    tmp_path.mkdir(exist_ok=True)
+    loop_path, _ = setup(tmp_path)
+    script = tmp_path / "s.sim.yaml"
+    script.write_text("states:\n  check: [failure, failure, success]\n  fix: success\n")
+    loop = load(loop_path)
+    rig = Rig.simulated(script, loop, replay=False)
+    rig.steps, rig.until = steps, until
+    options = RunOptions(base_dir=tmp_path, allow_concurrent=True)
+    runner = Runner(loop, options, listeners=rig.listeners(), **rig.runner_kwargs())
+    rig.attach(runner)
+    return rig, runner.run()
+
+
+def test_rig_pauses_after_n_steps_of_this_session(tmp_path: Path) -> None:
+    rig, result = _paused_run(tmp_path, 3, frozenset())
+    assert result.exit_code == 6
+    assert result.path == ("check", "fix", "check")
+    assert rig.paused == "paused by ll step after step 3"
+    assert rig.next_text().startswith("next: fix (step 4)  shell: echo fix >> ")
+
+
+def test_rig_pauses_before_a_breakpoint_and_lets_a_run_end(tmp_path: Path) -> None:
+    rig, result = _paused_run(tmp_path, None, frozenset({"done"}))
+    assert result.exit_code == 6
+    assert result.final_state == "done"
+    assert "terminal: the run ends with outcome 'success'" in rig.next_text()
+    rig, result = _paused_run(tmp_path / "again", 50, frozenset())
+    assert result.exit_code == 0  # ended before the pause: its own code
+    assert rig.paused is None
