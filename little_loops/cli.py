@@ -319,23 +319,9 @@ def resume(
         Path.cwd(), run_id, force=force, overrides=_parse_sets(sets)
     )
     display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel)
+    from .stepping import resumed_rig
+
     _execute(loop, options, progress, run_dir, None, display, resumed_rig(loop, options, run_dir))
-
-
-def resumed_rig(loop: Any, options: Any, run_dir: Any, rig: Any = None) -> Any:
-    """A simulated run resumes simulated, from its script (never with real actions)."""
-    from .simulate import script_of_run
-
-    script = script_of_run(run_dir.root)
-    if script is None:
-        return rig
-    from .stepping import Rig
-
-    sim = Rig.simulated(script, loop, replay=options.replay is not None)
-    sim.resume_from(run_dir.root)
-    if rig is not None:
-        sim.steps, sim.until = rig.steps, rig.until
-    return sim
 
 
 class _Display(NamedTuple):

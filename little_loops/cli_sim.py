@@ -54,7 +54,7 @@ def step(
     from pathlib import Path
 
     from . import cli
-    from .stepping import Rig
+    from .stepping import Rig, resumed_rig
 
     steps = count if count is not None else (None if until else 1)
     pause = Rig(steps=steps, until=frozenset(until))
@@ -86,8 +86,8 @@ def step(
         Path.cwd(), target, overrides=cli._parse_sets(sets)
     )
     _known_states(loop, until)
-    rig = cli.resumed_rig(loop, options, run_dir, pause)
-    cli._execute(loop, options, progress, run_dir, None, display, rig)
+    resumed = resumed_rig(loop, options, run_dir, pause)
+    cli._execute(loop, options, progress, run_dir, None, display, resumed)
 
 
 def _known_states(loop: object, until: tuple[str, ...]) -> None:

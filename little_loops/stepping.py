@@ -17,8 +17,9 @@ from . import router
 from .errors import LoopError
 from .evaluators import possible_verdicts
 from .model import Loop
-from .runner import Runner
-from .simulate import SimulatedActions, SimulatedClock, mark_run, simulation
+from .runner import Runner, RunOptions
+from .simulate import SimulatedActions, SimulatedClock, mark_run, script_of_run, simulation
+from .store import RunDir
 
 
 @dataclass
@@ -101,3 +102,18 @@ class Rig:
                 via = f" ({decision.via})" if fallback else ""
                 routes.append(f"{verdict} -> {decision.target}{via}")
         return f"{head}\n      {' · '.join(routes)}\n"
+
+
+def resumed_rig(
+    loop: Loop, options: RunOptions, run_dir: RunDir, rig: Rig | None = None
+) -> Rig | None:
+    """A simulated run resumes simulated, from its script (never with real actions);
+    `rig` carries `ll step`'s pause rule over."""
+    script = script_of_run(run_dir.root)
+    if script is None:
+        return rig
+    sim = Rig.simulated(script, loop, replay=options.replay is not None)
+    sim.resume_from(run_dir.root)
+    if rig is not None:
+        sim.steps, sim.until = rig.steps, rig.until
+    return sim
