@@ -29,6 +29,8 @@ Commands:
   run       Run a loop until a terminal state or a limit.
   schema    Print the JSON Schema of loop files, for editors.
   status    Show where a run is, its last verdicts and its cost.
+  step      Run N steps (default 1) or up to a state, then pause (exit 6).
   stop      Stop a running loop from any terminal.
+  test      Run loops' simulation scripts and check `expect:`.
   validate  Check loop files; report every problem at its line.
 """

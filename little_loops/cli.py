@@ -15,7 +15,8 @@ import click
 from . import __version__
 from . import cli_launch as launch
 from .cli_inspect import COMMANDS
-from .errors import LoadError, LoopError
+from .cli_sim import COMMANDS as SIM_COMMANDS
+from .errors import EXIT_SUSPENDED, LoadError, LoopError
 
 
 class _Group(click.Group):
@@ -186,6 +187,12 @@ def _output_options(f: Any) -> Any:
 @click.option("--fsync", is_flag=True, help="fsync state.json after every step.")
 @click.option("--allow-concurrent", is_flag=True, help="Allow a second run of the same loop here.")
 @click.option("--background", is_flag=True, help="Run detached; follow with 'll logs -f RUN'.")
+@click.option(
+    "--simulate",
+    type=click.Path(dir_okay=False),
+    metavar="SCRIPT",
+    help="Answer every action from SCRIPT (YAML); nothing runs, nothing sleeps.",
+)
 @click.option("--run-id", hidden=True)
 def run(
     file: str,
@@ -207,6 +214,7 @@ def run(
     fsync: bool,
     allow_concurrent: bool,
     background: bool,
+    simulate: str | None,
     run_id: str | None,
 ) -> None:
     """Run a loop until a terminal state or a limit.
@@ -268,10 +276,15 @@ def run(
         record=Path(record) if record else None,
         replay=Path(replay) if replay else None,
         fsync=fsync,
-        allow_concurrent=allow_concurrent,
+        allow_concurrent=allow_concurrent or simulate is not None,  # a simulation takes no lock
     )
     display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel)
-    _execute(loop, options, None, None, run_id, display)
+    rig = None
+    if simulate:
+        from .stepping import Rig
+
+        rig = Rig.simulated(Path(simulate), loop, replay=replay is not None)
+    _execute(loop, options, None, None, run_id, display, rig)
 
 
 @main.command(short_help="Continue an interrupted run from its last finished step.")
@@ -310,7 +323,9 @@ def resume(
         Path.cwd(), run_id, force=force, overrides=_parse_sets(sets)
     )
     display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel)
-    _execute(loop, options, progress, run_dir, None, display)
+    from .stepping import resumed_rig
+
+    _execute(loop, options, progress, run_dir, None, display, resumed_rig(loop, options, run_dir))
 
 
 class _Display(NamedTuple):
@@ -325,7 +340,13 @@ class _Display(NamedTuple):
 
 
 def _execute(
-    loop: Any, options: Any, progress: Any, run_dir: Any, run_id: str | None, display: _Display
+    loop: Any,
+    options: Any,
+    progress: Any,
+    run_dir: Any,
+    run_id: str | None,
+    display: _Display,
+    rig: Any = None,
 ) -> None:
     """Run (or resume) with the chosen display and reports, then exit with the run's code."""
     import dataclasses
@@ -351,7 +372,9 @@ def _execute(
         options = dataclasses.replace(options, on_output=on_output)
     reporters = launch.reporters(loop, display.junit_xml, json_mode)
     tracer = launch.tracer(display.otel)
-    listeners = [renderer, *reporters, *([tracer] if tracer else [])]
+    # A simulation's layer learns from the events which state each action belongs to.
+    plugged = rig.listeners() if rig is not None else []
+    listeners = [*plugged, renderer, *reporters, *([tracer] if tracer else [])]
     from .actions import adopt_orphans
 
     adopt_orphans()  # descendants that leave their group come back to us, and are killed
@@ -360,8 +383,16 @@ def _execute(
     warm_judges(loop, options.model, options.replay)  # the SDK loads while the first steps run
     with signals_as_exceptions():
         runner = Runner(
-            loop, options, listeners=listeners, progress=progress, run_dir=run_dir, run_id=run_id
+            loop,
+            options,
+            listeners=listeners,
+            progress=progress,
+            run_dir=run_dir,
+            run_id=run_id,
+            **(rig.runner_kwargs() if rig is not None else {}),
         )
+        if rig is not None:
+            rig.attach(runner)
         result = runner.run()
     # The run's end is recorded: a late signal neither changes its exit code nor breaks into
     # the interpreter's shutdown.
@@ -376,7 +407,15 @@ def _execute(
         problem = getattr(reporter, "problem", None)
         if problem:
             click.echo(f"ll: warning: {problem}", err=True)
-    if result.outcome == "interrupted" and not json_mode:
+    if rig is not None and rig.paused and result.exit_code == EXIT_SUSPENDED:
+        if not json_mode:
+            click.echo(rig.next_text(), nl=False)
+            click.echo(
+                f"ll: paused; continue with 'll step {result.run_id}' or "
+                f"'ll resume {result.run_id}'",
+                err=True,
+            )
+    elif result.outcome == "interrupted" and not json_mode:
         click.echo(
             f"ll: run {result.run_id} stopped at step {result.steps + 1}; "
             f"resume with: ll resume {result.run_id}",
@@ -385,7 +424,7 @@ def _execute(
     sys.exit(result.exit_code)
 
 
-for _command in COMMANDS:
+for _command in (*COMMANDS, *SIM_COMMANDS):
     main.add_command(_command)
 
 

@@ -12,6 +12,7 @@ EXIT_USAGE = 2  # usage error or invalid loop file
 EXIT_RUN_ERROR = 3  # unrouted verdict, undefined variable, action could not start
 EXIT_MAX_ITERATIONS = 4
 EXIT_BUDGET = 5
+EXIT_SUSPENDED = 6  # `ll step` paused the run; `ll step RUN` or `ll resume RUN` continues it
 EXIT_INTERNAL = 70  # a bug in ll: one line and the path of a crash report
 EXIT_TIMEOUT = 124
 EXIT_INTERRUPTED = 130

@@ -18,6 +18,7 @@ from .action_layer import ActionLayer, Processes
 from .errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_SUSPENDED,
     EXIT_TERMINATED,
     LoopError,
 )
@@ -72,6 +73,8 @@ class Runner:
             self.options.env if self.options.env is not None else dict(os.environ)
         )
         self.resumed = progress is not None
+        # `ll step`: asked after each recorded step; a reason pauses the run there (exit 6).
+        self.pause: Callable[[], str | None] | None = None
         run_id = progress.run_id if progress else (run_id or new_run_id(loop.name))
         started_at = progress.started_at if progress else clock.wall()
         run_root = run_dir.root if run_dir else self.options.base_dir / RUNS / run_id
@@ -180,6 +183,9 @@ class Runner:
             while True:
                 self._next_step()
                 GATE.raise_pending()  # the step is recorded: a held signal stops the run here
+                why = self.pause() if self.pause is not None else None
+                if why:
+                    return self._finish("interrupted", p.current, why, EXIT_SUSPENDED)
         except Finish as end:
             return self._finish(end.outcome, end.final_state, end.error)
         except LoopError as exc:

@@ -137,6 +137,12 @@ class StepPipeline:
             if action.error is not None:
                 verdict = Verdict("error", {"error": action.error, **dict(action.details)})
                 return self._evaluated(step, state, verdict, action, "action", shown, record)
+            forced = action.details.get("simulated_verdict")
+            if isinstance(forced, str):  # a simulation's answer (simulate.py) stands as given
+                verdict = Verdict(
+                    forced, {k: v for k, v in action.details.items() if k != "simulated_verdict"}
+                )
+                return self._evaluated(step, state, verdict, action, "simulated", shown, record)
         elif state.terminal:
             return StepResult(Verdict("success"), None)  # nothing ran, so nothing failed
         else:
