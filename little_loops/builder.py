@@ -19,6 +19,7 @@ from .model import (
     ActionType,
     Direction,
     Evaluate,
+    Input,
     LlmDefaults,
     Loop,
     Outcome,
@@ -90,14 +91,13 @@ class Builder:
                 at: NodePath = ("states", name)
                 state, entries[name] = self.state(name, raw if isinstance(raw, dict) else {}, at)
                 states[name] = state
-        raw_context = doc.get("context")
-        context: dict[str, Scalar] = {}
-        if isinstance(raw_context, dict):
-            # A key whose value the schema refused still exists: `${context.KEY}` is no error.
-            context = {
-                k: v if isinstance(v, str | int | float | bool) else ""
-                for k, v in raw_context.items()
-            }
+        context, inputs = _context(doc.get("context"))
+        raw_outputs = doc.get("outputs")
+        outputs = (
+            {k: v for k, v in raw_outputs.items() if isinstance(v, str)}
+            if isinstance(raw_outputs, dict)
+            else {}
+        )
         secrets = doc.get("secrets")
         top = _Given(doc, "loop")
         working_dir = _str(doc, "working_dir")
@@ -123,6 +123,8 @@ class Builder:
             shell=_str(doc, "shell") or top.default("shell"),
             working_dir=Path(working_dir) if working_dir else None,
             source_sha256=sha256,
+            outputs=MappingProxyType(outputs),
+            inputs=MappingProxyType(inputs),
         )
         return loop, entries
 
@@ -172,6 +174,12 @@ class Builder:
             Route(next_target, "next", self.smap.value((*at, "next"))) if next_target else None
         )
         raw_retry = raw.get("retry")
+        raw_with = raw.get("with")
+        with_ = (
+            {k: scalar_text(v) for k, v in raw_with.items() if _is_scalar(v)}
+            if isinstance(raw_with, dict)
+            else {}
+        )
         given = _Given(raw, "state")
         state = State(
             name=name,
@@ -188,6 +196,8 @@ class Builder:
             retry=self.retry(raw_retry) if isinstance(raw_retry, dict) else None,
             on_maintain=_str(raw, "on_maintain"),
             description=_str(raw, "description"),
+            loop=_str(raw, "loop") or None,
+            with_=MappingProxyType(with_),
         )
         return state, entries
 
@@ -260,6 +270,65 @@ class Builder:
             prior_reason=given.flag("prior_reason"),
             samples=int(given.number("samples")),
         )
+
+
+def _context(raw: Any) -> tuple[dict[str, Scalar], dict[str, Input]]:
+    """`context:` -> (the default values, every key as an input).
+
+    A required key (`~`, or a typed mapping without `default`) has no default, so it is not in
+    the first mapping; it must come from `--set` or a caller's `with:`.
+    """
+    context: dict[str, Scalar] = {}
+    inputs: dict[str, Input] = {}
+    if not isinstance(raw, dict):
+        return context, inputs
+    for key, value in raw.items():
+        if isinstance(value, dict):
+            default = value.get("default")
+            enum = value.get("enum")
+            kind = value.get("type")
+            description = value.get("description")
+            inputs[key] = Input(
+                required=not _is_scalar(default),
+                default=scalar_text(default) if _is_scalar(default) else None,
+                type=kind if isinstance(kind, str) else _type_of(default),
+                enum=tuple(scalar_text(e) for e in enum if _is_scalar(e))
+                if isinstance(enum, list)
+                else None,
+                description=description if isinstance(description, str) else None,
+            )
+            if isinstance(default, str | int | float | bool):
+                context[key] = default
+        elif value is None:
+            inputs[key] = Input(required=True)
+        else:
+            # A value the schema refused still makes a key: `${context.KEY}` is no error.
+            scalar = value if _is_scalar(value) else ""
+            context[key] = scalar
+            inputs[key] = Input(default=scalar_text(scalar), type=_type_of(scalar))
+    return context, inputs
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool)
+
+
+def _type_of(value: Any) -> str | None:
+    """The input type a default implies: none for text (any value is text)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return None
+
+
+def scalar_text(value: Any) -> str:
+    """A YAML scalar as the text a `${...}` placeholder gives: true/false, 3, 2.5, text."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def guess_action_type(action: str) -> ActionType:

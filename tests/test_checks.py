@@ -45,8 +45,8 @@ CASES = {
         [
             "loop.yaml:8:5: error: unknown key 'on_falure' in state 'check' (did you mean "
             "'on_failure'?); valid keys: action, action_type, capture, description, evaluate, "
-            "next, on_error, on_failure, on_maintain, on_success, on_timeout, outcome, retry, "
-            "route, terminal, timeout",
+            "loop, next, on_error, on_failure, on_maintain, on_success, on_timeout, outcome, "
+            "retry, route, terminal, timeout, with",
         ],
     ),
     "unknown-top-key": (
@@ -55,7 +55,7 @@ CASES = {
             "loop.yaml:14:1: error: unknown key 'max_iteration' at the top level (did you mean "
             "'max_iterations'?); valid keys: action_timeout, backoff, context, description, "
             "initial, llm, maintain, max_cost_usd, max_iterations, metadata, name, on_error, "
-            "on_max_iterations, paradigm, secrets, shell, states, timeout, working_dir",
+            "on_max_iterations, outputs, paradigm, secrets, shell, states, timeout, working_dir",
         ],
     ),
     "missing-key": (
@@ -929,8 +929,8 @@ def test_a_misspelt_key_hides_nothing_else_in_its_state(tmp_path: Path) -> None:
         "context key 'target'; define it under 'context:'",
         "loop.yaml:8:5: error: unknown key 'descripton' in state 'check' (did you mean "
         "'description'?); valid keys: action, action_type, capture, description, evaluate, "
-        "next, on_error, on_failure, on_maintain, on_success, on_timeout, outcome, retry, "
-        "route, terminal, timeout",
+        "loop, next, on_error, on_failure, on_maintain, on_success, on_timeout, outcome, retry, "
+        "route, terminal, timeout, with",
         "loop.yaml:9:3: warning: state 'fix' cannot be reached from initial state 'check'",
     ]
 
@@ -960,8 +960,8 @@ def test_a_broken_route_key_is_not_followed_by_guesses(tmp_path: Path) -> None:
 def test_a_context_value_of_the_wrong_type_is_still_a_defined_key(tmp_path: Path) -> None:
     text = _in_fix("make fix ${context.files}") + "context: {files: [a, b]}\n"
     assert lines(tmp_path, text) == [
-        "loop.yaml:14:18: error: 'context.files' must be text, a number or true or false, not a "
-        "list",
+        "loop.yaml:14:18: error: 'context.files' must be text, a number, true or false, empty or a "
+        "mapping (key: value lines), not a list",
     ]
 
 

@@ -56,13 +56,14 @@ def test_evaluator_types_match_the_registry() -> None:
 def test_state_keys_match_the_state_model() -> None:
     from little_loops.builder import SHORTHANDS
 
-    in_model = (fields(State) - {"name", "pos", "routes"}) | {"route", *SHORTHANDS}
+    in_model = (fields(State) - {"name", "pos", "routes", "with_"}) | {"route", "with", *SHORTHANDS}
     assert set(DEFS["state"]["properties"]) == in_model
 
 
 def test_top_level_keys_match_the_loop_model() -> None:
     # `metadata` is for people and tools; the loader never puts it in the model.
-    in_model = (fields(Loop) - {"path", "source_sha256"}) | {"paradigm", "metadata"}
+    # `inputs` is read from `context`.
+    in_model = (fields(Loop) - {"path", "source_sha256", "inputs"}) | {"paradigm", "metadata"}
     assert set(SCHEMA["properties"]) == in_model
 
 
