@@ -128,8 +128,10 @@ class Runner:
         progress.pid_start = process_start(progress.pid)
         self.progress = progress
         sources = secret_sources(self.env, progress.context, loop.secrets)
-        # A value secret anywhere above a child is secret in it too.
-        self.redactor = Redactor([*sources.values(), *(parent.secrets if parent else ())])
+        # A value secret anywhere above a child is secret in it too (and sealed in its state).
+        for i, value in enumerate(parent.secrets if parent else ()):
+            sources[f"caller.{i}"] = value
+        self.redactor = Redactor(sources.values())
         # Saved values hold markers where secrets stood; a resumed run fills them in again.
         sealer = Sealer(sources, str(progress.options.get("secret_nonce") or ""))
         if self.resumed and sealer.nonce:
