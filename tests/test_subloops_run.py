@@ -140,7 +140,7 @@ def test_child_runs_in_its_own_run_dir_and_routes_on_its_terminal_name(tmp_path:
     route = next(e for e in events(root) if e["event"] == "route")
     assert (route["verdict"], route["to"], route["via"]) == ("live", "verify", "route")
     # the child's own events stay in its own log, without a path
-    assert [e["event"] for e in events(sub)][0] == "loop_start"
+    assert next(e["event"] for e in events(sub)) == "loop_start"
     assert all("path" not in e for e in events(sub))
     # the parent captured the child's outputs (as JSON in `output`)
     assert 'got {"url": "https://eu-west.example.com"}' in done.stdout
@@ -150,7 +150,8 @@ def test_child_runs_in_its_own_run_dir_and_routes_on_its_terminal_name(tmp_path:
     lines = done.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if "deploy  loop child.yaml" in line)
     assert "with region=eu-west" in lines[at]
-    assert lines[at + 1].startswith("        1/") and "canary" in lines[at + 1]
+    assert lines[at + 1].startswith("        1/")
+    assert "canary" in lines[at + 1]
     assert any(
         line.strip() == "live (success) 2 steps" or "live (success) 2 steps" in line
         for line in lines[at + 1 : at + 5]
@@ -182,7 +183,9 @@ def test_child_error_timeout_and_cap_reach_the_parent_as_error_or_timeout(tmp_pa
     context: {how: error}
     states:
       work:
-        action: "if [ ${context.how} = error ]; then exit 0; fi; if [ ${context.how} = slow ]; then sleep 20; fi; echo again"
+        action: >-
+          if [ ${context.how} = slow ]; then sleep 20; fi;
+          echo again
         evaluate: {type: output_contains, pattern: "never-there"}
         route: {success: done, failure: work}
       done: {terminal: true}
@@ -210,13 +213,13 @@ def test_child_error_timeout_and_cap_reach_the_parent_as_error_or_timeout(tmp_pa
     )
     # max_iterations in the child: error
     capped = ll("run", parent, "--set", "how=loop", cwd=tmp_path)
-    assert capped.returncode == 0 and "handled-error" in capped.stdout, (
-        capped.stdout + capped.stderr
-    )
+    assert capped.returncode == 0, capped.stdout + capped.stderr
+    assert "handled-error" in capped.stdout
     # the calling state's timeout: timeout
     started = time.monotonic()
     slow = ll("run", parent, "--set", "how=slow", cwd=tmp_path)
-    assert slow.returncode == 0 and "handled-timeout" in slow.stdout, slow.stdout + slow.stderr
+    assert slow.returncode == 0, slow.stdout + slow.stderr
+    assert "handled-timeout" in slow.stdout
     assert time.monotonic() - started < 15
 
 
@@ -298,7 +301,8 @@ def test_secrets_of_the_parent_are_redacted_in_the_child(tmp_path: Path) -> None
             assert b"hunter2-very-secret" not in path.read_bytes(), path
     # the --json stream carries the child's events with their path
     child_events = [json.loads(x) for x in done.stdout.splitlines() if '"path"' in x]
-    assert child_events and all(e["path"] == ["call"] for e in child_events)
+    assert child_events
+    assert all(e["path"] == ["call"] for e in child_events)
 
 
 def test_the_parents_deadline_bounds_the_child(tmp_path: Path) -> None:
@@ -469,7 +473,9 @@ outputs:
 states:
   a: {action: "echo a >> ${context.log}", next: b}
   b:
-    action: "test -e ${context.gate} || { touch ${context.gate}.waiting; sleep 30; }; echo b >> ${context.log}; echo b-out"
+    action: >-
+      test -e ${context.gate} || { touch ${context.gate}.waiting; sleep 30; };
+      echo b >> ${context.log}; echo b-out
     capture: b
     next: c
   c: {action: "echo c >> ${context.log}", next: done}
@@ -511,7 +517,8 @@ def _resume_and_check(tmp_path: Path, log: Path, gate: Path) -> Path:
     resumed = ll("resume", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     lines = log.read_text().splitlines()
-    assert lines[:4] == ["first", "a", "b", "c"] and len(lines) == 5
+    assert lines[:4] == ["first", "a", "b", "c"]
+    assert len(lines) == 5
     assert lines[4].startswith('last-{"last": "b-out", "pad": "xxx')
     root = run_root(tmp_path)
     assert state(root)["status"] == "finished"
@@ -553,7 +560,8 @@ def test_kill_9_between_steps_inside_a_child_then_resume(tmp_path: Path) -> None
     _wait(routed_a, proc)
     os.kill(proc.pid, signal.SIGKILL)  # a is recorded; b has not done anything yet
     proc.wait()
-    assert sub is not None and state(sub)["step"] == 1
+    assert sub is not None
+    assert state(sub)["step"] == 1
     _resume_and_check(tmp_path, log, gate)
 
 
