@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from .children import input_problem, loop_verdicts
 from .errors import Diagnostic
 from .evaluators import possible_verdicts
 from .model import ERROR_VERDICTS, Loop, Route, State
@@ -53,11 +54,19 @@ def check_loop(
             out += check_own_capture(ctx, state.evaluate, (*at, "evaluate"), state.capture)
         if state.action is not None:
             out += check_template(ctx, state.action, (*at, "action"), captures)
-        if not state.terminal and state.name not in tainted and WHOLE_LOOP not in tainted:
+        for key, bound in state.with_.items():
+            out += check_template(ctx, bound, (*at, "with", key), captures)
+        out += _check_kind(ctx, state)
+        if state.is_loop:
+            pass  # its coverage needs the child: `children.follow`
+        elif not state.terminal and state.name not in tainted and WHOLE_LOOP not in tainted:
             out += _check_coverage(ctx, state)
     for key, value in loop.context.items():
         if isinstance(value, str):
             out += check_template(ctx, value, ("context", key), captures)
+    for key, value in loop.outputs.items():
+        out += check_template(ctx, value, ("outputs", key), captures)
+    out += _check_inputs(ctx)
     if loop.llm.model is not None:
         from .evaluators.judge_config import model_findings
 
@@ -181,6 +190,68 @@ def _check_state_keys(ctx: Ctx, state: State) -> Iterator[Diagnostic]:
         )
 
 
+def verdicts(state: State) -> frozenset[str]:
+    """Every verdict `state` can give, as far as this file tells (a `loop:` state's child
+    terminals are only known once the child is loaded: `children.follow`)."""
+    if state.is_loop:
+        return loop_verdicts(state, None)
+    return possible_verdicts(state.evaluate, action_type=state.action_type)
+
+
+def _check_kind(ctx: Ctx, state: State) -> Iterator[Diagnostic]:
+    """A state does one thing: an action or a child loop; `with` belongs to `loop`."""
+    name = state.name
+    at: NodePath = ("states", name)
+    if state.with_ and not state.is_loop:
+        yield ctx.diag(
+            ctx.locate((*at, "with")),
+            "error",
+            "state-kind",
+            f"state '{name}' has 'with', which passes values to a child loop, but no 'loop'; "
+            "add 'loop: FILE.yaml' or remove 'with'",
+        )
+    if not state.is_loop:
+        return
+    if state.action is not None:
+        yield ctx.diag(
+            ctx.locate((*at, "action")),
+            "error",
+            "state-kind",
+            f"state '{name}' has both 'action' and 'loop'; a state runs one of them: move the "
+            "action to a state of its own",
+        )
+    if state.action_type is not None and state.action is None:
+        yield ctx.diag(
+            ctx.locate((*at, "action_type")),
+            "error",
+            "state-kind",
+            f"state '{name}' runs a loop, so 'action_type' means nothing there; remove it",
+        )
+    if state.terminal:
+        yield ctx.diag(
+            ctx.locate((*at, "terminal")),
+            "error",
+            "state-kind",
+            f"state '{name}' runs a loop and is terminal; the run would end before routing on "
+            "the child's end: route the child's end to a terminal state instead",
+        )
+
+
+def _check_inputs(ctx: Ctx) -> Iterator[Diagnostic]:
+    """A typed context key whose `default` does not fit its own `type` or `enum`."""
+    for key, spec in ctx.loop.inputs.items():
+        if spec.default is None or (spec.type is None and spec.enum is None):
+            continue
+        problem = input_problem(key, spec, spec.default)
+        if problem is not None:
+            yield ctx.diag(
+                ctx.locate(("context", key, "default")),
+                "error",
+                "bad-context-spec",
+                f"the default of {problem}",
+            )
+
+
 def _check_coverage(ctx: Ctx, state: State) -> Iterator[Diagnostic]:
     """A state that branches on its verdict must say where each one goes (SPEC section 6).
 
@@ -221,7 +292,7 @@ def stops(loop: Loop, file: str) -> list[Diagnostic]:
     for state in loop.states.values():
         if state.terminal:
             continue
-        possible = possible_verdicts(state.evaluate, action_type=state.action_type)
+        possible = verdicts(state)
         for verdict in sorted(possible):
             if route(loop, state, verdict) is not None:
                 continue
@@ -249,7 +320,7 @@ def _edges(loop: Loop, state: State, tainted: frozenset[str]) -> set[str]:
             return {state.on_maintain or loop.initial}
         return set()
     out = set()
-    for verdict in possible_verdicts(state.evaluate, action_type=state.action_type):
+    for verdict in verdicts(state):
         decision = route(loop, state, verdict)
         if decision is not None:
             out.add(decision.target)

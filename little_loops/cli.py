@@ -89,10 +89,10 @@ def _parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
         key = key.strip()
         if not sep or not key:
             raise click.BadParameter(f"'{item}' is not KEY=VALUE", param_hint="--set")
-        if loop is not None and key not in loop.context:
+        if loop is not None and key not in loop.context and key not in loop.inputs:
             import difflib
 
-            known = sorted(loop.context)
+            known = sorted(loop.inputs or loop.context)
             close = difflib.get_close_matches(key, known, n=1)
             hint = (
                 f"did you mean '{close[0]}'?"
@@ -239,6 +239,10 @@ def run(
     launch.regular_file(file)
     loop = load(Path(file))
     overrides = _parse_sets(sets, loop)
+    from .children import missing_inputs
+
+    if (missing := missing_inputs(loop, overrides)) is not None:
+        raise click.UsageError(missing)
     if dry_run:
         from .plan import dry_run as plan
 

@@ -38,11 +38,20 @@ _UPSTREAM_STATE_KEYS: Mapping[str, tuple[str, str]] = {
     "max_retries": ("write 'retry: {{max_attempts: N}}' (N counts the first attempt too)", "N"),
     "failure": ("write 'outcome: failure' on the terminal state", ""),
     "fragment": (_NO_FRAGMENTS, ""),
+    "context_passthrough": (
+        "remove it: a child loop sees only the context keys its 'with:' passes",
+        "",
+    ),
 }
 _UPSTREAM_TOP_KEYS: Mapping[str, tuple[str, str]] = {
     "max_steps": ("write 'max_iterations: {v}'", "N"),
     "on_max_steps": ("write 'on_max_iterations: {v}'", "STATE"),
     "import": (_NO_FRAGMENTS, ""),
+    "parameters": (
+        "declare the inputs under 'context:' ('KEY: ~' for a required one, or "
+        "'KEY: {{type: string, default: X, enum: [...], description: ...}}')",
+        "",
+    ),
     "scope": ("remove it: ll has no counterpart ('working_dir' only sets where actions run)", ""),
     "on_handoff": (
         "remove it: here every slash action runs in a session of its own (claude -p), "
@@ -64,6 +73,7 @@ STATE_ROUTING_KEYS = frozenset(
     {
         "action",
         "action_type",
+        "loop",
         "evaluate",
         "route",
         "next",

@@ -139,13 +139,25 @@ def _from_document(
         route_entries=route_entries,
         tainted=tainted,
     )
+    if any(s.is_loop for s in loop.states.values()):
+        from .children import follow
+
+        found += follow(loop, file=file, locate=smap.value, load=_load_child)
     # One problem per spot: a semantic finding where the schema already spoke is a repeat.
-    spoken = {(d.line, d.col) for d in diagnostics}
-    diagnostics += [d for d in found if (d.line, d.col) not in spoken]
+    spoken = {(d.file, d.line, d.col) for d in diagnostics}
+    diagnostics += [d for d in found if (d.file, d.line, d.col) not in spoken]
     diagnostics = sorted_diagnostics(diagnostics)
     if any(d.severity == "error" for d in diagnostics):
         return None, diagnostics
     return loop, diagnostics
+
+
+def _load_child(path: Path, file: str) -> tuple[Loop | None, list[Diagnostic]]:
+    """A child loop of a `loop:` state, its diagnostics named by `file`."""
+    data = read_bytes(path, file)
+    if isinstance(data, Diagnostic):
+        return None, [data]
+    return parse(data, path=path, file=file, digest=True)
 
 
 def _compiled(

@@ -71,6 +71,8 @@ _PATTERN_HINTS = {
     ),
     "^[a-z][a-z0-9_]*$": "a verdict is a lowercase word (letters, digits, '_')",
     "^(_|_error|[a-z][a-z0-9_]*)$": "use a lowercase verdict, '_' (any other verdict) or '_error'",
+    "\\.ya?ml$": "a loop file ends in .yaml or .yml",
+    "^[A-Za-z0-9_-]+$": "use only letters, digits, '_' and '-'",
 }
 
 

@@ -31,6 +31,9 @@ FIELDS: Mapping[str, tuple[str, ...]] = {
     "loop": ("name", "run_id", "run_dir", "dir", "started_at", "elapsed_ms", "elapsed"),
 }
 
+# What a `capture:` on a `loop:` state keeps besides `outputs.K` (a child's output `K`).
+CHILD_FIELDS = ("output", "stderr", "exit_code", "duration_ms", "verdict", "final_state", "outcome")
+
 
 @dataclass(frozen=True)
 class Ctx:
@@ -143,7 +146,7 @@ def _suggest_operator(word: str) -> str:
 def _placeholder_problem(ctx: Ctx, part: Placeholder, captures: set[str]) -> tuple[str, str] | None:
     ns, path = part.namespace, part.path
     if ns == "context":
-        if path[0] not in ctx.loop.context:
+        if path[0] not in ctx.loop.context and path[0] not in ctx.loop.inputs:
             keys = ctx.loop.context
             if path == ("run_dir",):  # upstream little-loops' scratch folder
                 return (
@@ -164,6 +167,10 @@ def _placeholder_problem(ctx: Ctx, part: Placeholder, captures: set[str]) -> tup
                 f"no state has 'capture: {path[0]}'{suggest(path[0], captures)}",
             )
         fields = FIELDS["captured"]
+        if any(s.capture == path[0] and s.is_loop for s in ctx.loop.states.values()):
+            if len(path) == 3 and path[1] == "outputs":
+                return None  # the child's outputs are checked with the child: `children`
+            fields = (*CHILD_FIELDS, "outputs.NAME")
         if len(path) != 2 or path[1] not in fields:
             got = f"'{'.'.join(path[1:])}'" if len(path) > 1 else "nothing"
             return (
