@@ -354,7 +354,7 @@ class Runner:
         path = (*(self.parent.path if self.parent else ()), state.name)
         root = subloop.child_dir(self.run_dir.root, step, state.name)
         try:
-            child = subloop.load_child(self.loop, state, len(path))
+            child = subloop.load_child(self.loop, state, len(path) + 1)
             values = {
                 key: self.steps.templates.render(template, step, state, 1, shell=False)
                 for key, template in state.with_.items()

@@ -20,7 +20,7 @@ from .events import Event, Listener
 from .model import Loop, State
 from .store import RunDir
 
-MAX_DEPTH = 8  # a root run and up to 8 levels of children below it
+MAX_DEPTH = 8  # runs in one tree, the root counting as 1 (as `ll validate` counts them)
 
 # What a child's end gives the calling state, by the child's outcome (SPEC section 6 applies).
 _ERROR_OUTCOMES = {"error", "max_iterations", "budget"}
@@ -44,14 +44,16 @@ class Parent:
 
 
 def load_child(loop: Loop, state: State, depth: int) -> Loop:
-    """The child's loop, loaded from its file (relative to the calling loop's file)."""
+    """The child's loop, loaded from its file (relative to the calling loop's file); `depth`
+    is the child's run number in the tree (the root is 1). `ll validate` refuses deeper
+    chains already; this holds at run time too (a child file changed since)."""
     from .loader import load
 
     assert state.loop is not None
     if depth > MAX_DEPTH:
         raise ChildError(
-            f"sub-loop nesting is deeper than {MAX_DEPTH} levels at state '{state.name}'; "
-            "flatten the loops or break the recursion"
+            f"state '{state.name}' would start run number {depth} in one tree, more than "
+            f"{MAX_DEPTH}; call fewer levels deep"
         )
     path = (loop.dir / state.loop).resolve()
     try:
