@@ -43,7 +43,7 @@ def write(where: Path, name: str, text: str) -> Path:
 
 
 def run_root(cwd: Path) -> Path:
-    runs = [p for p in (cwd / ".loops" / "runs").iterdir() if p.is_dir()]
+    runs = [p for p in (cwd / ".loops" / "runs").iterdir() if (p / "state.json").is_file()]
     assert len(runs) == 1, runs
     return runs[0]
 
@@ -607,3 +607,79 @@ def test_kill_9_between_the_childs_end_and_the_parents_record(tmp_path: Path) ->
     _resume_and_check(tmp_path, log, gate)
     starts = [e for e in events(root) if e["event"] == "child_start"]
     assert len(starts) == 1  # the finished child was read back, not started again
+
+
+# -- a randomized crash test over a two-level tree -----------------------------------------
+
+TREE_CHILD = (
+    "name: leaf\ninitial: c0\ncontext: {log: none}\nstates:\n"
+    + "".join(
+        f"  c{i}: {{action: 'sleep 0.02; echo c{i} >> ${{context.log}}', next: "
+        f"{f'c{i + 1}' if i < 3 else 'done'}}}\n"
+        for i in range(4)
+    )
+    + "  done: {terminal: true}\n"
+)
+
+TREE_PARENT = """
+name: tree
+initial: p0
+context: {{log: {log}}}
+states:
+  p0: {{action: 'sleep 0.02; echo p0 >> ${{context.log}}', next: call}}
+  call:
+    loop: leaf.yaml
+    with: {{log: "${{context.log}}"}}
+    route: {{done: p1, success: p1}}
+  p1: {{action: 'sleep 0.02; echo p1 >> ${{context.log}}', next: again}}
+  again:
+    loop: leaf.yaml
+    with: {{log: "${{context.log}}"}}
+    route: {{done: end, success: end}}
+  end: {{action: 'echo end >> ${{context.log}}', terminal: true}}
+"""
+TREE_EXPECTED = ["p0", "c0", "c1", "c2", "c3", "p1", "c0", "c1", "c2", "c3", "end"]
+TREE_RUNS = int(os.environ.get("LL_TREE_KILL_RUNS") or 3)
+
+
+def test_random_kills_over_a_two_level_tree_resume_to_the_same_end(tmp_path: Path) -> None:
+    import random
+
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    for n in range(TREE_RUNS):
+        where = tmp_path / f"run{n}"
+        where.mkdir()
+        log = where / "side.log"
+        write(where, "leaf.yaml", TREE_CHILD)
+        parent = write(where, "tree.yaml", TREE_PARENT.format(log=log))
+        kills = 0
+        args: list[str] = ["run", str(parent), "--quiet"]
+        for _ in range(6):
+            proc = subprocess.Popen([*LL, *args], cwd=where)
+            try:
+                proc.wait(timeout=rng.uniform(0.3, 1.2))
+            except subprocess.TimeoutExpired:
+                proc.send_signal(rng.choice((signal.SIGKILL, signal.SIGKILL, signal.SIGINT)))
+                proc.wait()
+                kills += 1
+            runs = where / ".loops" / "runs"
+            if not runs.is_dir() or not any(runs.glob("*/state.json")):
+                continue  # killed before the run began: start it again
+            if state(run_root(where))["status"] == "finished":
+                break
+            args = ["resume"]
+        else:
+            done = ll("resume", cwd=where)
+            assert done.returncode == 0, f"seed {seed}: {done.stdout}{done.stderr}"
+        root = run_root(where)
+        end = state(root)
+        assert (end["status"], end["outcome"]) == ("finished", "success"), f"seed {seed}"
+        lines = log.read_text().splitlines()
+        # A step cut off mid-action runs again (its line twice, adjacent); none is lost.
+        squeezed = [x for i, x in enumerate(lines) if i == 0 or lines[i - 1] != x]
+        assert squeezed == TREE_EXPECTED, f"seed {seed}, {kills} kills: {lines}"
+        assert len(lines) <= len(TREE_EXPECTED) + kills, f"seed {seed}: {lines}"
+        for sub in ("0002-call", "0004-again"):
+            child = state(root / "sub" / sub)
+            assert (child["status"], child["step"]) == ("finished", 5), f"seed {seed}"
