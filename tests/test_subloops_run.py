@@ -683,3 +683,24 @@ def test_random_kills_over_a_two_level_tree_resume_to_the_same_end(tmp_path: Pat
         for sub in ("0002-call", "0004-again"):
             child = state(root / "sub" / sub)
             assert (child["status"], child["step"]) == ("finished", 5), f"seed {seed}"
+
+
+def test_a_childs_events_do_not_end_its_callers_trace(tmp_path: Path) -> None:
+    """The trace listener sees a child's events (with `path`) but keeps one run span: the
+    child's time is inside its calling step's span."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from little_loops.otel import TraceListener
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = TraceListener(provider)
+    parent = setup(tmp_path)
+    result = Runner(load(parent), RunOptions(base_dir=tmp_path), listeners=[tracer]).run()
+    tracer.close()
+    assert result.outcome == "success"
+    names = sorted(span.name for span in exporter.get_finished_spans())
+    assert names == ["ll run release", "step deploy", "step verify"]
