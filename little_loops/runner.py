@@ -465,7 +465,7 @@ class Runner:
             cost_usd=runner.progress.cost_usd,
             outputs=runner.progress.outputs or {},
             error=result.error,
-            via_terminal=subloop.ended_at_terminal(child, result.final_state),
+            via_terminal=subloop.ended_at_terminal(child, result.final_state, result.outcome),
         )
 
     def _child_verdict(

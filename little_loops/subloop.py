@@ -194,11 +194,17 @@ class ChildEnd:
             cost_usd=float(data.get("cost_usd") or 0.0),
             outputs=dict(outputs) if isinstance(outputs, Mapping) else {},
             error=data.get("error") if isinstance(data.get("error"), str) else None,
-            via_terminal=ended_at_terminal(child, str(data.get("final_state") or "")),
+            via_terminal=ended_at_terminal(
+                child, str(data.get("final_state") or ""), str(data.get("outcome") or "")
+            ),
         )
 
 
-def ended_at_terminal(child: Loop, final_state: str) -> bool:
-    """True when the child stopped at a terminal or its `on_max_iterations` state."""
+def ended_at_terminal(child: Loop, final_state: str, outcome: str) -> bool:
+    """True when the child stopped at a terminal or its `on_max_iterations` state, as that
+    state ends a run: a terminal whose action failed made the run `failure` whatever its
+    `outcome` said, and its caller sees `failure`, not the terminal's name."""
     state = child.states.get(final_state)
-    return state is not None and (state.terminal or final_state == child.on_max_iterations)
+    if state is None or not (state.terminal or final_state == child.on_max_iterations):
+        return False
+    return not (state.terminal and outcome == "failure" and state.outcome != "failure")
