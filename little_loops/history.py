@@ -262,6 +262,8 @@ class History:
             return typed
         if isinstance(typed, ChildStart) and typed.step is not None and typed.state:
             self._calls[typed.state] = typed.step
+            if typed.attempt != getattr(self.child_starts.get(typed.step), "attempt", None):
+                self.children.pop(typed.step, None)  # a retry: the new attempt's story
             self.child_starts[typed.step] = typed
         if isinstance(typed, LoopStart):
             if self.start is None:

@@ -30,7 +30,7 @@ from .model import Loop, State, Verdict
 from .progress import OUTCOME_EXIT, Progress, RunOptions, RunResult
 from .secrets import Redactor, Sealer, secret_sources
 from .session import Clock, RunSession, file_secrets
-from .steps import Finish, StepPipeline, StepResult, output_record
+from .steps import Finish, StepPipeline, StepResult, output_record, retry_delay
 from .store import RUNS, RunDir, cannot, new_run_id, process_start
 from .subloop import ChildEnd, ChildError, Parent
 
@@ -352,7 +352,6 @@ class Runner:
         """Run (or resume, or read back) the child of a `loop:` state; its end is the verdict."""
         assert state.loop is not None
         path = (*(self.parent.path if self.parent else ()), state.name)
-        root = subloop.child_dir(self.run_dir.root, step, state.name)
         try:
             child = subloop.load_child(self.loop, state, len(path) + 1)
             values = {
@@ -363,26 +362,52 @@ class Runner:
         except (ChildError, LoopError) as exc:
             reason = str(exc.message if isinstance(exc, LoopError) else exc)
             return self._child_verdict(step, state, Verdict("error", {"error": reason}), reason)
-        end = self._finished_child(root, child)
-        if end is None:
-            end = self._run_child(step, state, child, root, values, path)
-        self.session.emit(
-            ev.ChildComplete(
-                step=step,
-                state=state.name,
-                child_run_id=end.run_id,
-                final_state=end.final_state,
-                outcome=end.outcome,
-                exit_code=end.exit_code,
-                verdict=end.verdict,
-                steps=end.steps,
-                duration_ms=end.duration_ms,
-                cost_usd=round(end.cost_usd, 6),
-                outputs=dict(end.outputs),
+        retry = state.retry
+        attempt = max(self.progress.attempt, 1)  # a resumed run continues the attempt count
+        while True:
+            # A fresh child run each attempt: sub/<step>-<state>.<attempt> after the first.
+            root = subloop.child_dir(self.run_dir.root, step, state.name, attempt)
+            end = self._finished_child(root, child)
+            if end is None:
+                end = self._run_child(step, state, child, root, values, path, attempt)
+            self.session.emit(
+                ev.ChildComplete(
+                    step=step,
+                    state=state.name,
+                    child_run_id=end.run_id,
+                    final_state=end.final_state,
+                    outcome=end.outcome,
+                    exit_code=end.exit_code,
+                    verdict=end.verdict,
+                    steps=end.steps,
+                    duration_ms=end.duration_ms,
+                    cost_usd=round(end.cost_usd, 6),
+                    outputs=dict(end.outputs),
+                )
             )
-        )
-        self.steps.spend(end.cost_usd)  # costs roll up, once: recorded with this step
-        self.steps.check_deadline(state.name)  # our deadline (or an ancestor's) ended the child
+            self.steps.spend(end.cost_usd)  # costs roll up, once: recorded with this step
+            self.steps.check_deadline(state.name)  # our deadline (or an ancestor's) ended it
+            if retry is None or end.verdict not in retry.on or attempt >= retry.max_attempts:
+                break
+            delay = retry_delay(retry, attempt)
+            remaining = self.session.remaining(self.loop.timeout)
+            if remaining is not None:
+                delay = min(delay, remaining)
+            self.session.emit(
+                ev.Retry(
+                    step=step,
+                    state=state.name,
+                    attempt=attempt + 1,
+                    delay_s=round(delay, 3),
+                    verdict=end.verdict,
+                )
+            )
+            attempt += 1
+            self.progress.attempt = attempt
+            self.session.persist(self.progress)  # the finished attempt's cost with it
+            with GATE.interruptible():
+                self.session.clock.sleep(delay)
+            self.steps.check_deadline(state.name)
         verdict = Verdict(end.verdict, end.details())
         return self._child_verdict(step, state, verdict, end.reason(), end.record())
 
@@ -401,6 +426,7 @@ class Runner:
         root: Any,
         values: dict[str, str],
         path: tuple[str, ...],
+        attempt: int,
     ) -> ChildEnd:
         progress = None
         run_id = f"{self.progress.run_id}/{root.name}"
@@ -418,6 +444,7 @@ class Runner:
                 file=state.loop or "",
                 child_run_id=run_id,
                 dir=os.path.relpath(root, self.run_dir.root),
+                attempt=attempt,
                 with_=shown,
                 resumed=progress is not None,
             )

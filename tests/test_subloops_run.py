@@ -742,3 +742,42 @@ def test_how_a_childs_end_becomes_its_callers_verdict(tmp_path: Path) -> None:
     assert verdict("work", "max_iterations") == "error"
     assert verdict("work", "budget") == "error"
     assert verdict("work", "timeout") == "timeout"
+
+
+def test_retry_on_a_loop_state_runs_a_fresh_child_per_attempt(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "child.yaml",
+        """
+        name: flaky
+        initial: work
+        states:
+          work: {action: "test -e marker || { touch marker; exit 7; }", next: done}
+          done: {terminal: true}
+        """,
+    )
+    parent = write(
+        tmp_path,
+        "parent.yaml",
+        """
+        name: parent
+        initial: call
+        states:
+          call:
+            loop: child.yaml
+            retry: {max_attempts: 2, on: [error], interval: 0}
+            route: {done: ok, success: ok}
+          ok: {terminal: true}
+        """,
+    )
+    done = ll("run", parent, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    root = run_root(tmp_path)
+    assert state(root / "sub" / "0001-call")["outcome"] == "error"
+    assert state(root / "sub" / "0001-call.2")["outcome"] == "success"
+    names = [(e["event"], e.get("attempt")) for e in events(root)]
+    assert ("retry", 2) in names
+    assert [e["verdict"] for e in events(root) if e["event"] == "child_complete"] == [
+        "error",
+        "done",
+    ]
