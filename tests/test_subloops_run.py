@@ -781,3 +781,14 @@ def test_retry_on_a_loop_state_runs_a_fresh_child_per_attempt(tmp_path: Path) ->
         "error",
         "done",
     ]
+
+
+def test_ll_graph_draws_a_child_as_a_subgraph(tmp_path: Path) -> None:
+    parent = setup(tmp_path)
+    drawn = ll("graph", parent, cwd=tmp_path)
+    assert drawn.returncode == 0, drawn.stderr
+    text = drawn.stdout
+    assert 'subgraph s0_child ["deploy: loop child.yaml"]' in text
+    assert 's0_child_s0["canary"]' in text
+    assert 's0_child_s0 -->|"success"| s0_child_s1' in text
+    assert "    s0 -.- s0_child" in text
