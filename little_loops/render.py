@@ -191,7 +191,8 @@ class PlainRenderer:
             f"loop {event.get('file')}"
             + (f"  (with {bound}{resumed})" if bound or resumed else ""),
         )
-        self._children[str(event.get("state"))] = _ChildView(self)
+        name = str(event.get("state"))
+        self._children[name] = _ChildView(self, name)
 
     def _child_event(self, path: list[Any], event: Event) -> None:
         view = self._children.get(str(path[0]))
@@ -304,9 +305,10 @@ class PlainRenderer:
 class _ChildView(PlainRenderer):
     """The lines of a child run, written through its caller's view, indented one level."""
 
-    def __init__(self, caller: PlainRenderer) -> None:
+    def __init__(self, caller: PlainRenderer, name: str) -> None:
         super().__init__(caller.out, quiet=caller.quiet, width=max(caller.width - 6, 40))
         self.caller = caller
+        self.name = name  # the calling state
 
     def write(self, text: str, style: str | None = None) -> None:
         self.caller.write(_CHILD_INDENT + text, style)
@@ -316,6 +318,13 @@ class _ChildView(PlainRenderer):
 
     def on_loop_start(self, event: Event) -> None:
         self.cap = int(event.get("max_iterations") or 0)
+
+    def _begin(self, event: Event, phase: str) -> None:
+        # The caller's heartbeat (and spinner words) follow the child's running step.
+        self.caller._begin({**event, "state": f"{self.name}/{event.get('state')}"}, phase)
+
+    def _end(self) -> None:
+        self.caller._end()
 
     def on_lock_reclaimed(self, event: Event) -> None:
         return
