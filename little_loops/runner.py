@@ -257,6 +257,8 @@ class Runner:
     def _route(self, state: State, result: StepResult) -> dict[str, str]:
         """Where the run goes next; `Finish` when it ends here."""
         verdict = result.verdict.verdict
+        if state.is_loop:
+            self._check_budget(state.name)  # the child's cost, or an ancestor's budget, ends us
         if self.steps.ends_run(state):
             return self._after_terminal(state, result)
         # A child's terminal routes as its outcome when it has no route of its own.
@@ -312,10 +314,7 @@ class Runner:
         p.last_route = route
         p.current = route["to"]
         self.session.persist(p)
-        budget = self.loop.max_cost_usd
-        if budget is not None and p.cost_usd > budget:
-            message = f"cost ${p.cost_usd:.4f} passed max_cost_usd ${budget:g}"
-            raise Finish("budget", state.name, message)
+        self._check_budget(state.name)
         if self.loop.backoff > 0:
             remaining = self.session.remaining(self.loop.timeout)
             with GATE.interruptible():
@@ -411,6 +410,29 @@ class Runner:
         verdict = Verdict(end.verdict, end.details())
         return self._child_verdict(step, state, verdict, end.reason(), end.record())
 
+    def _check_budget(self, state_name: str) -> None:
+        p = self.progress
+        budget = self.loop.max_cost_usd
+        if budget is not None and p.cost_usd > budget:
+            message = f"cost ${p.cost_usd:.4f} passed max_cost_usd ${budget:g}"
+            raise Finish("budget", state_name, message)
+        left = self.parent.budget_left if self.parent else None
+        if left is not None and p.cost_usd > left:
+            # A caller's budget is spent: stop here; that caller ends with `budget`.
+            message = f"cost ${p.cost_usd:.4f} passed the max_cost_usd of a calling loop"
+            raise Finish("budget", state_name, message)
+
+    def _budget_left(self) -> float | None:
+        """What a child of this run may spend before this run's or an ancestor's budget."""
+        limits = (
+            []
+            if self.parent is None or self.parent.budget_left is None
+            else [self.parent.budget_left]
+        )
+        if self.loop.max_cost_usd is not None:
+            limits.append(self.loop.max_cost_usd)
+        return min(limits) - self.progress.cost_usd if limits else None
+
     def _finished_child(self, root: Any, child: Loop) -> ChildEnd | None:
         """A child that ended before a crash of its parent: read back, never run again."""
         if not (root / "state.json").is_file():
@@ -477,7 +499,9 @@ class Runner:
             run_id=run_id,
             clock=self.session.clock,
             action_layer=self.steps.actions,
-            parent=Parent(path, tuple(self.redactor.values), tuple(self._listeners)),
+            parent=Parent(
+                path, tuple(self.redactor.values), tuple(self._listeners), self._budget_left()
+            ),
         )
         result = runner.run()
         if result.outcome == "interrupted":  # the parent stops with it, and resumes it

@@ -37,6 +37,8 @@ class Parent:
     path: tuple[str, ...]  # the calling states, root first: ("deploy",) or ("deploy", "smoke")
     secrets: tuple[str, ...]  # every value secret anywhere above
     listeners: tuple[Listener, ...]  # the root's listeners (terminal, reports, trace)
+    # What the child may spend before some ancestor's `max_cost_usd` is passed; None: no limit.
+    budget_left: float | None = None
 
     @property
     def depth(self) -> int:

@@ -815,3 +815,34 @@ def test_the_terminal_follows_a_childs_running_step(tmp_path: Path) -> None:
     view({**child, "event": "evaluate", "step": 1, "state": "canary", "verdict": "success"})
     assert view.running is None
     assert "      1/3  canary  x" in out.getvalue()
+
+
+def test_a_callers_budget_stops_the_child_at_once(tmp_path: Path) -> None:
+    """After every step of a child, its callers' budgets are checked too: the child stops
+    when the caller's `max_cost_usd` is passed, and the caller ends with `budget` (exit 5)."""
+    write(
+        tmp_path,
+        "child.yaml",
+        "name: child\ninitial: s0\nstates:\n"
+        + "".join(f"  s{i}: {{action: pay, next: s{i + 1}}}\n" for i in range(4))
+        + "  s4: {terminal: true}\n",
+    )
+    parent = write(
+        tmp_path,
+        "parent.yaml",
+        """
+        name: parent
+        initial: call
+        max_cost_usd: 0.4
+        states:
+          call:
+            loop: child.yaml
+            route: {s4: ok, success: ok}
+          ok: {terminal: true}
+        """,
+    )
+    result = Runner(load(parent), RunOptions(base_dir=tmp_path), action_layer=PaidShell()).run()
+    assert (result.outcome, result.exit_code) == ("budget", 5)
+    child = state(result.run_dir / "sub" / "0001-call")
+    assert (child["outcome"], child["step"], child["cost_usd"]) == ("budget", 2, 0.5)
+    assert state(result.run_dir)["cost_usd"] == 0.5
