@@ -292,7 +292,8 @@ def stops(loop: Loop, file: str) -> list[Diagnostic]:
     for state in loop.states.values():
         if state.terminal:
             continue
-        possible = verdicts(state)
+        # A `loop:` state's other verdicts, its child's terminals, must all be routed already.
+        possible = ERROR_VERDICTS if state.is_loop else verdicts(state)
         for verdict in sorted(possible):
             if route(loop, state, verdict) is not None:
                 continue

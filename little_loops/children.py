@@ -41,9 +41,17 @@ class _Tree:
 _TREE = _Tree([], {})
 
 
-def follow(loop: Loop, *, file: str, locate: Locate, load: LoadChild) -> list[Diagnostic]:
+def follow(
+    loop: Loop,
+    *,
+    file: str,
+    locate: Locate,
+    load: LoadChild,
+    tainted: frozenset[str] = frozenset(),
+) -> list[Diagnostic]:
     """Every problem of `loop`'s `loop:` states and their children, the children's own
-    problems reported at the children's files."""
+    problems reported at the children's files. States in `tainted` (a schema error in a key
+    that routes, `checks.WHOLE_LOOP` for the whole loop) are not checked for coverage."""
     ctx = Ctx(loop, file, locate)
     calls = [s for s in loop.states.values() if s.loop is not None]
     if not calls:
@@ -54,12 +62,18 @@ def follow(loop: Loop, *, file: str, locate: Locate, load: LoadChild) -> list[Di
     try:
         out: list[Diagnostic] = []
         for state in calls:
-            out += _follow_state(ctx, state, file=file, load=load)
+            covered = state.name not in tainted and "*" not in tainted
+            out += _follow_state(ctx, state, file=file, load=load, coverage=covered)
         return out
     finally:
         _TREE.stack.pop()
         if outer:
             _TREE.cache.clear()
+
+
+def child_path(parent: Loop, state: State) -> Path:
+    """The absolute path of the file a `loop:` state runs: relative to the parent's directory."""
+    return (parent.dir / (state.loop or "")).resolve()
 
 
 def _child_file(parent_file: str, written: str) -> str:
@@ -68,7 +82,9 @@ def _child_file(parent_file: str, written: str) -> str:
     return written if str(parent) == "." else str(parent / written)
 
 
-def _follow_state(ctx: Ctx, state: State, *, file: str, load: LoadChild) -> list[Diagnostic]:
+def _follow_state(
+    ctx: Ctx, state: State, *, file: str, load: LoadChild, coverage: bool
+) -> list[Diagnostic]:
     written = state.loop or ""
     at: NodePath = ("states", state.name, "loop")
     pos = ctx.locate(at)
@@ -83,7 +99,7 @@ def _follow_state(ctx: Ctx, state: State, *, file: str, load: LoadChild) -> list
                 "check it before anything runs",
             )
         ]
-    path = (ctx.loop.dir / written).resolve()
+    path = child_path(ctx.loop, state)
     if not path.is_file():
         siblings = sorted(
             p.name for p in path.parent.glob("*.y*ml") if p.suffix in (".yaml", ".yml")
@@ -141,7 +157,7 @@ def _follow_state(ctx: Ctx, state: State, *, file: str, load: LoadChild) -> list
         )
         return out
     out += _check_with(ctx, state, child)
-    out += _check_terminals(ctx, state, child, written)
+    out += _check_terminals(ctx, state, child, written, coverage=coverage)
     out += _check_outputs_read(ctx, state, child, written)
     if child.maintain:
         out.append(
@@ -251,7 +267,9 @@ def loop_verdicts(state: State, child: Loop | None) -> frozenset[str]:
     return frozenset(out | set(terminals(child)))
 
 
-def _check_terminals(ctx: Ctx, state: State, child: Loop, written: str) -> Iterator[Diagnostic]:
+def _check_terminals(
+    ctx: Ctx, state: State, child: Loop, written: str, *, coverage: bool
+) -> Iterator[Diagnostic]:
     ends = terminals(child)
     for name, outcome in sorted(ends.items()):
         reserved = name in ERROR_VERDICTS or (name in OUTCOMES and name != outcome)
@@ -263,8 +281,8 @@ def _check_terminals(ctx: Ctx, state: State, child: Loop, written: str) -> Itera
                 f"'{written}' has a terminal named '{name}' (outcome {outcome}), which a "
                 f"calling state cannot tell from the verdict '{name}'; rename it in the child",
             )
-    if state.evaluate is not None:
-        return  # its evaluator judges the child's outputs; the evaluator's verdicts route
+    if state.evaluate is not None or not coverage:
+        return  # an evaluator judges the child's outputs: its verdicts route
     if state.next is None:
         for name, outcome in sorted(ends.items()):
             if name in state.routes or route(ctx.loop, state, outcome) is not None:

@@ -142,7 +142,7 @@ def _from_document(
     if any(s.is_loop for s in loop.states.values()):
         from .children import follow
 
-        found += follow(loop, file=file, locate=smap.value, load=_load_child)
+        found += follow(loop, file=file, locate=smap.value, load=_load_child, tainted=tainted)
     # One problem per spot: a semantic finding where the schema already spoke is a repeat.
     spoken = {(d.file, d.line, d.col) for d in diagnostics}
     diagnostics += [d for d in found if (d.file, d.line, d.col) not in spoken]

@@ -308,6 +308,11 @@ def _name_issue(key: str, value: Any, names: Mapping[str, Any], path: NodePath) 
 def _enum_issue(value: Any, options: list[Any], path: NodePath) -> SchemaIssue:
     words = [str(o) for o in options]
     guess = did_you_mean(value, words) if isinstance(value, str) else ""
+    if path[-1:] == ("type",) and path[:1] == ("context",):
+        lead = f"unknown type {show(value)} for context key '{path[1]}'"
+        return SchemaIssue(
+            path, "bad-context-spec", f"{lead}{guess}; valid types: {', '.join(words)}"
+        )
     if path[-1:] == ("type",):
         lead = f"unknown evaluator type {show(value)} in {subject(path[:-1])}"
         message = f"{lead}{guess}; valid types: {', '.join(words)}"

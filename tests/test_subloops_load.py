@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from little_loops.children import MAX_DEPTH, input_problem, missing_inputs
+from little_loops.children import MAX_DEPTH, child_path, input_problem, missing_inputs
 from little_loops.loader import load, try_load
 from little_loops.model import Input
 
@@ -93,6 +93,7 @@ def test_the_model_holds_the_call_its_bindings_inputs_and_outputs(tmp_path: Path
     assert deploy.loop == "deploy-region.yaml"
     assert deploy.action is None
     assert deploy.action_type is None
+    assert child_path(parent, deploy) == (tmp_path / "deploy-region.yaml").resolve()
     assert dict(deploy.with_) == {
         "region": "eu-west",
         "version": "${captured.build.output}",
@@ -325,3 +326,52 @@ def test_ll_run_of_a_child_alone_asks_for_its_required_keys(tmp_path: Path) -> N
     )  # fmt: skip
     assert result.returncode == 2
     assert "--set 'percent' = 'lots', which is not a whole number" in result.stderr
+
+
+def test_outputs_are_checked_like_any_template(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(CHILD.replace("outputs:\n", "outputs:\n  log: ${captured.smoke.output}\n"))
+    assert lines(path) == [
+        "c.yaml:8:8: error: '${captured.smoke.output}' in 'outputs.log': no state has "
+        "'capture: smoke'",
+    ]
+    path.write_text(CHILD.replace("outputs:\n", "outputs:\n  the url: x\n"))
+    assert lines(path) == [
+        "c.yaml:8:3: error: key 'the url' in 'outputs' is not valid; use only letters, digits, "
+        "'_' and '-'",
+    ]
+
+
+def test_a_typed_context_key_takes_only_the_input_keys(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(CHILD.replace("{type: string, description", "{type: text, descripton"))
+    found = lines(path)
+    assert len(found) == 2
+    assert found[0] == (
+        "c.yaml:4:19: error: unknown type 'text' for context key 'version'; valid types: "
+        "string, integer, number, boolean"
+    )
+    assert "unknown key 'descripton'" in found[1]
+    assert "(did you mean 'description'?)" in found[1]
+
+
+def test_a_route_for_a_terminal_the_child_lacks_is_a_warning(tmp_path: Path) -> None:
+    parent = PARENT.replace("rolled_back: report", "rolled_back: report, rollback: report")
+    assert lines(tree(tmp_path, parent)) == [
+        "release.yaml:12:58: warning: state 'deploy' routes 'rollback', which "
+        "'deploy-region.yaml' never ends with (its terminals: live, rolled_back)",
+    ]
+
+
+def test_strict_warns_only_about_a_loop_states_unrouted_error_and_timeout(tmp_path: Path) -> None:
+    result = ll("validate", "--strict", "release.yaml", cwd=tree(tmp_path).parent)
+    found = [line for line in result.stdout.splitlines() if "'deploy'" in line]
+    assert [line.split("verdict ")[1].split(",")[0] for line in found] == ["'error'", "'timeout'"]
+
+
+def test_a_misspelt_routing_key_hides_the_coverage_check(tmp_path: Path) -> None:
+    parent = PARENT.replace("    route: {live: verify, rolled_back: report, failure: report}\n",
+                            "    rute: {live: verify}\n")  # fmt: skip
+    found = lines(tree(tmp_path, parent))
+    assert len(found) == 1, found  # no uncovered 'live'/'rolled_back' beside it
+    assert "unknown key 'rute' in state 'deploy' (did you mean 'route'?)" in found[0]
