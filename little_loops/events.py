@@ -183,6 +183,38 @@ class LoopComplete(RunEvent):
     duration_ms: int | None = None
     error: str | None = None
     cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
+    # A loop that declares `outputs:`: their values at the end.
+    outputs: Mapping[str, Any] | None = field(default=None, metadata=_OMIT_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildStart(RunEvent):
+    """A `loop:` state starts (or resumes) its child run, in `dir` under this run's directory."""
+
+    NAME: ClassVar[str] = "child_start"
+    kind: str = "loop"
+    file: str = ""
+    child_run_id: str = ""
+    dir: str = ""
+    attempt: int = 1
+    with_: Mapping[str, Any] = field(default_factory=dict, metadata={"wire": "with"})
+    resumed: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildComplete(RunEvent):
+    """A `loop:` state's child run ended; `verdict` is what the calling state routes on."""
+
+    NAME: ClassVar[str] = "child_complete"
+    child_run_id: str = ""
+    final_state: str = ""
+    outcome: str = ""
+    exit_code: int | None = None
+    verdict: str = ""
+    steps: int = 0
+    duration_ms: int | None = None
+    cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
+    outputs: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -214,6 +246,8 @@ EVENT_TYPES: dict[str, type[RunEvent]] = {
         JudgeFailOpen,
         LockReclaimed,
         JudgeStart,
+        ChildStart,
+        ChildComplete,
     )
 }
 # The public event names; CI dashboards read them, so they only ever grow.

@@ -92,7 +92,8 @@ class GitHubReport:
         self.record = History()
 
     def __call__(self, event: Event) -> None:
-        if isinstance(self.record.feed(event), LoopComplete):
+        typed = self.record.feed(event)
+        if isinstance(typed, LoopComplete) and "path" not in typed.extra:  # not a child's end
             self.finish()
 
     def finish(self) -> None:
@@ -225,16 +226,27 @@ class GitHubReport:
             parts.append("")
             parts.append("| step | state | verdict | time | reason |")
             parts.append("|---:|---|---|---:|---|")
-            for visit in steps:
-                why = visit.reason if visit.failed or visit.judged else ""
-                parts.append(
-                    f"| {visit.step} | `{_cell(visit.state)}` | {_cell(visit.verdict or '-')} "
-                    f"| {_duration(visit.seconds)} | {_cell(why)} |"
-                )
+            parts.extend(_step_rows(record, ""))
             parts.append("")
             parts.append("</details>")
             parts.append("")
         return "\n".join(parts) + "\n"
+
+
+def _step_rows(record: History, number: str = "", name: str = "") -> list[str]:
+    """A row a step; a `loop:` state's child steps follow it (`3.1`, `deploy/canary`)."""
+    rows: list[str] = []
+    for visit in record.steps:
+        why = visit.reason if visit.failed or visit.judged else ""
+        step, state = f"{number}{visit.step}", f"{name}{visit.state}"
+        rows.append(
+            f"| {step} | `{_cell(state)}` | {_cell(visit.verdict or '-')} "
+            f"| {_duration(visit.seconds)} | {_cell(why)} |"
+        )
+        child = record.children.get(visit.step)
+        if child is not None:
+            rows.extend(_step_rows(child, f"{step}.", f"{state}/"))
+    return rows
 
 
 def _steps_text(steps: list[int]) -> str:

@@ -230,8 +230,10 @@ def mermaid(
     *,
     visits: Mapping[str, int] | None = None,
     taken: set[tuple[str, str]] | None = None,
+    children: Mapping[str, Loop] | None = None,
 ) -> str:
-    """A `flowchart TD` that GitHub renders as is; `visits`/`taken` overlay a run's path."""
+    """A `flowchart TD` that GitHub renders as is; `visits`/`taken` overlay a run's path;
+    `children` (a `loop:` state's name -> its child loop) are drawn as subgraphs."""
     pic = _picture(loop, visits, taken)
     lines = ["flowchart TD"]
     for node in pic.nodes:
@@ -275,7 +277,51 @@ def mermaid(
             lines.append(f"    class {','.join(members[name])} {name}")
     for style, indexes in styled.items():
         lines.append(f"    linkStyle {','.join(map(str, indexes))} {style}")
+    ids = {name: f"s{i}" for i, name in enumerate(loop.states)}
+    for name, child in (children or {}).items():
+        if name in ids:
+            lines.extend(_mermaid_subgraph(ids[name], loop.states[name], child))
     return "\n".join(lines) + "\n"
+
+
+def _mermaid_subgraph(caller: str, state: State, child: Loop) -> list[str]:
+    """A `loop:` state's child as a subgraph beside it (its own states and routes), after
+    every styled link so the link numbers above stay right."""
+    pic = _picture(child, None, None)
+    box = f"{caller}_child"
+    title = _mermaid_text(f"{state.name}: loop {state.loop}")
+    lines = [f'    subgraph {box} ["{title}"]']
+    for node in pic.nodes:
+        label = _mermaid_text(node.title)
+        shape = f'(["{label}"])' if node.kind in ("success", "failure", "stop") else f'["{label}"]'
+        if node.kind == "start":
+            shape = f'(("{label}"))'
+        elif node.kind == "note":
+            shape = f'>"{label}"]'
+        lines.append(f"        {box}_{node.id}{shape}")
+    for edge in pic.edges:
+        arrow = "-->" if edge.kind == "normal" else "-.->"
+        label = f'|"{_mermaid_text(edge.label)}"|' if edge.label else ""
+        lines.append(f"        {box}_{edge.src} {arrow}{label} {box}_{edge.dst}")
+    lines.append("    end")
+    lines.append(f"    {caller} -.- {box}")
+    return lines
+
+
+def children_of(loop: Loop) -> dict[str, Loop]:
+    """The child loops of `loop`'s `loop:` states that load; one that does not is left out
+    (`ll validate` says why)."""
+    from .errors import LoopError
+    from .loader import load
+
+    found: dict[str, Loop] = {}
+    for name, state in loop.states.items():
+        if state.loop is not None:
+            try:
+                found[name] = load(loop.dir / state.loop)
+            except LoopError:
+                continue
+    return found
 
 
 # -- DOT ------------------------------------------------------------------------------------
@@ -389,4 +435,4 @@ def draw(loop: Loop, fmt: str = "mermaid", *, run_dir: Path | None = None) -> st
         visits, taken = history.overlay()
     if fmt == "dot":
         return dot(loop, visits=visits, taken=taken)
-    return mermaid(loop, visits=visits, taken=taken)
+    return mermaid(loop, visits=visits, taken=taken, children=children_of(loop))

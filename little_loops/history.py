@@ -10,7 +10,7 @@ a whole log (`from_file`); events it does not know are skipped, so a log of an o
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -18,6 +18,7 @@ from typing import Any, TypeGuard
 from .events import (
     ActionComplete,
     ActionStart,
+    ChildStart,
     Evaluate,
     JudgeFailOpen,
     LoopComplete,
@@ -163,6 +164,11 @@ class History:
         self.jumps: set[str] = set()  # states entered without a route to them (the limit's)
         self._steps: dict[int, Step] = {}
         self._expected: str | None = None  # where the last route (or entry) points
+        # The child runs of `loop:` states, by the calling step; live events of a child carry
+        # `path` (the calling states) and are folded into the child's history, not this one.
+        self.children: dict[int, History] = {}
+        self.child_starts: dict[int, ChildStart] = {}
+        self._calls: dict[str, int] = {}  # a calling state -> the step of its latest child
 
     @classmethod
     def from_events(cls, events: Iterable[RunEvent | Mapping[str, Any]]) -> History:
@@ -173,8 +179,13 @@ class History:
 
     @classmethod
     def from_file(cls, path: Path) -> History:
-        """The history in a run's events.jsonl; empty when the file is missing."""
-        return cls.from_events(read_events(path))
+        """The history in a run's events.jsonl, with its children's from their own run
+        directories (`sub/...`); empty when the file is missing."""
+        history = cls.from_events(read_events(path))
+        for step, start in history.child_starts.items():
+            if start.extra.get("path") is None and start.dir and ".." not in Path(start.dir).parts:
+                history.children[step] = cls.from_file(path.parent / start.dir / path.name)
+        return history
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -245,6 +256,15 @@ class History:
     def feed(self, event: RunEvent | Mapping[str, Any]) -> RunEvent:
         """Fold one event in (typed, or a dict as read from events.jsonl); returns it typed."""
         typed = event if isinstance(event, RunEvent) else parse(event)
+        path = typed.extra.get("path")
+        if isinstance(path, list) and path:
+            self._feed_child(typed, path)
+            return typed
+        if isinstance(typed, ChildStart) and typed.step is not None and typed.state:
+            self._calls[typed.state] = typed.step
+            if typed.attempt != getattr(self.child_starts.get(typed.step), "attempt", None):
+                self.children.pop(typed.step, None)  # a retry: the new attempt's story
+            self.child_starts[typed.step] = typed
         if isinstance(typed, LoopStart):
             if self.start is None:
                 self.start = typed
@@ -277,6 +297,16 @@ class History:
         if step is not None:
             step.add(typed)
         return typed
+
+    def _feed_child(self, typed: RunEvent, path: list[Any]) -> None:
+        step = self._calls.get(str(path[0]))
+        if step is None:
+            return
+        rest = {k: v for k, v in typed.extra.items() if k != "path"}
+        if len(path) > 1:
+            rest["path"] = path[1:]
+        child = self.children.setdefault(step, History())
+        child.feed(replace(typed, extra=rest))
 
     def with_history(self, base_dir: Path | None) -> History:
         """For a resumed run seen live: the whole run's history from its event log, if found."""

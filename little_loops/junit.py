@@ -61,7 +61,8 @@ class JUnitReport:
             ) from None
 
     def __call__(self, event: Event) -> None:
-        if isinstance(self.record.feed(event), LoopComplete):
+        typed = self.record.feed(event)
+        if isinstance(typed, LoopComplete) and "path" not in typed.extra:  # not a child's end
             self.write()
 
     def write(self) -> None:
@@ -135,6 +136,9 @@ def junit_xml(record: History, loop_file: str) -> str:
             )
         out = ET.SubElement(case, "system-out")
         out.text = _xml(_step_text(visit))
+        child = record.children.get(visit.step)
+        if child is not None:
+            failures += _child_cases(suite, child, f"{loop_name}.{visit.state}", visit)
 
     case = ET.SubElement(suite, "testcase", name="outcome", classname=_xml(loop_name), time="0.000")
     if complete is not None and outcome != "success":
@@ -151,7 +155,7 @@ def junit_xml(record: History, loop_file: str) -> str:
         errors += 1
         ET.SubElement(case, "error", message="the run did not finish", type="incomplete")
 
-    total = len(visits) + 1
+    total = len(suite.findall("testcase"))
     duration = complete.duration_ms if complete else None
     seconds = duration / 1000.0 if is_num(duration) else sum(v.seconds for v in visits)
     started = parse_ts(start.ts if start else "") or datetime.now(timezone.utc)
@@ -179,6 +183,33 @@ def junit_xml(record: History, loop_file: str) -> str:
     ET.indent(root)
     body = ET.tostring(root, encoding="unicode")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
+
+
+def _child_cases(suite: ET.Element, child: History, classname: str, caller: Step) -> int:
+    """The steps of a `loop:` state's child run, as test cases under the calling state's
+    name (`deploy/canary (visit 1)`); a step that stopped the child is a failure when the
+    caller's verdict stopped the parent too. Returns the failures added."""
+    failures = 0
+    for visit in child.steps:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            name=_xml(f"{caller.state}/{visit.name}"),
+            classname=_xml(classname),
+            time=_seconds(visit.seconds),
+        )
+        if visit.stopped_run and caller.stopped_run:
+            failures += 1
+            verdict = visit.verdict or "failure"
+            message = f"state '{visit.state}' gave verdict '{verdict}': {visit.reason}"
+            ET.SubElement(
+                case, "failure", message=_xml(shorten(message, 1000)), type=_xml(verdict)
+            ).text = _xml("\n".join([visit.reason, *_tail_lines(visit)]))
+        ET.SubElement(case, "system-out").text = _xml(_step_text(visit))
+        grandchild = child.children.get(visit.step)
+        if grandchild is not None:
+            failures += _child_cases(suite, grandchild, f"{classname}.{visit.state}", visit)
+    return failures
 
 
 def _tail_lines(visit: Step) -> list[str]:

@@ -132,6 +132,8 @@ class TraceListener:
 
     def __call__(self, event: Mapping[str, Any]) -> None:
         handler = _HANDLERS.get(str(event.get("event")))
+        if "path" in event:  # a child run's event: its time is inside the calling step's span
+            return
         if handler is None or self._closed or self._broken:
             return
         try:

@@ -77,6 +77,9 @@ class Progress:
     outcome: str | None = None
     exit_code: int | None = None
     error: str | None = None
+    # Set at the end: where the run stopped, and its `outputs:` (what a calling loop reads).
+    final_state: str | None = None
+    outputs: dict[str, str] | None = None
 
     def to_dict(self, names: tuple[str, ...] | None = None) -> dict[str, Any]:
         # Shallow on purpose: this runs after every step and json.dumps walks the rest.

@@ -85,8 +85,13 @@ class PlainRenderer:
         self.since = 0.0
         self._chunks: tuple[bytes, ...] = (b"", b"")
         self._heartbeat = Heartbeat(heartbeat, self._beat, clock) if heartbeat > 0 else None
+        self._children: dict[str, _ChildView] = {}  # a running child run's view, by state
 
     def __call__(self, event: Event) -> None:
+        path = event.get("path")
+        if isinstance(path, list) and path:
+            self._child_event(path, event)
+            return
         if event["event"] in _PATH_EVENTS:
             self.history.feed(event)
         handler = getattr(self, f"on_{event['event']}", None)
@@ -175,6 +180,28 @@ class PlainRenderer:
         self.write(
             f"{_INDENT}judge failed; fail_open counts it as success: {event.get('error', '')}"
         )
+
+    def on_child_start(self, event: Event) -> None:
+        """A `loop:` state: its line, then its child's steps inline, indented below it."""
+        given = event.get("with") or {}
+        bound = " ".join(f"{k}={v}" for k, v in given.items()) if isinstance(given, dict) else ""
+        resumed = ", resumed" if event.get("resumed") else ""
+        self._header(
+            event,
+            f"loop {event.get('file')}"
+            + (f"  (with {bound}{resumed})" if bound or resumed else ""),
+        )
+        name = str(event.get("state"))
+        self._children[name] = _ChildView(self, name)
+
+    def _child_event(self, path: list[Any], event: Event) -> None:
+        view = self._children.get(str(path[0]))
+        if view is None:
+            return
+        rest = {k: v for k, v in event.items() if k != "path"}
+        if len(path) > 1:
+            rest["path"] = path[1:]
+        view(rest)
 
     def on_lock_reclaimed(self, event: Event) -> None:
         self.write(
@@ -273,6 +300,49 @@ class PlainRenderer:
         if self._step_ms is not None:
             parts.append(duration(self._step_ms))
         return " ".join(parts)
+
+
+class _ChildView(PlainRenderer):
+    """The lines of a child run, written through its caller's view, indented one level."""
+
+    def __init__(self, caller: PlainRenderer, name: str) -> None:
+        super().__init__(caller.out, quiet=caller.quiet, width=max(caller.width - 6, 40))
+        self.caller = caller
+        self.name = name  # the calling state
+
+    def write(self, text: str, style: str | None = None) -> None:
+        self.caller.write(_CHILD_INDENT + text, style)
+
+    def final(self, text: str, style: str | None = None) -> None:
+        self.write(text, style)
+
+    def on_loop_start(self, event: Event) -> None:
+        self.cap = int(event.get("max_iterations") or 0)
+
+    def _begin(self, event: Event, phase: str) -> None:
+        # The caller's heartbeat (and spinner words) follow the child's running step.
+        self.caller._begin({**event, "state": f"{self.name}/{event.get('state')}"}, phase)
+
+    def _end(self) -> None:
+        self.caller._end()
+
+    def on_lock_reclaimed(self, event: Event) -> None:
+        return
+
+    def on_loop_complete(self, event: Event) -> None:
+        if self._pending is not None:
+            self._result("-> stop" if self._pending.get("verdict") != "success" else "")
+        ms = event.get("duration_ms")
+        steps = event.get("steps")
+        took = f" {duration(ms)}" if isinstance(ms, int | float) else ""
+        line = f"{event.get('final_state')} ({event.get('outcome')}) {steps} steps{took}"
+        error = event.get("error")
+        if isinstance(error, str) and error:
+            line += f": {clip(error, max(self.width - len(line) - 2, 20))}"
+        self.write(line, "green" if event.get("outcome") == "success" else "red")
+
+
+_CHILD_INDENT = " " * 6
 
 
 def _style(verdict: str) -> str:

@@ -18,9 +18,13 @@ class Decision:
     via: str
 
 
-def route(loop: Loop, state: State, verdict: str) -> Decision | None:
-    """The first matching rule of SPEC section 6, or None when the run stops at `state`."""
-    decision = _match(loop, state, verdict)
+def route(loop: Loop, state: State, verdict: str, outcome: str | None = None) -> Decision | None:
+    """The first matching rule of SPEC section 6, or None when the run stops at `state`.
+
+    `outcome` is given for a `loop:` state whose child ended at terminal `verdict`: with no
+    route of its own, the terminal routes as its outcome (`success`, `failure`) would.
+    """
+    decision = _match(loop, state, verdict, outcome)
     if decision is None:
         return None
     target = state.name if decision.target == CURRENT else decision.target
@@ -42,12 +46,17 @@ def _own(state: State, verdict: str) -> Route | None:
     return found
 
 
-def _match(loop: Loop, state: State, verdict: str) -> Decision | None:
+def _match(loop: Loop, state: State, verdict: str, outcome: str | None = None) -> Decision | None:
     routes = state.routes
     # 1. the verdict's own route (route: or a shorthand such as on_failure, or next)
     found = _own(state, verdict)
     if found is not None:
         return Decision(found.target, found.via)
+    # 1b. a child's terminal without a route of its own: the route for its outcome
+    if outcome is not None and outcome != verdict:
+        found = _own(state, outcome)
+        if found is not None:
+            return Decision(found.target, f"{found.via}:{outcome}")
     # 2. X_uncertain falls back to X
     base = base_verdict(verdict)
     found = _own(state, base) if base is not None else None

@@ -8,12 +8,14 @@ needs lives in `Progress`, written to state.json once per step.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from . import events as ev
-from . import router
+from . import router, subloop
 from .action_layer import ActionLayer, Processes
 from .errors import (
     EXIT_INTERNAL,
@@ -25,12 +27,13 @@ from .errors import (
 from .events import Listener
 from .gate import GATE, Terminated, signals_as_exceptions
 from .interpolate import resolve_context
-from .model import Loop, State
+from .model import Loop, State, Verdict
 from .progress import OUTCOME_EXIT, Progress, RunOptions, RunResult
 from .secrets import Redactor, Sealer, secret_sources
 from .session import Clock, RunSession, file_secrets
-from .steps import Finish, StepPipeline, StepResult, output_record
+from .steps import Finish, StepPipeline, StepResult, output_record, retry_delay
 from .store import RUNS, RunDir, cannot, new_run_id, process_start
+from .subloop import ChildEnd, ChildError, Parent
 
 # The names other modules and tests import from here.
 __all__ = [
@@ -63,9 +66,15 @@ class Runner:
         rng: random.Random | None = None,
         clock: Clock | None = None,
         action_layer: ActionLayer | None = None,
+        parent: Parent | None = None,
     ) -> None:
         self.loop = loop
         self.options = options or RunOptions()
+        # A child run (a `loop:` state's) takes no lock: its root holds the tree's.
+        self.parent = parent
+        if parent is not None:
+            self.options = dataclasses.replace(self.options, allow_concurrent=True)
+        self._listeners = list(listeners or [])
         clock = clock or Clock()
         if sleep is not None:
             clock = Clock(clock.monotonic, clock.wall, sleep)
@@ -122,6 +131,9 @@ class Runner:
         progress.pid_start = process_start(progress.pid)
         self.progress = progress
         sources = secret_sources(self.env, progress.context, loop.secrets)
+        # A value secret anywhere above a child is secret in it too (and sealed in its state).
+        for i, value in enumerate(parent.secrets if parent else ()):
+            sources[f"caller.{i}"] = value
         self.redactor = Redactor(sources.values())
         # Saved values hold markers where secrets stood; a resumed run fills them in again.
         sealer = Sealer(sources, str(progress.options.get("secret_nonce") or ""))
@@ -134,7 +146,7 @@ class Runner:
             redactor=self.redactor,
             sealer=sealer,
             clock=clock,
-            listeners=listeners or [],
+            listeners=self._listeners,
             run_dir=run_dir,
         )
         self.run_dir = self.session.run_dir
@@ -173,7 +185,8 @@ class Runner:
         try:
             return self._run()
         finally:
-            GATE.pending = None
+            if self.parent is None:  # a child's caller still has its end to record
+                GATE.pending = None
 
     def _run(self) -> RunResult:
         p = self.progress
@@ -229,7 +242,7 @@ class Runner:
     def _next_step(self) -> None:
         """One step, in the order things happen."""
         step, state = self._enter()
-        result = self.steps.run(step, state)
+        result = self._call(step, state) if state.is_loop else self.steps.run(step, state)
         self._remember(step, state, result)
         route = self._route(state, result)
         self._record(step, state, route)
@@ -250,9 +263,15 @@ class Runner:
     def _route(self, state: State, result: StepResult) -> dict[str, str]:
         """Where the run goes next; `Finish` when it ends here."""
         verdict = result.verdict.verdict
+        if state.is_loop:
+            self._check_budget(state.name)  # the child's cost, or an ancestor's budget, ends us
         if self.steps.ends_run(state):
             return self._after_terminal(state, result)
-        decision = router.route(self.loop, state, verdict)
+        # A child's terminal routes as its outcome when it has no route of its own.
+        outcome = result.verdict.details.get("outcome") if state.is_loop else None
+        if verdict in ("error", "timeout") or not isinstance(outcome, str):
+            outcome = None
+        decision = router.route(self.loop, state, verdict, outcome)
         if decision is None:
             self.progress.last_route = None  # written once, by _finish
             outcome, message = router.stop(state, verdict, result.reason)
@@ -301,10 +320,7 @@ class Runner:
         p.last_route = route
         p.current = route["to"]
         self.session.persist(p)
-        budget = self.loop.max_cost_usd
-        if budget is not None and p.cost_usd > budget:
-            message = f"cost ${p.cost_usd:.4f} passed max_cost_usd ${budget:g}"
-            raise Finish("budget", state.name, message)
+        self._check_budget(state.name)
         if self.loop.backoff > 0:
             remaining = self.session.remaining(self.loop.timeout)
             with GATE.interruptible():
@@ -335,6 +351,205 @@ class Runner:
         if judged and real and not details.get("fail_open") and isinstance(reason, str) and reason:
             p.prior_reasons[state.name] = str(reason)
 
+    # -- a `loop:` state: its child run ------------------------------------------------
+
+    def _call(self, step: int, state: State) -> StepResult:
+        """Run (or resume, or read back) the child of a `loop:` state; its end is the verdict."""
+        assert state.loop is not None
+        path = (*(self.parent.path if self.parent else ()), state.name)
+        try:
+            child = subloop.load_child(self.loop, state, len(path) + 1)
+            values = {
+                key: self.steps.templates.render(template, step, state, 1, shell=False)
+                for key, template in state.with_.items()
+            }
+            subloop.bind_inputs(child, values, state.loop)
+        except (ChildError, LoopError) as exc:
+            reason = str(exc.message if isinstance(exc, LoopError) else exc)
+            return self._child_verdict(step, state, Verdict("error", {"error": reason}), reason)
+        retry = state.retry
+        attempt = max(self.progress.attempt, 1)  # a resumed run continues the attempt count
+        while True:
+            # A fresh child run each attempt: sub/<step>-<state>.<attempt> after the first.
+            root = subloop.child_dir(self.run_dir.root, step, state.name, attempt)
+            end = self._finished_child(root, child)
+            if end is None:
+                end = self._run_child(step, state, child, root, values, path, attempt)
+            self.session.emit(
+                ev.ChildComplete(
+                    step=step,
+                    state=state.name,
+                    child_run_id=end.run_id,
+                    final_state=end.final_state,
+                    outcome=end.outcome,
+                    exit_code=end.exit_code,
+                    verdict=end.verdict,
+                    steps=end.steps,
+                    duration_ms=end.duration_ms,
+                    cost_usd=round(end.cost_usd, 6),
+                    outputs=dict(end.outputs),
+                )
+            )
+            self.steps.spend(end.cost_usd)  # costs roll up, once: recorded with this step
+            self.steps.check_deadline(state.name)  # our deadline (or an ancestor's) ended it
+            if retry is None or end.verdict not in retry.on or attempt >= retry.max_attempts:
+                break
+            delay = retry_delay(retry, attempt)
+            remaining = self.session.remaining(self.loop.timeout)
+            if remaining is not None:
+                delay = min(delay, remaining)
+            self.session.emit(
+                ev.Retry(
+                    step=step,
+                    state=state.name,
+                    attempt=attempt + 1,
+                    delay_s=round(delay, 3),
+                    verdict=end.verdict,
+                )
+            )
+            attempt += 1
+            self.progress.attempt = attempt
+            self.session.persist(self.progress)  # the finished attempt's cost with it
+            with GATE.interruptible():
+                self.session.clock.sleep(delay)
+            self.steps.check_deadline(state.name)
+        verdict = Verdict(end.verdict, end.details())
+        return self._child_verdict(step, state, verdict, end.reason(), end.record())
+
+    def _check_budget(self, state_name: str) -> None:
+        p = self.progress
+        budget = self.loop.max_cost_usd
+        if budget is not None and p.cost_usd > budget:
+            message = f"cost ${p.cost_usd:.4f} passed max_cost_usd ${budget:g}"
+            raise Finish("budget", state_name, message)
+        left = self.parent.budget_left if self.parent else None
+        if left is not None and p.cost_usd > left:
+            # A caller's budget is spent: stop here; that caller ends with `budget`.
+            message = f"cost ${p.cost_usd:.4f} passed the max_cost_usd of a calling loop"
+            raise Finish("budget", state_name, message)
+
+    def _budget_left(self) -> float | None:
+        """What a child of this run may spend before this run's or an ancestor's budget."""
+        limits = (
+            []
+            if self.parent is None or self.parent.budget_left is None
+            else [self.parent.budget_left]
+        )
+        if self.loop.max_cost_usd is not None:
+            limits.append(self.loop.max_cost_usd)
+        return min(limits) - self.progress.cost_usd if limits else None
+
+    def _finished_child(self, root: Any, child: Loop) -> ChildEnd | None:
+        """A child that ended before a crash of its parent: read back, never run again."""
+        if not (root / "state.json").is_file():
+            return None
+        data = RunDir(root).read_state()
+        return ChildEnd.from_state(data, child) if data.get("status") == "finished" else None
+
+    def _run_child(
+        self,
+        step: int,
+        state: State,
+        child: Loop,
+        root: Any,
+        values: dict[str, str],
+        path: tuple[str, ...],
+        attempt: int,
+    ) -> ChildEnd:
+        progress = None
+        run_id = f"{self.progress.run_id}/{root.name}"
+        if (root / "state.json").is_file():  # it was running when its parent stopped
+            from .history import History
+
+            progress = Progress.from_dict(RunDir(root).read_state())
+            progress.path = History.from_file(root / "events.jsonl").path_upto(progress.step)
+            progress.status = "running"
+        shown = self.redactor.obj(values) if self.redactor else values
+        self.session.emit(
+            ev.ChildStart(
+                step=step,
+                state=state.name,
+                file=state.loop or "",
+                child_run_id=run_id,
+                dir=os.path.relpath(root, self.run_dir.root),
+                attempt=attempt,
+                with_=shown,
+                resumed=progress is not None,
+            )
+        )
+        self.session.flush()
+        # The earliest deadline: the child's own, the calling state's, and ours (which holds
+        # every ancestor's), each on the child's clock (its elapsed time goes on over resumes).
+        elapsed = progress.elapsed_ms / 1000.0 if progress else 0.0
+        limits = [t for t in (child.timeout, state.timeout) if t is not None]
+        remaining = self.session.remaining(self.loop.timeout)
+        if remaining is not None:
+            limits.append(elapsed + remaining)
+        if limits:
+            child = dataclasses.replace(child, timeout=min(limits))
+        o = self.options
+        options = dataclasses.replace(
+            o,
+            # literal text: a with: value is not a template in the child
+            overrides={k: v.replace("${", "$${") for k, v in values.items()},
+            max_iterations=None,
+            on_terminal_output=None,
+        )
+        listeners = [subloop.forward(listener, path) for listener in self._listeners]
+        runner = Runner(
+            child,
+            options,
+            listeners=listeners,
+            progress=progress,
+            run_dir=subloop.open_child_dir(root),
+            run_id=run_id,
+            clock=self.session.clock,
+            action_layer=self.steps.actions,
+            parent=Parent(
+                path, tuple(self.redactor.values), tuple(self._listeners), self._budget_left()
+            ),
+        )
+        result = runner.run()
+        if result.outcome == "interrupted":  # the parent stops with it, and resumes it
+            raise Terminated() if result.exit_code == EXIT_TERMINATED else KeyboardInterrupt()
+        return ChildEnd(
+            run_id=run_id,
+            final_state=result.final_state,
+            outcome=result.outcome,
+            exit_code=result.exit_code,
+            steps=result.steps,
+            duration_ms=result.duration_ms,
+            cost_usd=runner.progress.cost_usd,
+            outputs=runner.progress.outputs or {},
+            error=result.error,
+            via_terminal=subloop.ended_at_terminal(child, result.final_state, result.outcome),
+        )
+
+    def _child_verdict(
+        self,
+        step: int,
+        state: State,
+        verdict: Verdict,
+        reason: str | None,
+        record: dict[str, Any] | None = None,
+    ) -> StepResult:
+        self.session.emit(
+            ev.Evaluate(
+                step=step,
+                state=state.name,
+                type="loop",
+                verdict=verdict.verdict,
+                details=dict(verdict.details),
+                reason=reason,
+            )
+        )
+        record = record or {**output_record(state, None), "stderr": reason or ""}
+        if state.capture:
+            self.progress.captured[state.capture] = record
+        return StepResult(verdict, None, reason, record)
+
+    # -- the end ---------------------------------------------------------------------------
+
     def _finish(
         self, outcome: str, final_state: str, error: str | None, exit_code: int | None = None
     ) -> RunResult:
@@ -342,6 +557,9 @@ class Runner:
         code = exit_code if exit_code is not None else OUTCOME_EXIT[outcome]
         p.status = "interrupted" if outcome == "interrupted" else "finished"
         p.outcome, p.exit_code, p.error = outcome, code, error
+        p.final_state = final_state
+        if self.loop.outputs and outcome != "interrupted":
+            p.outputs = self._outputs(final_state)
         duration_ms = self.session.elapsed_ms()
         self.session.emit(
             ev.LoopComplete(
@@ -352,6 +570,7 @@ class Runner:
                 duration_ms=duration_ms,
                 error=error,
                 cost_usd=round(p.cost_usd, 6),
+                outputs=p.outputs,
             )
         )
         # After the event, so whoever sees the final state also finds the event in the log.
@@ -367,6 +586,20 @@ class Runner:
             run_dir=self.run_dir.root,
             error=error,
         )
+
+    def _outputs(self, final_state: str) -> dict[str, str]:
+        """The loop's `outputs:`, rendered in its scope at its end; one that cannot be rendered
+        (a capture this path never made) is left out."""
+        state = self.loop.states.get(final_state) or self.loop.states[self.loop.initial]
+        out: dict[str, str] = {}
+        for name, template in self.loop.outputs.items():
+            try:
+                out[name] = self.steps.templates.render(
+                    template, self.progress.step, state, 1, shell=False
+                )
+            except LoopError:
+                continue
+        return out
 
 
 def _os_error(exc: OSError) -> str:

@@ -71,7 +71,7 @@ class StepPipeline:
         self.templates = StepScope(
             progress, self.redactor, loop_scope=scope, env=env, elapsed_ms=session.elapsed_ms
         )
-        self._actions = action_layer
+        self.actions = action_layer
         self._rng = rng
         # Recorded at the start, so a run resumed from elsewhere acts in the same place; runs
         # recorded before v2 ran their actions in the loop file's directory.
@@ -259,7 +259,7 @@ class StepPipeline:
 
         try:
             if state.action_type == "slash":
-                result = self._actions.run_slash(
+                result = self.actions.run_slash(
                     command,
                     claude=self.options.claude,
                     flags=self.options.claude_flags,
@@ -271,7 +271,7 @@ class StepPipeline:
                     interruptible=GATE.interruptible,
                 )
             else:
-                result = self._actions.run_shell(
+                result = self.actions.run_shell(
                     command,
                     shell=self.loop.shell,
                     cwd=self._cwd,
@@ -368,7 +368,7 @@ class StepPipeline:
         if self._judge is not None:
             self._judge.close()
             self._judge = None
-        self._actions.kill_orphans()  # nothing a step started outlives the run
+        self.actions.kill_orphans()  # nothing a step started outlives the run
 
 
 def output_record(state: State, action: actions.ActionResult | None) -> dict[str, Any]:
