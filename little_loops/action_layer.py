@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import actions
+from .model import Loop
 
 OutputHook = Callable[[str, bytes], None]  # (stream name, chunk), as the output arrives
 Window = Callable[[], AbstractContextManager[None]]  # where a signal may stop the wait
@@ -45,6 +46,14 @@ class ActionLayer(Protocol):
 
     def kill_orphans(self) -> None: ...
 
+    def child(self, state: str, loop: Loop) -> ActionLayer:
+        """The layer the child run of `state` (a `loop:` state) uses."""
+        ...
+
+    def resumed(self, events_path: Path) -> ActionLayer:
+        """This layer continuing a run that already wrote `events_path`."""
+        ...
+
 
 class Processes:
     """The default action layer: every action a real process, through `actions`."""
@@ -57,3 +66,9 @@ class Processes:
 
     def kill_orphans(self) -> None:
         actions.kill_orphans()
+
+    def child(self, state: str, loop: Loop) -> Processes:
+        return self  # every run of a tree runs real processes alike
+
+    def resumed(self, events_path: Path) -> Processes:
+        return self

@@ -496,6 +496,13 @@ class Runner:
             on_terminal_output=None,
         )
         listeners = [subloop.forward(listener, path) for listener in self._listeners]
+        # A simulation answers a child's states under `state/` (`deploy/canary`); the real
+        # action layer is the same for every run of the tree.
+        layer = self.steps.actions.child(state.name, child)
+        if progress is not None:
+            layer = layer.resumed(root / "events.jsonl")
+        if layer is not self.steps.actions and callable(layer):
+            listeners.append(layer)  # it learns which state acts from the child's own events
         runner = Runner(
             child,
             options,
@@ -504,7 +511,7 @@ class Runner:
             run_dir=subloop.open_child_dir(root),
             run_id=run_id,
             clock=self.session.clock,
-            action_layer=self.steps.actions,
+            action_layer=layer,
             parent=Parent(
                 path, tuple(self.redactor.values), tuple(self._listeners), self._budget_left()
             ),

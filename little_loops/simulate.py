@@ -315,9 +315,11 @@ class SimulatedActions:
         self._terminal = {name for name, state in loop.states.items() if state.terminal}
         return self
 
-    def child(self, state: str) -> SimulatedActions:
+    def child(self, state: str, loop: Loop | None = None) -> SimulatedActions:
         """The layer a child run started by `state` uses: its states under `state/`."""
-        return SimulatedActions(self.script, self.clock, prefix=f"{self.prefix}{state}/")
+        layer = SimulatedActions(self.script, self.clock, prefix=f"{self.prefix}{state}/")
+        layer.visits = self.visits  # one count a state path over the whole tree
+        return layer.for_loop(loop) if loop is not None else layer
 
     def resumed(self, events_path: Path) -> SimulatedActions:
         """Continue the visit counts of a run's earlier sessions, read from its events."""
@@ -336,7 +338,8 @@ class SimulatedActions:
         return self
 
     def __call__(self, event: Mapping[str, Any]) -> None:
-        if event.get("event") == "action_start":
+        # A child's events come forwarded with their `path`; the child's own layer reads them.
+        if event.get("event") == "action_start" and "path" not in event:
             self._state = str(event.get("state"))
             self._step = int(event.get("step") or 0)
 

@@ -423,12 +423,13 @@ def test_a_start_that_fails_after_taking_the_lock_releases_it(tmp_path: Path) ->
 
 def test_the_clock_and_the_action_layer_are_seams(tmp_path: Path) -> None:
     """A simulation swaps both: no process starts, time is what the clock says."""
+    from little_loops.action_layer import Processes
     from little_loops.actions import ActionResult
     from little_loops.runner import Clock
 
     ran: list[str] = []
 
-    class Answers:
+    class Answers(Processes):
         def run_shell(self, command: str, **kwargs: Any) -> ActionResult:
             ran.append(command)
             return ActionResult(

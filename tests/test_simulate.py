@@ -270,3 +270,43 @@ def test_a_script_without_the_first_state_is_refused_before_the_run(
     assert "s.yaml:1: no entry for state 'check', where the run starts" in done.stderr
     assert not (tmp_path / ".loops").exists()
     assert not marker.exists()
+
+
+def test_a_simulation_answers_a_childs_states_under_the_calling_state(
+    ll_cmd: list[str], tmp_path: Path
+) -> None:
+    """`deploy/canary` is the child's `canary`, run from the parent's `deploy`: no process starts
+    in the child either, and its visits count on their own."""
+    marker = tmp_path / "ran"
+    write(
+        tmp_path,
+        "child.yaml",
+        "name: child\ninitial: canary\ncontext: {region: ~}\n"
+        "outputs: {where: '${context.region}'}\nstates:\n"
+        f"  canary:\n    action: touch {marker}\n"
+        "    route: {success: live, failure: rolled_back}\n"
+        "  live: {terminal: true}\n"
+        "  rolled_back: {terminal: true, outcome: failure}\n",
+    )
+    parent = write(
+        tmp_path,
+        "parent.yaml",
+        "name: parent\ninitial: deploy\nstates:\n"
+        "  deploy:\n    loop: child.yaml\n    with: {region: eu-west}\n    capture: d\n"
+        "    route: {live: done, rolled_back: deploy}\n"
+        f"  done:\n    action: echo ${{captured.d.outputs.where}} > {marker}.done\n"
+        "    terminal: true\n",
+    )
+    script = write(
+        tmp_path, "s.sim.yaml", "states:\n  deploy/canary: [failure, success]\n  done: success\n"
+    )
+    run = ll(ll_cmd, tmp_path, "run", str(parent), "--simulate", str(script))
+    assert run.returncode == 0, run.stderr
+    assert "path: deploy -> deploy -> done" in run.stdout
+    assert not marker.exists()
+    assert not Path(f"{marker}.done").exists()
+    logs = sorted((tmp_path / ".loops" / "runs").glob("*/sub/*/events.jsonl"))
+    finals = [
+        json.loads(log.read_text().splitlines()[-1])["final_state"] for log in logs
+    ]  # one child run a visit of `deploy`: the script's first answer, then its second
+    assert finals == ["rolled_back", "live"]

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from little_loops import outputs, subloop
+from little_loops.action_layer import Processes
 from little_loops.actions import ActionResult
 from little_loops.loader import load
 from little_loops.runner import Runner, RunOptions
@@ -394,7 +395,7 @@ def test_junit_and_github_summary_show_child_steps_under_their_caller(tmp_path: 
 # -- costs (the action layer seam: a child's runner gets the parent's) ----------------------
 
 
-class PaidShell:
+class PaidShell(Processes):
     """Every action costs $0.25 and succeeds."""
 
     def run_shell(self, command: str, **_: Any) -> ActionResult:
