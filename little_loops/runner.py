@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import events as ev
-from . import router, subloop
+from . import router
 from .action_layer import ActionLayer, Processes
+from .calls import ChildCalls
 from .errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -27,13 +28,13 @@ from .errors import (
 from .events import Listener
 from .gate import GATE, Terminated, signals_as_exceptions
 from .interpolate import resolve_context
-from .model import Loop, State, Verdict
+from .model import Loop, State
 from .progress import OUTCOME_EXIT, Progress, RunOptions, RunResult
 from .secrets import Redactor, Sealer, secret_sources
 from .session import Clock, RunSession, file_secrets
-from .steps import Finish, StepPipeline, StepResult, output_record, retry_delay
+from .steps import Finish, StepPipeline, StepResult, output_record
 from .store import RUNS, RunDir, cannot, new_run_id, process_start
-from .subloop import ChildEnd, ChildError, Parent
+from .subloop import Parent
 
 # The names other modules and tests import from here.
 __all__ = [
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 
-class Runner:
+class Runner(ChildCalls):
     """Runs one loop to its end, or to a limit, writing every step to the run directory."""
 
     def __init__(
@@ -351,209 +352,8 @@ class Runner:
         if judged and real and not details.get("fail_open") and isinstance(reason, str) and reason:
             p.prior_reasons[state.name] = str(reason)
 
-    # -- a `loop:` state: its child run ------------------------------------------------
-
-    def _call(self, step: int, state: State) -> StepResult:
-        """Run (or resume, or read back) the child of a `loop:` state; its end is the verdict."""
-        assert state.loop is not None
-        path = (*(self.parent.path if self.parent else ()), state.name)
-        try:
-            child = subloop.load_child(self.loop, state, len(path) + 1)
-            values = {
-                key: self.steps.templates.render(template, step, state, 1, shell=False)
-                for key, template in state.with_.items()
-            }
-            subloop.bind_inputs(child, values, state.loop)
-        except (ChildError, LoopError) as exc:
-            reason = str(exc.message if isinstance(exc, LoopError) else exc)
-            return self._child_verdict(step, state, Verdict("error", {"error": reason}), reason)
-        retry = state.retry
-        attempt = max(self.progress.attempt, 1)  # a resumed run continues the attempt count
-        while True:
-            # A fresh child run each attempt: sub/<step>-<state>.<attempt> after the first.
-            root = subloop.child_dir(self.run_dir.root, step, state.name, attempt)
-            end = self._finished_child(root, child)
-            if end is None:
-                end = self._run_child(step, state, child, root, values, path, attempt)
-            self.session.emit(
-                ev.ChildComplete(
-                    step=step,
-                    state=state.name,
-                    child_run_id=end.run_id,
-                    final_state=end.final_state,
-                    outcome=end.outcome,
-                    exit_code=end.exit_code,
-                    verdict=end.verdict,
-                    steps=end.steps,
-                    duration_ms=end.duration_ms,
-                    cost_usd=round(end.cost_usd, 6),
-                    outputs=dict(end.outputs),
-                )
-            )
-            self.steps.spend(end.cost_usd)  # costs roll up, once: recorded with this step
-            self.steps.check_deadline(state.name)  # our deadline (or an ancestor's) ended it
-            if retry is None or end.verdict not in retry.on or attempt >= retry.max_attempts:
-                break
-            delay = retry_delay(retry, attempt)
-            remaining = self.session.remaining(self.loop.timeout)
-            if remaining is not None:
-                delay = min(delay, remaining)
-            self.session.emit(
-                ev.Retry(
-                    step=step,
-                    state=state.name,
-                    attempt=attempt + 1,
-                    delay_s=round(delay, 3),
-                    verdict=end.verdict,
-                )
-            )
-            attempt += 1
-            self.progress.attempt = attempt
-            self.session.persist(self.progress)  # the finished attempt's cost with it
-            with GATE.interruptible():
-                self.session.clock.sleep(delay)
-            self.steps.check_deadline(state.name)
-        verdict = Verdict(end.verdict, end.details())
-        return self._child_verdict(step, state, verdict, end.reason(), end.record())
-
-    def _check_budget(self, state_name: str) -> None:
-        p = self.progress
-        budget = self.loop.max_cost_usd
-        if budget is not None and p.cost_usd > budget:
-            message = f"cost ${p.cost_usd:.4f} passed max_cost_usd ${budget:g}"
-            raise Finish("budget", state_name, message)
-        left = self.parent.budget_left if self.parent else None
-        if left is not None and p.cost_usd > left:
-            # A caller's budget is spent: stop here; that caller ends with `budget`.
-            message = f"cost ${p.cost_usd:.4f} passed the max_cost_usd of a calling loop"
-            raise Finish("budget", state_name, message)
-
-    def _budget_left(self) -> float | None:
-        """What a child of this run may spend before this run's or an ancestor's budget."""
-        limits = (
-            []
-            if self.parent is None or self.parent.budget_left is None
-            else [self.parent.budget_left]
-        )
-        if self.loop.max_cost_usd is not None:
-            limits.append(self.loop.max_cost_usd)
-        return min(limits) - self.progress.cost_usd if limits else None
-
-    def _finished_child(self, root: Any, child: Loop) -> ChildEnd | None:
-        """A child that ended before a crash of its parent: read back, never run again."""
-        if not (root / "state.json").is_file():
-            return None
-        data = RunDir(root).read_state()
-        return ChildEnd.from_state(data, child) if data.get("status") == "finished" else None
-
-    def _run_child(
-        self,
-        step: int,
-        state: State,
-        child: Loop,
-        root: Any,
-        values: dict[str, str],
-        path: tuple[str, ...],
-        attempt: int,
-    ) -> ChildEnd:
-        progress = None
-        run_id = f"{self.progress.run_id}/{root.name}"
-        if (root / "state.json").is_file():  # it was running when its parent stopped
-            from .history import History
-
-            progress = Progress.from_dict(RunDir(root).read_state())
-            progress.path = History.from_file(root / "events.jsonl").path_upto(progress.step)
-            progress.status = "running"
-        shown = self.redactor.obj(values) if self.redactor else values
-        self.session.emit(
-            ev.ChildStart(
-                step=step,
-                state=state.name,
-                file=state.loop or "",
-                child_run_id=run_id,
-                dir=os.path.relpath(root, self.run_dir.root),
-                attempt=attempt,
-                with_=shown,
-                resumed=progress is not None,
-            )
-        )
-        self.session.flush()
-        # The earliest deadline: the child's own, the calling state's, and ours (which holds
-        # every ancestor's), each on the child's clock (its elapsed time goes on over resumes).
-        elapsed = progress.elapsed_ms / 1000.0 if progress else 0.0
-        limits = [t for t in (child.timeout, state.timeout) if t is not None]
-        remaining = self.session.remaining(self.loop.timeout)
-        if remaining is not None:
-            limits.append(elapsed + remaining)
-        if limits:
-            child = dataclasses.replace(child, timeout=min(limits))
-        o = self.options
-        options = dataclasses.replace(
-            o,
-            # literal text: a with: value is not a template in the child
-            overrides={k: v.replace("${", "$${") for k, v in values.items()},
-            max_iterations=None,
-            on_terminal_output=None,
-        )
-        listeners = [subloop.forward(listener, path) for listener in self._listeners]
-        # A simulation answers a child's states under `state/` (`deploy/canary`); the real
-        # action layer is the same for every run of the tree.
-        layer = self.steps.actions.child(state.name, child)
-        if progress is not None:
-            layer = layer.resumed(root / "events.jsonl")
-        if layer is not self.steps.actions and callable(layer):
-            listeners.append(layer)  # it learns which state acts from the child's own events
-        runner = Runner(
-            child,
-            options,
-            listeners=listeners,
-            progress=progress,
-            run_dir=subloop.open_child_dir(root),
-            run_id=run_id,
-            clock=self.session.clock,
-            action_layer=layer,
-            parent=Parent(
-                path, tuple(self.redactor.values), tuple(self._listeners), self._budget_left()
-            ),
-        )
-        result = runner.run()
-        if result.outcome == "interrupted":  # the parent stops with it, and resumes it
-            raise Terminated() if result.exit_code == EXIT_TERMINATED else KeyboardInterrupt()
-        return ChildEnd(
-            run_id=run_id,
-            final_state=result.final_state,
-            outcome=result.outcome,
-            exit_code=result.exit_code,
-            steps=result.steps,
-            duration_ms=result.duration_ms,
-            cost_usd=runner.progress.cost_usd,
-            outputs=runner.progress.outputs or {},
-            error=result.error,
-            via_terminal=subloop.ended_at_terminal(child, result.final_state, result.outcome),
-        )
-
-    def _child_verdict(
-        self,
-        step: int,
-        state: State,
-        verdict: Verdict,
-        reason: str | None,
-        record: dict[str, Any] | None = None,
-    ) -> StepResult:
-        self.session.emit(
-            ev.Evaluate(
-                step=step,
-                state=state.name,
-                type="loop",
-                verdict=verdict.verdict,
-                details=dict(verdict.details),
-                reason=reason,
-            )
-        )
-        record = record or {**output_record(state, None), "stderr": reason or ""}
-        if state.capture:
-            self.progress.captured[state.capture] = record
-        return StepResult(verdict, None, reason, record)
+    def _child_runner(self, child: Loop, options: RunOptions, **kwargs: Any) -> Runner:
+        return Runner(child, options, **kwargs)
 
     # -- the end ---------------------------------------------------------------------------
 
@@ -593,20 +393,6 @@ class Runner:
             run_dir=self.run_dir.root,
             error=error,
         )
-
-    def _outputs(self, final_state: str) -> dict[str, str]:
-        """The loop's `outputs:`, rendered in its scope at its end; one that cannot be rendered
-        (a capture this path never made) is left out."""
-        state = self.loop.states.get(final_state) or self.loop.states[self.loop.initial]
-        out: dict[str, str] = {}
-        for name, template in self.loop.outputs.items():
-            try:
-                out[name] = self.steps.templates.render(
-                    template, self.progress.step, state, 1, shell=False
-                )
-            except LoopError:
-                continue
-        return out
 
 
 def _os_error(exc: OSError) -> str:
