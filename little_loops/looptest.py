@@ -72,9 +72,10 @@ def run_one(path: Path) -> Outcome:
                 hint = did_you_mean(str(key), list(EXPECT_KEYS))
                 raise ScriptError(script.file, line, f"unknown expect key '{key}'{hint}")
         loop = load(script.loop_path())
+        known = {*loop.context, *loop.inputs}  # inputs: the required ones have no default
         for key in script.sets:
-            if key not in loop.context:
-                hint = did_you_mean(key, sorted(loop.context))
+            if key not in known:
+                hint = did_you_mean(key, sorted(known))
                 raise ScriptError(script.file, 1, f"set: the loop has no context key '{key}'{hint}")
         replay = script.replay_path()
         _, actions, clock = simulation(path, loop, replay=replay is not None)
@@ -89,7 +90,7 @@ def run_one(path: Path) -> Outcome:
                 loop, options, listeners=[actions], clock=clock.clock(), action_layer=actions
             )
             result = runner.run()
-            outputs = getattr(result, "outputs", None)
+            outputs = runner.progress.outputs
     except LoopError as exc:
         outcome.error = exc.message
         return outcome

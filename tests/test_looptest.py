@@ -80,6 +80,26 @@ def test_set_values_reach_the_run(ll_cmd: list[str], tmp_path: Path) -> None:
     assert "final_state: expected fine, got triage" in done.stdout
 
 
+def test_expected_outputs_are_the_runs_outputs(ll_cmd: list[str], tmp_path: Path) -> None:
+    """`expect: outputs:` is held against what the loop's `outputs:` rendered at its end."""
+    (tmp_path / "child.yaml").write_text(
+        "name: child\ninitial: build\ncontext: {region: ~}\n"
+        "outputs: {url: 'https://${context.region}.example.com', built: '${captured.b.output}'}\n"
+        "states:\n  build:\n    action: make\n    capture: b\n    next: done\n"
+        "  done: {terminal: true}\n"
+    )
+    script = tmp_path / "s.test.yaml"
+    head = "loop: child.yaml\nset: {region: eu}\nstates:\n  build: {output: v2}\n"
+    good = "expect: {outputs: {url: 'https://eu.example.com', built: v2}}\n"
+    script.write_text(head + good)
+    done = ll(ll_cmd, tmp_path, "test", str(script))
+    assert done.returncode == 0, done.stdout + done.stderr
+    script.write_text(head + "expect: {outputs: {url: 'https://us.example.com', built: v2}}\n")
+    done = ll(ll_cmd, tmp_path, "test", str(script))
+    assert done.returncode == 1
+    assert "https://us.example.com" in done.stdout
+
+
 def test_path_diff_marks_the_first_difference() -> None:
     text = path_diff(["a", "b", "c"], ["a", "b"])
     lines = text.splitlines()
