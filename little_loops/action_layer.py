@@ -54,6 +54,10 @@ class ActionLayer(Protocol):
         """This layer continuing a run that already wrote `events_path`."""
         ...
 
+    def stub_child(self, state: str, child: Loop) -> dict[str, Any] | None:
+        """How the child of `state` ends without running (a simulation's answer), or None."""
+        ...
+
 
 class Processes:
     """The default action layer: every action a real process, through `actions`."""
@@ -72,3 +76,6 @@ class Processes:
 
     def resumed(self, events_path: Path) -> Processes:
         return self
+
+    def stub_child(self, state: str, child: Loop) -> None:
+        return None  # a real child runs

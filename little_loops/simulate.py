@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from .actions import ActionResult
-from .errors import EXIT_USAGE, LoopError, RunError
+from .errors import EXIT_RUN_ERROR, EXIT_TIMEOUT, EXIT_USAGE, LoopError, RunError
 from .evaluators import possible_verdicts
 from .model import Loop, State
+from .progress import OUTCOME_EXIT
 from .session import Clock
 from .wording import did_you_mean
 
@@ -104,6 +105,8 @@ class Script:
                 raise ScriptError(self.file, line, f"the loop has no state '{head}'{hint}")
             if "/" in key:
                 continue  # inside a child: checked when the child runs
+            if state.is_loop:
+                continue  # the child's end, stubbed: checked against the child when it is called
             if state.action is None and not state.terminal:
                 raise ScriptError(
                     self.file,
@@ -344,6 +347,40 @@ class SimulatedActions:
             self._step = int(event.get("step") or 0)
 
     # -- the ActionLayer protocol ----------------------------------------------------------
+
+    def stub_child(self, state: str, child: Loop) -> dict[str, Any] | None:
+        """How the child of `state` ends when the script answers `state` itself (its
+        `final_state` or terminal `verdict`, `outputs`, `duration_ms`, `cost_usd`); None runs
+        the child, its states answered under `state/`."""
+        path = self.prefix + state
+        entries = self.script.entries_for(path)
+        if entries is None:
+            return None
+        visit = self.visits.get(path, 0)
+        self.visits[path] = visit + 1
+        entry = entries[min(visit, len(entries) - 1)]
+        self.clock.sleep(entry.duration_ms / 1000.0)
+        name = entry.final_state or entry.verdict or "success"
+        end: dict[str, Any] = {
+            "steps": 0,
+            "duration_ms": entry.duration_ms,
+            "cost_usd": entry.cost_usd,
+            "outputs": {str(k): str(v) for k, v in entry.outputs.items()},
+        }
+        if name in ("error", "timeout"):
+            reason = entry.reason or f"simulated {name}"
+            code = EXIT_TIMEOUT if name == "timeout" else EXIT_RUN_ERROR
+            return {**end, "final_state": child.initial, "outcome": name, "exit_code": code,
+                    "error": reason, "via_terminal": False}  # fmt: skip
+        target = child.states.get(name)
+        if target is None or not target.terminal:
+            ends = ", ".join(sorted(n for n, s in child.states.items() if s.terminal))
+            raise RunError(
+                f"{self.script.file}:{entry.line}: '{path}' ends its child at '{name}', which "
+                f"is not a terminal state of {child.path.name}; its terminal states: {ends}"
+            )
+        code = OUTCOME_EXIT.get(target.outcome, 1)
+        return {**end, "final_state": name, "outcome": target.outcome, "exit_code": code}
 
     def run_shell(self, command: str, *, timeout: float | None, **_: Any) -> ActionResult:
         return self._answer(timeout)

@@ -310,3 +310,48 @@ def test_a_simulation_answers_a_childs_states_under_the_calling_state(
         json.loads(log.read_text().splitlines()[-1])["final_state"] for log in logs
     ]  # one child run a visit of `deploy`: the script's first answer, then its second
     assert finals == ["rolled_back", "live"]
+
+
+def test_a_script_entry_for_a_loop_state_stands_for_its_whole_child(
+    ll_cmd: list[str], tmp_path: Path
+) -> None:
+    """`deploy: {final_state: ..., outputs: ...}` ends the child without running it; a name
+    that is not one of the child's terminals is one line naming them."""
+    write(
+        tmp_path,
+        "child.yaml",
+        "name: child\ninitial: canary\noutputs: {url: 'https://example.com'}\nstates:\n"
+        "  canary:\n    action: exit 1\n    route: {success: live, failure: rolled_back}\n"
+        "  live: {terminal: true}\n"
+        "  rolled_back: {terminal: true, outcome: failure}\n",
+    )
+    parent = write(
+        tmp_path,
+        "parent.yaml",
+        "name: parent\ninitial: deploy\nstates:\n"
+        "  deploy:\n    loop: child.yaml\n    capture: d\n"
+        "    route: {live: verify, rolled_back: failed}\n"
+        "  verify:\n    action: echo ${captured.d.outputs.url}\n    next: done\n"
+        "  failed: {terminal: true, outcome: failure}\n"
+        "  done: {terminal: true}\n",
+    )
+    stub = "states:\n  deploy: [rolled_back, {final_state: live, outputs: {url: u1}}]\n"
+    script = write(tmp_path, "s.sim.yaml", stub + "  verify: success\n")
+    run = ll(ll_cmd, tmp_path, "run", str(parent), "--simulate", str(script))
+    assert run.returncode == 1, run.stderr  # the first answer: rolled_back -> failed
+    assert "path: deploy -> failed" in run.stdout
+    assert not list((tmp_path / ".loops" / "runs").glob("*/sub"))  # no child ran
+    test = write(
+        tmp_path,
+        "t.test.yaml",
+        "loop: parent.yaml\nstates:\n  deploy: {final_state: live, outputs: {url: u1}}\n"
+        "  verify: {output: u1}\nexpect: {path: [deploy, verify, done], outcome: success}\n",
+    )
+    assert ll(ll_cmd, tmp_path, "test", str(test)).returncode == 0
+    bad = write(tmp_path, "b.sim.yaml", "states:\n  deploy: {final_state: canary}\n")
+    run = ll(ll_cmd, tmp_path, "run", str(parent), "--simulate", str(bad))
+    assert run.returncode == 3
+    assert "ends its child at 'canary', which is not a terminal state of child.yaml" in (
+        run.stdout + run.stderr
+    )
+    assert "Traceback" not in run.stderr
