@@ -14,6 +14,7 @@ import click
 
 from . import __version__
 from . import cli_launch as launch
+from . import cli_options as option_groups
 from .cli_inspect import COMMANDS
 from .cli_sim import COMMANDS as SIM_COMMANDS
 from .errors import EXIT_SUSPENDED, LoadError, LoopError
@@ -107,83 +108,13 @@ def _parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
     return out
 
 
-def _judge_options(f: Any) -> Any:
-    for option in reversed(
-        [
-            click.option(
-                "--claude",
-                metavar="PATH",
-                help="The Claude Code CLI (default: $LL_CLAUDE or claude).",
-            ),
-            click.option(
-                "--claude-flags",
-                metavar="FLAGS",
-                help="Permission flags for 'claude -p' (default: $LL_CLAUDE_FLAGS or "
-                "--dangerously-skip-permissions; '' for none).",
-            ),
-            click.option(
-                "--model", help="Judge model for llm_structured states (default: $LL_MODEL)."
-            ),
-            click.option(
-                "--no-cache",
-                is_flag=True,
-                help="Ask the judge again instead of using cached verdicts.",
-            ),
-            click.option(
-                "--record",
-                type=click.Path(dir_okay=False),
-                help="Write every judge exchange to FILE.",
-            ),
-            click.option(
-                "--replay", type=click.Path(dir_okay=False), help="Answer the judge from FILE."
-            ),
-        ]
-    ):
-        f = option(f)
-    return f
-
-
-def _output_options(f: Any) -> Any:
-    for option in reversed(
-        [
-            click.option(
-                "--json", "json_mode", is_flag=True, help="Stream events as JSON lines on stdout."
-            ),
-            click.option("-q", "--quiet", is_flag=True, help="Print only the final line."),
-            click.option(
-                "-v", "--verbose", is_flag=True, help="Stream each action's output as it runs."
-            ),
-            click.option(
-                "--junit-xml",
-                type=click.Path(dir_okay=False),
-                help="Write a JUnit XML report to FILE.",
-            ),
-            click.option(
-                "--heartbeat",
-                type=click.FloatRange(min=0),
-                metavar="SECONDS",
-                help="Without a terminal, print a 'still running' line this often while a "
-                "step runs (default 30; 0: never).",
-            ),
-            click.option(
-                "--otel",
-                is_flag=True,
-                help="Export the run as an OpenTelemetry trace over OTLP/HTTP (also when "
-                "$OTEL_EXPORTER_OTLP_ENDPOINT is set; needs the [otel] extra).",
-            ),
-        ]
-    ):
-        f = option(f)
-    return f
-
-
 @main.command(short_help="Run a loop until a terminal state or a limit.")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a context value.")
 @click.option("--max-iterations", type=click.IntRange(min=1), help="Override max_iterations.")
 @click.option("--dry-run", is_flag=True, help="Print the plan of the first state and the routes.")
-@_output_options
-@_judge_options
+@option_groups.output
+@option_groups.judge
 @click.option("--fsync", is_flag=True, help="fsync state.json after every step.")
 @click.option("--allow-concurrent", is_flag=True, help="Allow a second run of the same loop here.")
 @click.option("--background", is_flag=True, help="Run detached; follow with 'll logs -f RUN'.")
@@ -293,7 +224,7 @@ def run(
 @click.option(
     "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Give secret context values again."
 )
-@_output_options
+@option_groups.output
 def resume(
     run_id: str | None,
     force: bool,
