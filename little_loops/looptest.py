@@ -17,7 +17,8 @@ from xml.etree import ElementTree as ET
 from .errors import EXIT_FAILURE, EXIT_SUCCESS, EXIT_USAGE, LoopError
 from .loader import load
 from .runner import Runner, RunOptions, RunResult
-from .simulate import ScriptError, simulation
+from .sim_script import ScriptError
+from .simulate import simulation
 from .store import atomic_write_text
 from .wording import did_you_mean
 
@@ -63,7 +64,7 @@ def run_one(path: Path) -> Outcome:
     """One script: its loop run under the simulation in a temporary base directory."""
     outcome = Outcome(str(path))
     try:
-        from .simulate import read_script
+        from .sim_script import read_script
 
         script = read_script(path)
         for key in script.expect:

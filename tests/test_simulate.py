@@ -10,14 +10,8 @@ from pathlib import Path
 import pytest
 
 from little_loops.loader import load
-from little_loops.simulate import (
-    Entry,
-    ScriptError,
-    SimulatedActions,
-    SimulatedClock,
-    _result,
-    read_script,
-)
+from little_loops.sim_script import Entry, ScriptError, read_script
+from little_loops.simulate import SimulatedActions, SimulatedClock, _result
 
 LOOP = """\
 name: sim-demo
