@@ -1,5 +1,9 @@
 """Semantic checks of a loop: targets, reachability, verdict coverage, keys; the checks of values
-and placeholders are in `value_checks`."""
+and placeholders are in `value_checks`, and of a `loop:` state's child in `children`.
+
+A little over 400 lines: the checks of a state's routes, keys, kind and coverage read the same
+context (`Ctx`) and are kept beside the graph checks they feed.
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,10 @@ never silent for long. `--json`: the events themselves, one JSON object a line.
 This and cli.py are the only modules that write to the terminal; rich is imported only here,
 and only when stdout is a terminal.
 
+Over 400 lines on purpose: the plain, rich and child views are one family of renderers over
+`PlainRenderer`'s line layout, and `make_renderer` picks among them; in two modules the
+subclasses and the factory would import each other.
+
 A step reads as two lines, the step and what came of it, then the last lines it printed when
 it did not succeed:
 
