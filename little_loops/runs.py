@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import EXIT_RUN_ERROR, EXIT_USAGE, LoopError
+from .errors import EXIT_RUN_ERROR, EXIT_SUSPENDED, EXIT_USAGE, LoopError
 from .events import Event
 from .history import History
 from .store import RunDir, find_run, list_runs, owner_alive
@@ -24,7 +24,7 @@ class RunInfo:
     run_id: str
     loop: str
     file: str
-    status: str  # running, finished, interrupted, crashed
+    status: str  # running, finished, interrupted, paused (by `ll step`), crashed
     outcome: str | None
     step: int
     max_iterations: int
@@ -42,6 +42,8 @@ def info(run_dir: RunDir) -> RunInfo:
     pid = int(state.get("pid") or 0)
     if status == "running" and owner_alive(run_dir, state) is False:
         status = "crashed"  # the owner died without a word: resumable
+    if status == "interrupted" and state.get("exit_code") == EXIT_SUSPENDED:
+        status = "paused"  # by `ll step`: stored as interrupted, so it resumes like one
     loop_file = str(state.get("loop_file", ""))
     return RunInfo(
         run_id=run_dir.run_id,
@@ -178,7 +180,7 @@ def status_text(base: Path, run_id: str | None) -> str:
         f"run:     {i.run_id}",
         f"loop:    {i.loop} ({i.file})",
         f"status:  {i.status}"
-        + (f" ({i.outcome})" if i.outcome and i.outcome != i.status else "")
+        + (f" ({i.outcome})" if i.outcome and i.outcome not in (i.status, "interrupted") else "")
         + (f": {i.error}" if i.error else ""),
         f"state:   {i.current}",
         f"step:    {i.step}/{i.max_iterations}",
@@ -193,7 +195,9 @@ def status_text(base: Path, run_id: str | None) -> str:
             reason = e.reason or e.details.get("reason") or e.details.get("error")
             note = f" - {reason}" if isinstance(reason, str) and reason else ""
             lines.append(f"  step {e.step} {e.state}: {e.verdict}{note}")
-    if i.status in ("interrupted", "crashed"):
+    if i.status == "paused":
+        lines.append(f"continue with: ll step {i.run_id} (or ll resume {i.run_id})")
+    elif i.status in ("interrupted", "crashed"):
         lines.append(f"resume with: ll resume {i.run_id}")
     return "\n".join(lines) + "\n"
 

@@ -60,7 +60,10 @@ def test_step_pauses_with_exit_6_and_resumes_without_running_a_step_twice(
     assert state["exit_code"] == 6
     assert state["status"] == "interrupted"
     status = ll(ll_cmd, tmp_path, "status", rid)
-    assert "paused by ll step after step 1" in status.stdout
+    assert "status:  paused: paused by ll step after step 1" in status.stdout
+    assert f"continue with: ll step {rid} (or ll resume {rid})" in status.stdout
+    listed = ll(ll_cmd, tmp_path, "list")
+    assert "paused" in listed.stdout
     second = ll(ll_cmd, tmp_path, "step", rid, "-n", "2")
     assert second.returncode == 6, second.stdout + second.stderr
     assert log.read_text().split() == ["check", "fix", "check"]
