@@ -15,12 +15,12 @@ from . import events as ev
 from . import subloop
 from .errors import EXIT_TERMINATED, LoopError
 from .events import Listener
-from .gate import GATE, Terminated
+from .gate import Terminated
 from .model import Loop, State, Verdict
 from .progress import Progress, RunOptions
 from .secrets import Redactor
 from .session import RunSession
-from .steps import Finish, StepPipeline, StepResult, output_record, retry_delay
+from .steps import Finish, StepPipeline, StepResult, output_record
 from .store import RunDir
 from .subloop import ChildEnd, ChildError, Parent
 
@@ -58,7 +58,6 @@ class ChildCalls:
         except (ChildError, LoopError) as exc:
             reason = str(exc.message if isinstance(exc, LoopError) else exc)
             return self._child_verdict(step, state, Verdict("error", {"error": reason}), reason)
-        retry = state.retry
         attempt = max(self.progress.attempt, 1)  # a resumed run continues the attempt count
         while True:
             # A fresh child run each attempt: sub/<step>-<state>.<attempt> after the first.
@@ -86,27 +85,10 @@ class ChildCalls:
             )
             self.steps.spend(end.cost_usd)  # costs roll up, once: recorded with this step
             self.steps.check_deadline(state.name)  # our deadline (or an ancestor's) ended it
-            if retry is None or end.verdict not in retry.on or attempt >= retry.max_attempts:
+            # No jitter: each attempt is a fresh child run. The persist keeps its cost.
+            if not self.steps.wait_to_retry(step, state, attempt, end.verdict, jitter=False):
                 break
-            delay = retry_delay(retry, attempt)
-            remaining = self.session.remaining(self.loop.timeout)
-            if remaining is not None:
-                delay = min(delay, remaining)
-            self.session.emit(
-                ev.Retry(
-                    step=step,
-                    state=state.name,
-                    attempt=attempt + 1,
-                    delay_s=round(delay, 3),
-                    verdict=end.verdict,
-                )
-            )
             attempt += 1
-            self.progress.attempt = attempt
-            self.session.persist(self.progress)  # the finished attempt's cost with it
-            with GATE.interruptible():
-                self.session.clock.sleep(delay)
-            self.steps.check_deadline(state.name)
         verdict = Verdict(end.verdict, end.details())
         return self._child_verdict(step, state, verdict, end.reason(), end.record())
 

@@ -84,35 +84,44 @@ class StepPipeline:
 
     def run(self, step: int, state: State) -> StepResult:
         """The step's attempts, until one needs no retry; each retry is persisted first."""
-        retry = state.retry
         # A resumed run continues the retry count of the step it was cut off in.
         attempt = max(self.progress.attempt, 1)
         while True:
             result = self._attempt(step, state, attempt)
-            verdict = result.verdict.verdict
-            if retry is None or verdict not in retry.on or attempt >= retry.max_attempts:
+            if not self.wait_to_retry(step, state, attempt, result.verdict.verdict):
                 return result
-            delay = retry_delay(retry, attempt)
-            if retry.jitter:
-                delay = self._rng.uniform(0, delay)
-            remaining = self.session.remaining(self.loop.timeout)
-            if remaining is not None:
-                delay = min(delay, remaining)
-            self.session.emit(
-                ev.Retry(
-                    step=step,
-                    state=state.name,
-                    attempt=attempt + 1,
-                    delay_s=round(delay, 3),
-                    verdict=verdict,
-                )
-            )
             attempt += 1
-            self.progress.attempt = attempt
-            self.session.persist(self.progress)  # a resume continues the retry count
-            with GATE.interruptible():
-                self.session.clock.sleep(delay)
-            self.check_deadline(state.name)
+
+    def wait_to_retry(
+        self, step: int, state: State, attempt: int, verdict: str, *, jitter: bool = True
+    ) -> bool:
+        """Whether `verdict` on `attempt` calls for another attempt; if so, the retry is
+        recorded (its event, and the attempt count persisted so a resume continues it) and
+        its backoff waited out, within the loop's deadline."""
+        retry = state.retry
+        if retry is None or verdict not in retry.on or attempt >= retry.max_attempts:
+            return False
+        delay = retry_delay(retry, attempt)
+        if jitter and retry.jitter:
+            delay = self._rng.uniform(0, delay)
+        remaining = self.session.remaining(self.loop.timeout)
+        if remaining is not None:
+            delay = min(delay, remaining)
+        self.session.emit(
+            ev.Retry(
+                step=step,
+                state=state.name,
+                attempt=attempt + 1,
+                delay_s=round(delay, 3),
+                verdict=verdict,
+            )
+        )
+        self.progress.attempt = attempt + 1
+        self.session.persist(self.progress)
+        with GATE.interruptible():
+            self.session.clock.sleep(delay)
+        self.check_deadline(state.name)
+        return True
 
     def _attempt(self, step: int, state: State, attempt: int) -> StepResult:
         action = None
