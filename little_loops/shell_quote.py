@@ -174,6 +174,8 @@ class ShellLexer:
             if ch == "\n":
                 self._pop()
                 self._newline()
+                self.word_start = True  # a `#` on the next line starts a comment again
+                self.lt = 0
             return
         if kind == _ANSI:
             if self.escape:

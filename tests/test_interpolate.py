@@ -490,3 +490,12 @@ def test_literal_text_is_what_render_gives_for_a_template_without_placeholders(
     if expected is not None:
         assert render(template, {}, shell=True) == expected
         assert render(template, {}, shell=False) == expected
+
+
+def test_a_value_in_a_comment_on_each_of_two_lines_is_never_run(tmp_path: Path) -> None:
+    """Found by the fuzz test: after a comment holding a value, a `#` on the next line starts a
+    comment again, so the second value is kept on one line like the first."""
+    command = render(f"#{X}\n#{X}", scope_with(INJECTING), shell=True)
+    assert "\n" not in command.split("\n", 1)[1]
+    subprocess.run(["/bin/sh", "-c", command], cwd=tmp_path, capture_output=True, check=False)
+    assert not list(tmp_path.glob("PWNED*"))
