@@ -62,6 +62,8 @@ def prepare_resume(
             "resume anyway with --force, or start a new run",
             exit_code=EXIT_RUN_ERROR,
         )
+    if not force:
+        _refuse_changed_children(run_dir, progress.run_id)
     if progress.current not in loop.states:
         raise LoopError(
             f"run {progress.run_id} stopped at state '{progress.current}', which {path} no "
@@ -83,6 +85,39 @@ def prepare_resume(
     )
     progress.status = "running"
     return loop, options, progress, run_dir
+
+
+def _refuse_changed_children(run_dir: RunDir, run_id: str) -> None:
+    """A child run that had not finished picks up where it was, so its file must be the one
+    it started with, like the root's; a finished child is never run again and may differ."""
+    from .errors import LoopError as Problem
+    from .loader import load
+
+    for state_file in sorted(run_dir.root.glob("sub/**/state.json")):
+        child = RunDir(state_file.parent)
+        try:
+            data = child.read_state()
+        except Problem:
+            continue
+        if data.get("status") == "finished" or not data.get("loop_file"):
+            continue
+        path = Path(data["loop_file"])
+        try:
+            sha = load(path).source_sha256
+        except Problem as exc:
+            raise LoopError(
+                f"run {run_id} has a sub-loop run of {path} that cannot resume: {exc.message}; "
+                "restore the file, or start a new run",
+                exit_code=EXIT_RUN_ERROR,
+            ) from None
+        if sha != data.get("loop_sha256"):
+            where = state_file.parent.relative_to(run_dir.root)
+            raise LoopError(
+                f"{path} changed since its sub-loop run ({where}) in run {run_id} started "
+                f"({_change_summary(child, path, load(path))}); "
+                "resume anyway with --force, or start a new run",
+                exit_code=EXIT_RUN_ERROR,
+            )
 
 
 def _require_secrets(run_id: str, given: list[str], overrides: Mapping[str, str]) -> None:

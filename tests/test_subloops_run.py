@@ -549,6 +549,27 @@ def test_kill_9_mid_action_inside_a_child_then_resume(tmp_path: Path) -> None:
     assert child_starts == [False, True]
 
 
+def test_a_changed_child_file_stops_the_resume_unless_forced(tmp_path: Path) -> None:
+    parent, log, gate = _kill_setup(tmp_path)
+    proc = subprocess.Popen([*LL, "run", str(parent), "--quiet"], cwd=tmp_path)
+    _wait(Path(f"{gate}.waiting").exists, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    child = tmp_path / "child.yaml"
+    child.write_text(child.read_text().replace("echo c >>", "echo C >>"))
+    gate.touch()
+    refused = ll("resume", cwd=tmp_path)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    message = refused.stderr.strip()
+    assert message.startswith(f"ll: error: {child} changed since its sub-loop run (sub/0002-work)")
+    assert "1 line(s) added, 1 removed, first change at line" in message
+    assert message.endswith("resume anyway with --force, or start a new run")
+    assert log.read_text().splitlines() == ["first", "a"]  # nothing ran
+    forced = ll("resume", "--force", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert log.read_text().splitlines()[:4] == ["first", "a", "b", "C"]
+
+
 def test_kill_9_between_steps_inside_a_child_then_resume(tmp_path: Path) -> None:
     parent, log, gate = _kill_setup(tmp_path)
     proc = subprocess.Popen([*LL, "run", str(parent), "--quiet"], cwd=tmp_path)
