@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -814,6 +815,23 @@ def test_ll_graph_draws_a_child_as_a_subgraph(tmp_path: Path) -> None:
     assert 's0_child_s0["canary"]' in text
     assert 's0_child_s0 -->|"success"| s0_child_s1' in text
     assert "    s0 -.- s0_child" in text
+
+
+def test_ll_graph_dot_draws_a_child_as_a_cluster(tmp_path: Path) -> None:
+    parent = setup(tmp_path)
+    drawn = ll("graph", parent, "--format", "dot", cwd=tmp_path)
+    assert drawn.returncode == 0, drawn.stderr
+    text = drawn.stdout
+    assert "    subgraph cluster_s0_child {" in text
+    assert '        label="deploy: loop child.yaml";' in text
+    assert '        s0_child_s0 [label="canary", ' in text
+    assert '        s0_child_s0 -> s0_child_s1 [label="success"];' in text
+    assert '    s0 -> s0_child_ll_start [style=dotted, arrowhead=none, color="#868e96"];' in text
+    assert text.count("{") == text.count("}")
+    assert text.rstrip().endswith("}")
+    if shutil.which("dot"):
+        proc = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
 
 
 def test_the_terminal_follows_a_childs_running_step(tmp_path: Path) -> None:
