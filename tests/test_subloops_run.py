@@ -696,8 +696,8 @@ def test_random_kills_over_a_two_level_tree_resume_to_the_same_end(tmp_path: Pat
             if state(run_root(where))["status"] == "finished":
                 break
             args = ["resume"]
-        else:
-            done = ll("resume", cwd=where)
+        else:  # `run` again when a busy machine never let the run begin in the time given
+            done = ll(*args, cwd=where)
             assert done.returncode == 0, f"seed {seed}: {done.stdout}{done.stderr}"
         root = run_root(where)
         end = state(root)
