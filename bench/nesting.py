@@ -178,10 +178,11 @@ unchanged is not parsed again, and both per-process facts are worked out once.
 
 A level costs what starting and ending a run costs (its run directory, `loop.yaml` copy,
 events, state.json and outputs), plus the caller's `child_start`/`child_complete` events and
-its step record; it does not grow with depth, since a child's events go to its own log and are
-forwarded to the terminal, not copied into every ancestor's. Per call, the cost stays flat as
-calls add up: a caller's run directory gains one `sub/<step>-<state>/` a call, and nothing
-lists or rereads them while the run goes on.
+its step record. Nothing in that work depends on the depth or on the number of calls before (a
+child's events go to its own log and are forwarded to the terminal, not copied into every
+ancestor's; nothing lists a caller's `sub/` while it runs), so a growth figure over the target
+is the file system's: profiled at 300 calls, creating files and directories (`open`, `mkdir`)
+is the largest part, and it is what slows most when the machine is busy (note the load average).
 """
 
 
