@@ -67,6 +67,14 @@ def _request(event: Mapping[str, Any]) -> dict[str, Any]:
 def explain_text(found: Mapping[str, Any]) -> str:
     """The explanation as people read it."""
     out = [f"run {found['run_id']}, step {found['step']} ({found['state']})"]
+    details: Mapping[str, Any] = found["details"]
+    answered = (
+        "the recording (--replay; nothing sent)"
+        if details.get("replayed") or details.get("replay_miss")
+        else "the cache (nothing sent)"
+        if details.get("cached")
+        else "the model"
+    )
     for i, req in enumerate(found["requests"], 1):
         if len(found["requests"]) > 1:
             out += ["", f"== panel member {i} of {len(found['requests'])} =="]
@@ -82,7 +90,7 @@ def explain_text(found: Mapping[str, Any]) -> str:
             f"max_tokens:   {req['max_tokens']}",
             f"examples:     {req['examples']}",
             f"input:        about {req['est_input_tokens']} tokens",
-            "answered by:  " + ("the cache (no request)" if req["cached"] else "the model"),
+            f"answered by:  {answered}",
             "",
             "-- system prompt --",
             str(req["system"]),
@@ -94,7 +102,6 @@ def explain_text(found: Mapping[str, Any]) -> str:
             json.dumps(req["schema"], indent=2, ensure_ascii=False),
         ]
     out += ["", "-- what came back --"]
-    details: Mapping[str, Any] = found["details"]
     if found["verdict"] is None:
         out.append("nothing yet: the step was cut off before its verdict")
         return "\n".join(out) + "\n"
