@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -218,7 +219,8 @@ def sampling_problem(path: str, headers: Mapping[str, str], body: Any) -> Reply 
             return api_error(
                 400, "invalid_request_error", f"{sent[0]}: Extra inputs are not permitted"
             )
-        if "-5-" in str(body.get("model")) or str(body.get("model")).endswith("-5"):
+        generation = re.match(r"claude-[a-z]+-(\d+)", str(body.get("model")))
+        if generation and int(generation.group(1)) >= 5:
             return api_error(
                 400, "invalid_request_error", f"`{sent[0]}` is deprecated for this model."
             )
