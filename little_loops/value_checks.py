@@ -145,6 +145,26 @@ def _check_judge(ctx: Ctx, spec: Evaluate, at: NodePath) -> Iterator[Diagnostic]
         found += judge_files.example_findings(spec, where("examples"), where("schema"))
     for place, code, message in found:
         yield ctx.diag(ctx.locate(place), "error", code, message)
+    yield from _unsent_temperature(ctx, spec, where("temperature"))
+
+
+def _unsent_temperature(ctx: Ctx, spec: Evaluate, at: NodePath) -> Iterator[Diagnostic]:
+    """A temperature no model of this judge takes (Anthropic, claude://) is never sent."""
+    from .evaluators.question import NO_TEMPERATURE
+
+    if spec.temperature is None:
+        return
+    models = spec.models or (spec.model or ctx.loop.llm.model or "anthropic://default",)
+    providers = {m.partition("://")[0] if "://" in m else "anthropic" for m in models}
+    if providers <= set(NO_TEMPERATURE):
+        yield ctx.diag(
+            ctx.locate(at),
+            "warning",
+            "temperature-not-sent",
+            f"{subject(at)} is not sent to this judge: "
+            + "; ".join(NO_TEMPERATURE[p] for p in sorted(providers))
+            + ". Remove it, or use an openai:// or ollama:// judge",
+        )
 
 
 def check_template(ctx: Ctx, text: str, at: NodePath, captures: set[str]) -> Iterator[Diagnostic]:
