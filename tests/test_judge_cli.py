@@ -261,3 +261,15 @@ def test_explain_keeps_secrets_out(tmp_path: Path, llm_server: LlmServer) -> Non
     assert "hunter2-secret" not in shown.stdout
     for path in (tmp_path / ".loops" / "runs").rglob("events.jsonl"):
         assert "hunter2-secret" not in path.read_text()
+
+
+def test_the_docs_show_the_real_output_of_the_worked_example() -> None:
+    doc = (REPO / "docs" / "judge.md").read_text(encoding="utf-8")
+    command = doc.split("## Measuring a judge before trusting it", 1)[1]
+    command = command.split("```sh\n", 1)[1].split("\n```", 1)[0]
+    shown = doc.split("<!-- judge-test-output -->\n```text\n", 1)[1].split("```", 1)[0]
+    args = command.split()
+    assert args[:3] == ["ll", "judge", "test"]
+    proc = ll(REPO, *args[1:])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == shown
