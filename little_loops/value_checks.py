@@ -252,7 +252,7 @@ def check_own_capture(
 ) -> Iterator[Diagnostic]:
     if capture is None:
         return
-    for key in ("prompt", "source", "previous", "target"):
+    for key in ("prompt", "source", "previous", "target", "reference"):
         text = getattr(spec, key)
         if not isinstance(text, str):
             continue
