@@ -390,3 +390,39 @@ def test_named_judge_mistakes_are_located_errors_before_any_step(tmp_path: Path)
     assert ran.returncode == 2
     assert "Traceback" not in ran.stderr
     assert not (tmp_path / ".loops" / "runs").exists()
+
+
+def test_a_state_overrides_a_judge_key_by_key_and_pairs_whole(tmp_path: Path) -> None:
+    from little_loops.loader import load
+
+    text = textwrap.dedent("""\
+        name: merge
+        initial: a
+        judges:
+          j:
+            rubric_file: rubric.md
+            models: [claude-haiku-4-5, "openai://gpt-4o-mini"]
+            samples: 3
+            temperature: 0.2
+            reference: "42"
+        states:
+          a:
+            action: echo hi
+            evaluate: {type: llm_structured, judge: j, prompt: Mine?, model: "openai://gpt-4o"}
+            route: {_: b}
+          b:
+            action: echo hi
+            evaluate: {type: llm_structured, judge: j, samples: 1}
+            route: {_: done}
+          done: {terminal: true}
+    """)
+    loop = load(write(tmp_path, text))
+    a, b = loop.states["a"].evaluate, loop.states["b"].evaluate
+    assert a is not None
+    assert b is not None
+    # `prompt` replaces the judge's rubric file, `model` its panel; the rest is the judge's.
+    assert (a.prompt, a.rubric_file, a.model, a.models) == ("Mine?", None, "openai://gpt-4o", ())
+    assert (a.samples, a.temperature, a.reference, a.judge) == (3, 0.2, "42", "j")
+    assert (b.prompt, b.rubric_file, b.samples) == (RUBRIC.strip(), "rubric.md", 1)
+    assert b.models == ("claude-haiku-4-5", "openai://gpt-4o-mini")
+    assert loop.judges["j"].judge is None
