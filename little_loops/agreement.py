@@ -12,7 +12,7 @@ import dataclasses
 import json
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,8 +182,14 @@ def check_templates(path: Path, loop: Loop, spec: Evaluate, cases: list[Case]) -
                 ) from None
 
 
-def run_cases(loop: Loop, spec: Evaluate, cases: list[Case], session: Any) -> list[Outcome]:
-    """Ask the judge about every case, in order."""
+def run_cases(
+    loop: Loop,
+    spec: Evaluate,
+    cases: list[Case],
+    session: Any,
+    on_case: Callable[[int, int], None] | None = None,
+) -> list[Outcome]:
+    """Ask the judge about every case, in order; `on_case(done, total)` after each."""
     outcomes = []
     for case in cases:
         inp = EvalInput(
@@ -205,6 +211,8 @@ def run_cases(loop: Loop, spec: Evaluate, cases: list[Case], session: Any) -> li
                 recorded_cost_usd=float(details.get("recorded_cost_usd") or 0.0),
             )
         )
+        if on_case is not None:
+            on_case(len(outcomes), len(cases))
     return outcomes
 
 

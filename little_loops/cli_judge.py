@@ -86,8 +86,14 @@ def test_(
             claude=tuple(claude_command(None, os.environ)),
         )
     )
+    progress = None
+    if not json_mode and sys.stderr.isatty():
+
+        def progress(done: int, total: int) -> None:  # a live count while the judge works
+            click.echo(f"\rjudged {done}/{total}", err=True, nl=done == total)
+
     try:
-        outcomes = agreement.run_cases(loop, spec, labelled, session)
+        outcomes = agreement.run_cases(loop, spec, labelled, session, progress)
     finally:
         session.close()
     shown = ", ".join(spec.models) or spec.model or loop.llm.model or override

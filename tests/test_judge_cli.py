@@ -273,3 +273,22 @@ def test_the_docs_show_the_real_output_of_the_worked_example() -> None:
     proc = ll(REPO, *args[1:])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == shown
+
+
+def test_run_cases_reports_progress_and_reads_each_answer() -> None:
+    from little_loops.agreement import Case, run_cases
+    from little_loops.model import Evaluate, Loop, Verdict
+
+    class Session:
+        def judge(self, spec: Evaluate, inp: object) -> Verdict:
+            return Verdict("failure", {"confidence": 0.4, "reason": "no", "cost_usd": 0.01})
+
+    seen: list[tuple[int, int]] = []
+    cases = [Case(1, "a", "failure"), Case(2, "b", "success")]
+    loop = Loop(name="x", initial="a", states={})
+    outcomes = run_cases(
+        loop, Evaluate(type="llm_structured"), cases, Session(), lambda d, t: seen.append((d, t))
+    )
+    assert seen == [(1, 2), (2, 2)]
+    assert [o.agrees for o in outcomes] == [True, False]
+    assert outcomes[1].reason == "no"
