@@ -426,3 +426,16 @@ def test_a_state_overrides_a_judge_key_by_key_and_pairs_whole(tmp_path: Path) ->
     assert (b.prompt, b.rubric_file, b.samples) == (RUBRIC.strip(), "rubric.md", 1)
     assert b.models == ("claude-haiku-4-5", "openai://gpt-4o-mini")
     assert loop.judges["j"].judge is None
+
+
+def test_validating_named_judges_imports_neither_the_sdk_nor_jsonschema(tmp_path: Path) -> None:
+    from test_judge_e2e import _imported_by_validate
+
+    text = NAMED.replace("min_confidence: 0.9", "min_confidence: 0.9\n    temperature: 0.1")
+    loaded = _imported_by_validate(tmp_path, write(tmp_path, text))
+    assert not {"jsonschema", "anthropic"} & loaded
+    helped = subprocess.run(
+        [*LL, "judge", "test", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert helped.returncode == 0
+    assert "--min-agreement P" in helped.stdout
