@@ -263,6 +263,12 @@ def test_a_panel_asks_every_model_and_takes_the_majority(
     assert len(run.named("judge_request")) == 3
     [start] = run.named("judge_start")
     assert start["model"].count("://") == 3
+    shown = subprocess.run(
+        [*LL, "judge", "explain"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert "== panel member 3 of 3 ==\njudge:        ollama://" in shown.stdout
+    assert "temperature:  0\n" in shown.stdout
+    assert "  openai://gpt-4.1-mini: failure (0.80) b\n" in shown.stdout
 
 
 def test_a_panel_tie_goes_to_the_less_favourable_verdict(
