@@ -23,6 +23,7 @@ Commands:
   graph     Draw a loop's states and routes (Mermaid or DOT).
   history   Past runs with their outcomes, newest first.
   init      Write a commented starter loop.
+  judge     Measure a judge on labelled cases; explain a verdict.
   list      List the runs in this directory.
   logs      Show a run's events (-f: follow), or a step's output.
   resume    Continue an interrupted run from its last finished step.

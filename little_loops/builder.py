@@ -19,6 +19,7 @@ from .model import (
     ActionType,
     Direction,
     Evaluate,
+    Example,
     Input,
     LlmDefaults,
     Loop,
@@ -79,10 +80,20 @@ class Builder:
 
     def __init__(self, smap: SourceMap) -> None:
         self.smap = smap
+        self.judges_raw: Mapping[str, Any] = {}  # `judges:` as written, for `judge: NAME`
+        self.base_dir = Path(".")  # the loop file's directory: rubric files are beside it
 
     def loop(
         self, doc: Mapping[str, Any], *, path: Path, sha256: str
     ) -> tuple[Loop, dict[str, list[tuple[str, Route]]]]:
+        raw_judges = doc.get("judges")
+        self.judges_raw = raw_judges if isinstance(raw_judges, dict) else {}
+        self.base_dir = path.parent
+        judges = {
+            name: self.evaluate({**raw, "type": "llm_structured"}, ("judges", name), own=True)
+            for name, raw in self.judges_raw.items()
+            if isinstance(raw, dict)
+        }
         raw_states = doc.get("states")
         states: dict[str, State] = {}
         entries: dict[str, list[tuple[str, Route]]] = {}
@@ -116,6 +127,7 @@ class Builder:
             maintain=top.flag("maintain"),
             on_error=_str(doc, "on_error"),
             llm=self.llm(doc.get("llm")),
+            judges=MappingProxyType(judges),
             max_cost_usd=_opt_num(doc, "max_cost_usd"),
             secrets=tuple(s for s in secrets if isinstance(s, str))
             if isinstance(secrets, list)
@@ -232,7 +244,11 @@ class Builder:
             else given.default("on"),
         )
 
-    def evaluate(self, raw: Mapping[str, Any], at: NodePath) -> Evaluate:
+    def evaluate(self, raw: Mapping[str, Any], at: NodePath, *, own: bool = False) -> Evaluate:
+        """`raw` as a record; with `judge: NAME`, the named judge's keys fill in what `raw`
+        leaves out (`own`: a judge's own block, which names no other judge)."""
+        if not own and isinstance(raw.get("judge"), str):
+            raw = with_judge(raw, self.judges_raw.get(raw["judge"]))
         of = raw.get("of")
         nested: tuple[Evaluate, ...] = ()
         if isinstance(of, list):
@@ -243,6 +259,7 @@ class Builder:
             )
         target = raw.get("target")
         schema = raw.get("schema")
+        models = raw.get("models")
         given = _Given(raw, EVALUATE)
         return Evaluate(
             type=_str(raw, "type") or "",
@@ -258,7 +275,7 @@ class Builder:
             direction=given.choice("direction", DIRECTIONS),
             previous=_str(raw, "previous"),
             of=nested,
-            prompt=_str(raw, "prompt"),
+            prompt=_str(raw, "prompt") or _rubric(self.base_dir, _str(raw, "rubric_file")),
             schema=MappingProxyType(schema) if isinstance(schema, dict) else None,
             min_confidence=_opt_num(raw, "min_confidence"),
             uncertain_suffix=given.flag("uncertain_suffix"),
@@ -269,7 +286,60 @@ class Builder:
             fail_open=given.flag("fail_open"),
             prior_reason=given.flag("prior_reason"),
             samples=int(given.number("samples")),
+            judge=None if own else _str(raw, "judge"),
+            rubric_file=_str(raw, "rubric_file"),
+            examples=_examples(raw.get("examples")),
+            temperature=_opt_num(raw, "temperature"),
+            models=tuple(m for m in models if isinstance(m, str))
+            if isinstance(models, list)
+            else (),
+            reference=_str(raw, "reference"),
         )
+
+
+# Keys that say one thing together: a block that sets one of them replaces the judge's pair.
+_PAIRED = (("prompt", "rubric_file"), ("model", "models"))
+RUBRIC_LIMIT = 100_000  # characters of a rubric file; more is an error (judge_config)
+
+
+def with_judge(raw: Mapping[str, Any], judge: Any) -> dict[str, Any]:
+    """A state's `evaluate:` over the named judge's settings, key by key: the state's own
+    keys win; a state that sets `prompt` or `rubric_file` (`model` or `models`) replaces
+    the judge's whole pair."""
+    if not isinstance(judge, dict):
+        return dict(raw)
+    base = dict(judge)
+    for pair in _PAIRED:
+        if any(key in raw for key in pair):
+            for key in pair:
+                base.pop(key, None)
+    return {**base, **raw}
+
+
+def _rubric(base_dir: Path, name: str | None) -> str | None:
+    """The text of a rubric file beside the loop; None when it cannot be read (the checks
+    say why)."""
+    if name is None:
+        return None
+    try:
+        text = (base_dir / name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text.strip() if len(text) <= RUBRIC_LIMIT else None
+
+
+def _examples(raw: Any) -> tuple[Example, ...]:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(
+        Example(
+            output=scalar_text(item["output"]) if _is_scalar(item.get("output")) else "",
+            verdict=item["verdict"] if isinstance(item.get("verdict"), str) else "",
+            reason=item["reason"] if isinstance(item.get("reason"), str) else "",
+        )
+        for item in raw
+        if isinstance(item, dict)
+    )
 
 
 def _context(raw: Any) -> tuple[dict[str, Scalar], dict[str, Input]]:

@@ -65,6 +65,8 @@ def check_loop(
             pass  # its coverage needs the child: `children.follow`
         elif not state.terminal and state.name not in tainted and WHOLE_LOOP not in tainted:
             out += _check_coverage(ctx, state)
+    for name, judge in loop.judges.items():
+        out += check_evaluator(ctx, judge, ("judges", name), captures)
     for key, value in loop.context.items():
         if isinstance(value, str):
             out += check_template(ctx, value, ("context", key), captures)

@@ -128,6 +128,23 @@ class JudgeStart(RunEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class JudgeAsked(RunEvent):
+    """What one judge model is asked (a cache hit too): what `ll judge explain` shows."""
+
+    NAME: ClassVar[str] = "judge_request"
+    model: str = ""
+    provider: str = ""
+    temperature: float | None = field(default=None, metadata=_OMIT_NONE)  # claude://: none
+    max_tokens: int = 0
+    system: str = ""
+    user: str = ""
+    schema: Mapping[str, Any] = field(default_factory=dict)
+    examples: int = 0
+    est_input_tokens: int = 0  # about 4 characters a token: system, user (examples in it), schema
+    cached: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
 class JudgeRetry(RunEvent):
     NAME: ClassVar[str] = "judge_retry"
     attempt: int = 0
@@ -246,6 +263,7 @@ EVENT_TYPES: dict[str, type[RunEvent]] = {
         JudgeFailOpen,
         LockReclaimed,
         JudgeStart,
+        JudgeAsked,
         ChildStart,
         ChildComplete,
     )

@@ -27,6 +27,9 @@ DEFAULT_VERDICTS = ("success", "failure", "blocked", "partial")
 DEFAULT_SCHEMA: Mapping[str, Any] = {
     "type": "object",
     "properties": {
+        # The reason comes first: a model writes its answer in this order, so it reasons
+        # before it commits to a verdict and a confidence.
+        "reason": {"type": "string", "description": "One short sentence: why this verdict."},
         "verdict": {
             "type": "string",
             "enum": list(DEFAULT_VERDICTS),
@@ -42,9 +45,8 @@ DEFAULT_SCHEMA: Mapping[str, Any] = {
             "maximum": 1,
             "description": "How sure the evidence lets you be, from 0 to 1.",
         },
-        "reason": {"type": "string", "description": "One short sentence: why this verdict."},
     },
-    "required": ["verdict", "confidence", "reason"],
+    "required": ["reason", "verdict", "confidence"],
     "additionalProperties": False,
 }
 
@@ -88,6 +90,15 @@ class LlmDefaults:
 
 
 @dataclass(frozen=True)
+class Example:
+    """One few-shot example of a judge: an output and the verdict (and reason) it deserves."""
+
+    output: str
+    verdict: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class Evaluate:
     """One evaluator's configuration (SPEC section 4): every type's keys in one record, those
     unused by its type at their defaults. Each type's own typed view is in evaluators/configs.py.
@@ -126,6 +137,13 @@ class Evaluate:
     fail_open: bool = False
     prior_reason: bool = False
     samples: int = 1
+    # a named judge (`judges:` at the top) whose settings this one starts from
+    judge: str | None = None
+    rubric_file: str | None = None  # as written; its text is already in `prompt`
+    examples: tuple[Example, ...] = ()
+    temperature: float | None = None  # None: 0, or 1 with samples > 1 (see the judge)
+    models: tuple[str, ...] = ()  # a panel: every model is asked, the majority wins
+    reference: str | None = None  # the expected answer (a template), fenced for the judge
 
 
 @dataclass(frozen=True)
@@ -214,6 +232,8 @@ class Loop:
     maintain: bool = False
     on_error: str | None = None
     llm: LlmDefaults = LlmDefaults()
+    # `judges:`: named judges (llm_structured settings) a state's `judge: NAME` starts from
+    judges: Mapping[str, Evaluate] = field(default_factory=lambda: EMPTY)
     max_cost_usd: float | None = None
     secrets: tuple[str, ...] = ()
     shell: str = "/bin/sh"

@@ -18,7 +18,7 @@ Choices SPEC section 9 leaves open (docs/loop-reference.md, "Paradigms"):
   `${prev.output}`); `exit_code` there means the last step's exit code; `llm_structured`
   is refused, since the judge would see no output.
 - `finally` (an extra) is an action that every end state runs; the loop-wide keys
-  `action_timeout`, `shell`, `working_dir`, `secrets`, `llm`, `max_cost_usd`, `metadata`
+  `action_timeout`, `shell`, `working_dir`, `secrets`, `llm`, `judges`, `max_cost_usd`, `metadata`
   and top-level `x-` keys pass through.
 """
 
@@ -45,6 +45,7 @@ PASS_THROUGH = (
     "working_dir",
     "max_cost_usd",
     "llm",
+    "judges",
     "secrets",
     "context",
     "metadata",

@@ -88,28 +88,83 @@ def check_evaluator(
             yield ctx.diag(ctx.locate(at_path), "error", "bad-json-path", message)
     if spec.type == "llm_structured":
         yield from _check_judge(ctx, spec, at)
-    for key in ("prompt", "source", "previous"):
+    for key in ("prompt", "source", "previous", "reference"):
         text = getattr(spec, key)
         if isinstance(text, str):
-            yield from check_template(ctx, text, (*at, key), captures)
+            yield from check_template(ctx, text, judge_field_at(ctx.loop, spec, at, key), captures)
     if isinstance(spec.target, str):
         yield from check_template(ctx, spec.target, (*at, "target"), captures)
     for i, inner in enumerate(spec.of):
         yield from check_evaluator(ctx, inner, (*at, "of", i), captures)
 
 
+def judge_field_at(loop: Loop, spec: Evaluate, at: NodePath, key: str) -> NodePath:
+    """Where `spec`'s `key` was written: in the state, or in the named judge it comes from."""
+    base = loop.judges.get(spec.judge) if spec.judge else None
+    if key == "prompt" and spec.rubric_file is not None:
+        key = "rubric_file"
+    if base is not None and getattr(spec, key) == getattr(base, key):
+        return ("judges", str(spec.judge), key)
+    return (*at, key)
+
+
 def _check_judge(ctx: Ctx, spec: Evaluate, at: NodePath) -> Iterator[Diagnostic]:
-    from .evaluators import judge_config
+    from .evaluators import judge_config, judge_files
+
+    def where(key: str) -> NodePath:
+        return judge_field_at(ctx.loop, spec, at, key)
 
     found: list[judge_config.Finding] = []
+    if spec.judge is not None and spec.judge not in ctx.loop.judges:
+        names = ctx.loop.judges
+        fix = (
+            f"{suggest(spec.judge, names)}; define it under 'judges:'"
+            if names
+            else "; define it in a top-level 'judges:' map (judges: {NAME: {prompt: ...}})"
+        )
+        found.append(
+            ((*at, "judge"), "unknown-judge", f"{subject(at)} names judge '{spec.judge}', "
+             f"which is not defined{fix}")
+        )  # fmt: skip
+    found += judge_files.rubric_findings(ctx.loop.dir, spec, where)
     if spec.model is not None:
-        found += judge_config.model_findings(spec.model, (*at, "model"))
+        found += judge_config.model_findings(spec.model, where("model"))
+    for i, model in enumerate(spec.models):
+        found += judge_config.model_findings(model, (*where("models"), i))
+    if spec.model is not None and spec.models:
+        found.append(
+            (where("models"), "judge-model-and-models",
+             f"{subject(where('models'))}: give 'model' (one judge) or 'models' (a panel), "
+             "not both")
+        )  # fmt: skip
     if spec.schema is not None and spec.schema is not PASS_FAIL_SCHEMA:  # not the built-in one
-        model = spec.model or ctx.loop.llm.model
-        strict = not found and judge_config.uses_strict_schema(model)
-        found += judge_config.schema_findings(spec.schema, (*at, "schema"), strict=strict)
-    for where, code, message in found:
-        yield ctx.diag(ctx.locate(where), "error", code, message)
+        models = spec.models or (spec.model or ctx.loop.llm.model,)
+        strict = not found and any(judge_config.uses_strict_schema(m) for m in models)
+        found += judge_config.schema_findings(spec.schema, where("schema"), strict=strict)
+    if not any(code != "unknown-judge" for _, code, _ in found):
+        found += judge_files.example_findings(spec, where("examples"), where("schema"))
+    for place, code, message in found:
+        yield ctx.diag(ctx.locate(place), "error", code, message)
+    yield from _unsent_temperature(ctx, spec, where("temperature"))
+
+
+def _unsent_temperature(ctx: Ctx, spec: Evaluate, at: NodePath) -> Iterator[Diagnostic]:
+    """A temperature no model of this judge takes (Anthropic, claude://) is never sent."""
+    from .evaluators.question import NO_TEMPERATURE
+
+    if spec.temperature is None:
+        return
+    models = spec.models or (spec.model or ctx.loop.llm.model or "anthropic://default",)
+    providers = {m.partition("://")[0] if "://" in m else "anthropic" for m in models}
+    if providers <= set(NO_TEMPERATURE):
+        yield ctx.diag(
+            ctx.locate(at),
+            "warning",
+            "temperature-not-sent",
+            f"{subject(at)} is not sent to this judge: "
+            + "; ".join(NO_TEMPERATURE[p] for p in sorted(providers))
+            + ". Remove it, or use an openai:// or ollama:// judge",
+        )
 
 
 def check_template(ctx: Ctx, text: str, at: NodePath, captures: set[str]) -> Iterator[Diagnostic]:
@@ -197,7 +252,7 @@ def check_own_capture(
 ) -> Iterator[Diagnostic]:
     if capture is None:
         return
-    for key in ("prompt", "source", "previous", "target"):
+    for key in ("prompt", "source", "previous", "target", "reference"):
         text = getattr(spec, key)
         if not isinstance(text, str):
             continue

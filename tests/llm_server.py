@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -198,6 +199,106 @@ def request_problem(path: str, body: Any) -> str | None:
     return None
 
 
+# Messages API versions from this one on refuse every sampling parameter (SDK 2.x sends it).
+SAMPLING_FREE_VERSION = "2026-10-21"
+SAMPLING = ("temperature", "top_p", "top_k")
+
+
+def sampling_problem(path: str, headers: Mapping[str, str], body: Any) -> Reply | None:
+    """The 400 the real APIs answer to sampling parameters they refuse, or None.
+
+    Anthropic: API version 2026-10-21 (what SDK 2.x sends) refuses temperature, top_p and
+    top_k, even at 1.0; older versions refuse them for generation-5 models. OpenAI: reasoning
+    models (gpt-5*, o1, o3, o4*) take only the default temperature, 1.
+    """
+    if not isinstance(body, dict):
+        return None
+    sent = [k for k in SAMPLING if k in body]
+    if path.rstrip("/").endswith("/v1/messages") and sent:
+        if headers.get("anthropic-version", "") >= SAMPLING_FREE_VERSION:
+            return api_error(
+                400, "invalid_request_error", f"{sent[0]}: Extra inputs are not permitted"
+            )
+        generation = re.match(r"claude-[a-z]+-(\d+)", str(body.get("model")))
+        if generation and int(generation.group(1)) >= 5:
+            return api_error(
+                400, "invalid_request_error", f"`{sent[0]}` is deprecated for this model."
+            )
+        return None
+    model = str(body.get("model", ""))
+    reasoning = model.startswith(("gpt-5", "o1", "o3", "o4"))
+    if reasoning and "temperature" in body and body["temperature"] != 1:
+        value = body["temperature"]
+        return Reply(
+            status=400,
+            body={
+                "error": {
+                    "message": f"Unsupported value: 'temperature' does not support {value} with "
+                    "this model. Only the default (1) value is supported.",
+                    "type": "invalid_request_error",
+                    "param": "temperature",
+                    "code": "unsupported_value",
+                }
+            },
+        )
+    return None
+
+
+def sent_texts(body: Any) -> tuple[str, str, dict[str, Any]]:
+    """(system prompt, user message, answer schema) of a Messages or chat-completions body."""
+    if not isinstance(body, dict):
+        return "", "", {}
+    messages = body.get("messages") or []
+    user = str(messages[-1].get("content", "")) if messages else ""
+    if "tools" in body:
+        return str(body.get("system", "")), user, dict(body["tools"][0].get("input_schema", {}))
+    system = str(messages[0].get("content", "")) if len(messages) > 1 else ""
+    spec = (body.get("response_format") or {}).get("json_schema") or {}
+    return system, user, dict(spec.get("schema") or {})
+
+
+ANY = object()
+
+
+def judge_checks(
+    *, examples: int | None = None, temperature: Any = ANY, reason_first: bool = True
+) -> Any:
+    """A request check for `LlmServer.expect`: the judge's request as little-loops must send
+    it. `examples`: that many fenced examples, each with its output fenced and a verdict;
+    `temperature`: the value sent (None: not sent); `reason_first`: the answer schema's
+    properties start reason, verdict, confidence."""
+
+    def check(path: str, body: Any) -> str | None:
+        _, user, schema = sent_texts(body)
+        if reason_first:
+            order = [
+                k for k in schema.get("properties", {}) if k in ("reason", "verdict", "confidence")
+            ]
+            if order != ["reason", "verdict", "confidence"]:
+                return f"answer schema properties in order {order}, not reason, verdict, confidence"
+        if examples is not None:
+            found = user.count('<example n="')
+            if found != examples:
+                return f"{found} fenced examples in the user message, expected {examples}"
+            for i in range(1, examples + 1):
+                start = user.index(f'<example n="{i}">')
+                end = user.index("</example>", start)
+                block = user[start:end]
+                if "<example_output>" not in block or "</example_output>" not in block:
+                    return f"example {i} has no fenced output"
+                if "\nVerdict: " not in block:
+                    return f"example {i} has no verdict"
+            if examples and user.index("</example>") > user.index("<action_output>"):
+                return "the examples come after the output to judge"
+        if temperature is not ANY:
+            got = body.get("temperature") if isinstance(body, dict) else None
+            if got != temperature:
+                return f"temperature {got!r} sent, expected {temperature!r}"
+        return None
+
+    return check
+
+
 class LlmServer:
     """The server: a queue of scripted replies, then a default one, and a log of requests."""
 
@@ -212,6 +313,13 @@ class LlmServer:
         self._thread: threading.Thread | None = None
         self.require_auth = True
         self.enforce_strict = True  # refuse strict schemas the real APIs refuse (HTTP 400)
+        self.enforce_sampling = True  # refuse sampling parameters the real APIs refuse (400)
+        self._checks: list[Any] = []
+
+    def expect(self, *checks: Any) -> None:
+        """Refuse (HTTP 400, "test server: ...") every request one of `checks` finds wrong:
+        each is `check(path, body) -> problem or None`, e.g. `judge_checks(examples=2)`."""
+        self._checks.extend(checks)
 
     @property
     def url(self) -> str:
@@ -280,8 +388,15 @@ class LlmServer:
         with self._lock:
             self.requests.append(Received("POST", h.path, headers, body, time.monotonic()))
         problem = request_problem(h.path, body) if self.enforce_strict else None
+        if problem is None:
+            problem = next(
+                (f"test server: {p}" for p in (c(h.path, body) for c in self._checks) if p), None
+            )
+        refused = sampling_problem(h.path, headers, body) if self.enforce_sampling else None
         if problem is not None:
             reply = api_error(400, "invalid_request_error", problem)
+        elif refused is not None:
+            reply = refused
         elif h.path.rstrip("/").endswith("/v1/messages"):
             has_key = headers.get("x-api-key") or headers.get("authorization", "").startswith(
                 "Bearer "

@@ -214,9 +214,9 @@ def test_rate_limited_with_retry_after_then_success(judge: Judge) -> None:
     first, second = judge.server.requests
     assert second.at - first.at >= 0.99  # retry-after honoured
     assert 1.0 <= elapsed < 30
-    assert [e for e, _ in judge.events] == ["judge_start", "judge_retry"]
-    assert judge.events[0][1]["model"]
-    assert judge.events[1][1]["status"] == 429
+    assert [e for e, _ in judge.events] == ["judge_request", "judge_start", "judge_retry"]
+    assert judge.events[1][1]["model"]
+    assert judge.events[2][1]["status"] == 429
 
 
 def test_rate_limited_forever_gives_up_after_bounded_attempts(judge: Judge) -> None:

@@ -33,6 +33,7 @@ class Call:
     max_output_chars: int
     schema: Mapping[str, Any]
     enum: tuple[str, ...]
+    temperature: float | None = None  # None: not sent (claude://)
 
 
 def interpret(call: Call, reply: JudgeReply) -> Sample:
@@ -46,6 +47,8 @@ def interpret(call: Call, reply: JudgeReply) -> Sample:
         "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
         "attempts": reply.attempts,
     }
+    if reply.extra.get("temperature_dropped"):
+        base["temperature_dropped"] = True  # the model refused our temperature; sent without
     if reply.cost_usd is not None:
         base["cost_usd"], base["cost_known"] = reply.cost_usd, True
     else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple, TypeVar
 
-from ..model import DEFAULT_VERDICTS, UNCERTAIN_SUFFIX, Direction, Evaluate, Scalar
+from ..model import DEFAULT_VERDICTS, UNCERTAIN_SUFFIX, Direction, Evaluate, Example, Scalar
 
 
 class ExitCode(NamedTuple):
@@ -68,6 +68,12 @@ class LlmStructured(NamedTuple):
     fail_open: bool
     prior_reason: bool
     samples: int
+    judge: str | None
+    rubric_file: str | None
+    examples: tuple[Example, ...]
+    temperature: float | None
+    models: tuple[str, ...]
+    reference: str | None
 
 
 _Config = TypeVar("_Config", bound=tuple[Any, ...])

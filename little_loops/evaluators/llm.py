@@ -28,14 +28,9 @@ from .answer import Call, error, interpret
 from .cache import Cassette, VerdictCache, key_of, thaw
 from .configs import judge_verdicts
 from .contract import EvalInput
-from .judge_input import (
-    JSON_INSTRUCTION,
-    SYSTEM_PROMPT,
-    TOOL_INSTRUCTION,
-    build_user_message,
-    render_prompt,
-)
-from .votes import Sample, aggregate
+from .judge_input import render_prompt
+from .question import Question, question, temperature_of
+from .votes import Sample, aggregate, panel
 
 if TYPE_CHECKING:
     from ..providers import JudgeRequest, Provider, ProviderError, RetryPolicy
@@ -102,8 +97,9 @@ class JudgeSession:
         prompt = render_prompt(spec.prompt or DEFAULT_JUDGE_PROMPT, inp.resolve, max_chars)
         text = inp.resolve(spec.source) if spec.source is not None else inp.text
         stderr = "" if spec.source is not None else inp.stderr
+        reference = inp.resolve(spec.reference) if spec.reference is not None else None
         try:
-            return self._judge(spec, inp, prompt, text, stderr, started)
+            return self._judge(spec, inp, prompt, text, stderr, reference, started)
         except Exception as exc:  # the judge must never crash the loop
             return self._finish(
                 spec,
@@ -117,68 +113,49 @@ class JudgeSession:
             )
 
     def _judge(
-        self, spec: Evaluate, inp: EvalInput, prompt: str, text: str, stderr: str, started: float
+        self,
+        spec: Evaluate,
+        inp: EvalInput,
+        prompt: str,
+        text: str,
+        stderr: str,
+        reference: str | None,
+        started: float,
     ) -> Verdict:
         try:
-            call = self._resolve(spec)
+            calls = [self._resolve(spec, model) for model in (spec.models or (None,))]
         except ValueError as exc:
             return self._finish(
                 spec, inp, error(str(exc), config_error=True), started, cached=False
             )
         prior = inp.prior_reason if spec.prior_reason else None
-        user = build_user_message(prompt, text, stderr, call.max_output_chars, prior)
-        system = SYSTEM_PROMPT + (
-            TOOL_INSTRUCTION
-            if call.provider in ("anthropic", "claude")
-            else JSON_INSTRUCTION.format(schema=_dumps(call.schema))
-        )
-        # The request key names the question (cassettes use it per sample); the cache key
-        # adds what turns answers into a verdict, so tuning min_confidence needs no re-record.
-        request_key = key_of(
-            {
-                "provider": call.provider,
-                "model": call.target,
-                "endpoint": call.endpoint,
-                "system": system,
-                "user": user,
-                "schema": call.schema,
-                "max_tokens": call.max_tokens,
-            }
-        )
+        asks = [question(c, spec, prompt, text, stderr, prior, reference) for c in calls]
+        # Each question's key names it (cassettes use it per sample); the cache key adds what
+        # turns answers into a verdict, so tuning min_confidence needs no re-record.
         key = key_of(
             {
-                "request": request_key,
+                "request": asks[0].key if len(asks) == 1 else [a.key for a in asks],
                 "samples": spec.samples,
-                "min_confidence": call.min_confidence,
+                "min_confidence": calls[0].min_confidence,
                 "uncertain_suffix": spec.uncertain_suffix,
             }
         )
+        hit = None
         if self._cache is not None and self._replay is None:
             hit = self._cache.get(key)
-            if hit is not None:
-                details = {**hit[1], "cached": True, "cost_usd": 0.0}
-                details["latency_ms"] = _ms(started)
-                return Verdict(hit[0], details)
-        from ..providers import JudgeRequest
-
+        for ask in asks:  # what was asked, for `ll judge explain` (redacted like every event)
+            self.emit(ask.asked(cached=hit is not None))
+        if hit is not None:
+            details = {**hit[1], "cached": True, "cost_usd": 0.0}
+            details["latency_ms"] = _ms(started)
+            return Verdict(hit[0], details)
         # Listeners show a spinner or a heartbeat while the model thinks; a cache hit is instant.
-        self.emit(JudgeStart(model=call.model, samples=max(1, spec.samples)))
-        request = JudgeRequest(
-            model=call.target,
-            system=system,
-            user=user,
-            schema=call.schema,
-            max_tokens=call.max_tokens,
-            timeout=call.timeout,
-            deadline=inp.deadline,
+        self.emit(JudgeStart(model=", ".join(c.model for c in calls), samples=max(1, spec.samples)))
+        votes = [self._ask_all(ask, spec, inp, prompt) for ask in asks]
+        sample = (
+            votes[0] if not spec.models else panel(votes, [c.model for c in calls], calls[0].enum)
         )
-        samples = [
-            self._sample(
-                call, request, key_of({"key": request_key, "sample": i}), inp.state, prompt, i
-            )
-            for i in range(max(1, spec.samples))
-        ]
-        verdict = self._finish(spec, inp, aggregate(samples, call.enum), started, cached=False)
+        verdict = self._finish(spec, inp, sample, started, cached=False)
         if (
             self._cache is not None
             and self._replay is None
@@ -188,11 +165,38 @@ class JudgeSession:
             self._cache.put(key, verdict.verdict, verdict.details)
         return verdict
 
-    def _resolve(self, spec: Evaluate) -> Call:
+    def _ask_all(self, ask: Question, spec: Evaluate, inp: EvalInput, prompt: str) -> Sample:
+        """Every sample of one model's question, and their majority."""
+        from ..providers import JudgeRequest
+
+        call = ask.call
+        request = JudgeRequest(
+            model=call.target,
+            system=ask.system,
+            user=ask.user,
+            schema=call.schema,
+            max_tokens=call.max_tokens,
+            timeout=call.timeout,
+            deadline=inp.deadline,
+            temperature=call.temperature,
+        )
+        samples = [
+            self._sample(call, request, key_of({"key": ask.key, "sample": i}), inp.state, prompt, i)
+            for i in range(max(1, spec.samples))
+        ]
+        return aggregate(samples, call.enum)
+
+    def _resolve(self, spec: Evaluate, panel_model: str | None = None) -> Call:
         from ..providers import ollama_target, split_model
 
         llm = self.settings.llm
-        model = spec.model or llm.model or self.settings.model_override or DEFAULT_JUDGE_MODEL
+        model = (
+            panel_model
+            or spec.model
+            or llm.model
+            or self.settings.model_override
+            or DEFAULT_JUDGE_MODEL
+        )
         provider, target = split_model(model)
         endpoint = ""
         if provider == "ollama":
@@ -214,6 +218,7 @@ class JudgeSession:
             ),
             schema=schema,
             enum=judge_verdicts(spec),
+            temperature=temperature_of(spec, provider),
         )
 
     def _sample(
@@ -254,6 +259,7 @@ class JudgeSession:
                         "user_sha256": key_of({"user": request.user}),
                         "user_chars": len(request.user),
                         "max_tokens": call.max_tokens,
+                        "temperature": call.temperature,
                     },
                     "response": {"verdict": sample.verdict, "details": sample.details},
                 }
@@ -368,12 +374,6 @@ def evaluate(spec: Evaluate, inp: EvalInput) -> Verdict:
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def _dumps(value: object) -> str:
-    import json
-
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def _short(text: str, limit: int = 60) -> str:

@@ -23,10 +23,11 @@ def judge_models(loop: Loop, model_override: str | None) -> set[str]:
     resolves it: the state's `model`, the loop's `llm.model`, the override, the default."""
     fallback = loop.llm.model or model_override or DEFAULT_JUDGE_MODEL
     return {
-        spec.model or fallback
+        model
         for state in loop.states.values()
         for spec in _evaluators(state.evaluate)
         if spec.type == "llm_structured"
+        for model in (spec.models or (spec.model or fallback,))
     }
 
 

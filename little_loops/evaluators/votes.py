@@ -61,3 +61,25 @@ def aggregate(samples: list[Sample], enum: tuple[str, ...]) -> Sample:
         mean = sum(float(s.details.get("confidence", 0.0)) for s in majority) / len(majority)
         first["confidence"] = round(agreement * mean, 6)
     return Sample(winner, first)
+
+
+def panel(votes: list[Sample], models: list[str], enum: tuple[str, ...]) -> Sample:
+    """A panel's verdict: each model's answer (its own majority with `samples`) is one vote,
+    counted like samples; `details.panel` lists every model's verdict."""
+    result = aggregate(votes, enum)
+    details = dict(result.details)
+    details.pop("samples", None)  # the votes are listed per model below
+    details["panel"] = [
+        {
+            "model": model,
+            "verdict": vote.verdict,
+            "confidence": vote.details.get("confidence", 0.0),
+            "reason": vote.details.get("reason", ""),
+            "cost_usd": vote.details.get("cost_usd", 0.0),
+            **({"error": vote.details["error"]} if "error" in vote.details else {}),
+        }
+        for model, vote in zip(models, votes, strict=True)
+    ]
+    if len(votes) == 1:
+        details["agreement"] = 1.0
+    return Sample(result.verdict, details)

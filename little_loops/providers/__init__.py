@@ -29,6 +29,7 @@ class JudgeRequest:
     max_tokens: int
     timeout: float  # wall budget for this request, retries and waits included
     deadline: float | None = None  # time.monotonic() when the loop's `timeout` runs out
+    temperature: float | None = None  # None: the provider's default (claude:// takes none)
 
 
 @dataclass(frozen=True)

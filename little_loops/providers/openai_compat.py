@@ -48,6 +48,7 @@ class OpenAICompatProvider:
         self._api_key = api_key
         self._policy = policy
         self._on_retry = on_retry
+        self._fixed_temperature: set[str] = set()  # models that refused our temperature
 
     def complete(self, request: JudgeRequest) -> JudgeReply:
         if self._api_key is None and self._url.startswith(DEFAULT_OPENAI_BASE_URL):
@@ -57,29 +58,48 @@ class OpenAICompatProvider:
                 flags={"no_api_key": True},
             )
         until = time.monotonic() + request.timeout  # the schema transform's wait counts too
-        payload = json.dumps(
-            {
-                "model": request.model,
-                "max_tokens": request.max_tokens,
-                "messages": [
-                    {"role": "system", "content": request.system},
-                    {"role": "user", "content": request.user},
-                ],
-                "response_format": {
-                    "type": "json_schema",
-                    "json_schema": {
-                        "name": "evaluate",
-                        "strict": True,
-                        "schema": before_deadline(
-                            lambda: strict_schema(request.schema, openai_schema),
-                            request.deadline,
-                            "loading the Anthropic SDK for the schema transform",
-                            budget=request.timeout,
-                        ),
-                    },
+        body: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": request.max_tokens,
+            "messages": [
+                {"role": "system", "content": request.system},
+                {"role": "user", "content": request.user},
+            ],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "evaluate",
+                    "strict": True,
+                    "schema": before_deadline(
+                        lambda: strict_schema(request.schema, openai_schema),
+                        request.deadline,
+                        "loading the Anthropic SDK for the schema transform",
+                        budget=request.timeout,
+                    ),
                 },
-            }
-        ).encode()
+            },
+        }
+        send_temperature = (
+            request.temperature is not None and request.model not in self._fixed_temperature
+        )
+        if send_temperature:
+            body["temperature"] = request.temperature
+        try:
+            return self._send(body, request, until)
+        except ProviderError as err:
+            if not (send_temperature and _refuses_temperature(err)):
+                raise
+        # Some models (OpenAI's reasoning models) take only their own temperature: ask again
+        # without one, once, and never send one to this model again in this run.
+        self._fixed_temperature.add(request.model)
+        del body["temperature"]
+        reply = self._send(body, request, until)
+        return JudgeReply(
+            **{**reply.__dict__, "extra": {**reply.extra, "temperature_dropped": True}}
+        )
+
+    def _send(self, body: dict[str, Any], request: JudgeRequest, until: float) -> JudgeReply:
+        payload = json.dumps(body).encode()
         return with_retries(
             lambda remaining: self._attempt(payload, request, remaining),
             budget=request.timeout,
@@ -128,6 +148,11 @@ class OpenAICompatProvider:
 
     def close(self) -> None:
         """Nothing to close: every request opens and closes its own connection."""
+
+
+def _refuses_temperature(err: ProviderError) -> bool:
+    """A 400 that names the temperature: the model takes no (or only its own) temperature."""
+    return err.flags.get("status") == 400 and "temperature" in err.message
 
 
 def parse_chat(body_text: str) -> JudgeReply:

@@ -1,0 +1,106 @@
+"""What one judge model is asked: the system prompt and user message for a resolved call,
+the key that names the question (cache and cassette), and its record for `ll judge explain`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ..events import JudgeAsked
+from ..model import Evaluate
+from .answer import Call
+from .cache import key_of
+from .judge_input import JSON_INSTRUCTION, SYSTEM_PROMPT, TOOL_INSTRUCTION, build_user_message
+
+# Sampling temperature when the judge sets none: 0 (the same output gets the same verdict);
+# with `samples` above 1, 1.0, so the samples can differ and the vote means something.
+DEFAULT_TEMPERATURE = 0.0
+SAMPLING_TEMPERATURE = 1.0
+# Judges that take no temperature: the Anthropic Messages API version current SDKs speak
+# (2026-10-21) refuses sampling parameters with a 400, even 1.0, and the claude CLI has no
+# such flag. Their answers are made repeatable by the cache and cassettes instead.
+NO_TEMPERATURE = {
+    "anthropic": "the Anthropic API refuses sampling parameters",
+    "claude": "the claude CLI takes none",
+}
+
+
+def temperature_of(spec: Evaluate, provider: str) -> float | None:
+    """The temperature sent to the judge; None when its provider takes none."""
+    if provider in NO_TEMPERATURE:
+        return None
+    if spec.temperature is not None:
+        return spec.temperature
+    return SAMPLING_TEMPERATURE if spec.samples > 1 else DEFAULT_TEMPERATURE
+
+
+@dataclass(frozen=True)
+class Question:
+    """One model's question: the texts sent, and the key naming them."""
+
+    call: Call
+    system: str
+    user: str
+    key: str  # sha256 of everything that can change the answer (not min_confidence)
+    examples: int
+
+    def asked(self, *, cached: bool) -> JudgeAsked:
+        """The `judge_request` event (step and state are filled in by the runner)."""
+        call = self.call
+        size = len(self.system) + len(self.user) + len(_dumps(call.schema))
+        return JudgeAsked(
+            model=call.model,
+            provider=call.provider,
+            temperature=call.temperature,
+            max_tokens=call.max_tokens,
+            system=self.system,
+            user=self.user,
+            schema=call.schema,
+            examples=self.examples,
+            est_input_tokens=-(-size // 4),
+            cached=cached,
+        )
+
+
+def question(
+    call: Call,
+    spec: Evaluate,
+    prompt: str,
+    stdout: str,
+    stderr: str,
+    prior: str | None,
+    reference: str | None,
+) -> Question:
+    """The question `call`'s model is asked about one output."""
+    user = build_user_message(
+        prompt,
+        stdout,
+        stderr,
+        call.max_output_chars,
+        prior,
+        examples=spec.examples,
+        reference=reference,
+    )
+    system = SYSTEM_PROMPT + (
+        TOOL_INSTRUCTION
+        if call.provider in ("anthropic", "claude")
+        else JSON_INSTRUCTION.format(schema=json.dumps(call.schema, separators=(",", ":")))
+    )
+    key = key_of(
+        {
+            "provider": call.provider,
+            "model": call.target,
+            "endpoint": call.endpoint,
+            "system": system,
+            "user": user,
+            "schema": call.schema,
+            "max_tokens": call.max_tokens,
+            "temperature": call.temperature,
+        }
+    )
+    return Question(call, system, user, key, len(spec.examples))  # schema order kept: reason first
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
