@@ -18,6 +18,7 @@ from .events import Listener
 from .gate import Terminated
 from .model import Loop, State, Verdict
 from .progress import Progress, RunOptions
+from .questions import Suspended
 from .secrets import Redactor
 from .session import RunSession
 from .steps import Finish, StepPipeline, StepResult, output_record
@@ -193,6 +194,8 @@ class ChildCalls:
             ),
         )
         result = runner.run()
+        if result.outcome == "suspended":  # its questions wait, and so does the parent
+            raise Suspended(runner.progress.pending)
         if result.outcome == "interrupted":  # the parent stops with it, and resumes it
             raise Terminated() if result.exit_code == EXIT_TERMINATED else KeyboardInterrupt()
         return ChildEnd(
