@@ -145,8 +145,7 @@ class AskCalls:
             value = str(answer.get("answer", ""))
             if state.choices and value not in state.choices:
                 raise LoopError(
-                    f"'{value}' is not an answer to {qid}: choose one of "
-                    f"{', '.join(state.choices)}"
+                    f"'{value}' is not an answer to {qid}: choose one of {', '.join(state.choices)}"
                 )
             note = answer.get("note")
             by = answer.get("by")

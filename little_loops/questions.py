@@ -70,8 +70,10 @@ def new_question(
 
 
 def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
+    return (
+        datetime.fromtimestamp(epoch, timezone.utc)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
     )
 
 
@@ -233,4 +235,3 @@ def answer_record(
     qid: str, value: str, *, note: str | None, by: str | None, via: str, now: float
 ) -> dict[str, Any]:
     return {"id": qid, "answer": value, "note": note, "by": by, "via": via, "at": iso(now)}
-
