@@ -80,7 +80,7 @@ class AskCalls:
                 )
             )
             self.session.persist(p)
-        answer = self._find_answer(question, "/".join(path))
+        answer = self._find_answer(question, state.name)
         if answer is None and not qs.expired(question, self._now()):
             prompt_hook = self.options.prompt
             if prompt_hook is not None:
@@ -94,7 +94,7 @@ class AskCalls:
         redactor = self.session.redactor
         return redactor.text(text) if redactor else text
 
-    def _find_answer(self, question: dict[str, Any], path: str) -> dict[str, Any] | None:
+    def _find_answer(self, question: dict[str, Any], state_name: str) -> dict[str, Any] | None:
         qid = str(question["id"])
         root = qs.tree_root(self.run_dir.root)
         found = qs.take_answer(root, qid)
@@ -107,8 +107,7 @@ class AskCalls:
             if qs.matches(pattern, qid):
                 by = qs.default_by(self.env)
                 return qs.answer_record(qid, value, note=None, by=by, via="preset", now=self._now())
-        stub = getattr(self.steps.actions, "stub_answer", None)
-        simulated = stub(path) if callable(stub) else None
+        simulated = self.steps.actions.stub_answer(state_name)
         if simulated is not None:
             self.session.clock.sleep(float(simulated.get("duration_ms") or 0) / 1000.0)
             if qs.expired(question, self._now()):

@@ -141,6 +141,8 @@ class ChildCalls:
             progress = Progress.from_dict(RunDir(root).read_state())
             progress.path = History.from_file(root / "events.jsonl").path_upto(progress.step)
             progress.status = "running"
+            # Where this tree runs now (its run directory may have moved to another checkout).
+            progress.options = {**progress.options, "cwd": str(child.cwd(self.options.base_dir))}
         shown = self.redactor.obj(values) if self.redactor else values
         self.session.emit(
             ev.ChildStart(

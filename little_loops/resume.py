@@ -53,6 +53,7 @@ def prepare_resume(
             f"stop it first with 'll stop {progress.run_id}'",
             exit_code=EXIT_RUN_ERROR,
         )
+    _relocate(progress, base)
     path = Path(progress.loop_file)
     loop = load(path)
     if loop.source_sha256 != progress.loop_sha256 and not force:
@@ -83,6 +84,27 @@ def prepare_resume(
     )
     progress.status = "running"
     return loop, options, progress, run_dir
+
+
+def _relocate(progress: Progress, base: Path) -> None:
+    """A run directory copied into another checkout (a CI artifact, a fresh clone): the
+    paths recorded under the old base directory are taken under the new one."""
+    saved = progress.options
+    old = saved.get("base_dir")
+    new = base.resolve()
+    if not isinstance(old, str) or Path(old) == new:
+        return
+
+    def moved(recorded: str) -> str:
+        try:
+            return str(new / Path(recorded).relative_to(old))
+        except ValueError:  # outside the old base: kept as it was
+            return recorded
+
+    progress.loop_file = moved(progress.loop_file)
+    if isinstance(saved.get("cwd"), str):
+        saved["cwd"] = moved(saved["cwd"])
+    saved["base_dir"] = str(new)
 
 
 def _require_secrets(run_id: str, given: list[str], overrides: Mapping[str, str]) -> None:

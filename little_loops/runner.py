@@ -113,6 +113,7 @@ class Runner(ChildCalls, AskCalls):
                 current=loop.initial,
                 options={
                     "cwd": str(loop.cwd(o.base_dir)),
+                    "base_dir": str(o.base_dir.resolve()),  # a resume elsewhere maps paths by it
                     "overrides": {
                         k: v for k, v in o.overrides.items() if k not in set(loop.secrets)
                     },
