@@ -74,7 +74,8 @@ def run_root(cwd: Path) -> Path:
 
 
 def state(root: Path) -> dict[str, Any]:
-    return json.loads((root / "state.json").read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads((root / "state.json").read_text(encoding="utf-8"))
+    return data
 
 
 def events(root: Path) -> list[dict[str, Any]]:
@@ -108,9 +109,12 @@ def test_validate_reports_ask_mistakes_at_their_line(tmp_path: Path) -> None:
     lines = out.stdout.splitlines() + out.stderr.splitlines()
     text = "\n".join(lines)
     assert "bad.yaml:4:3: error: state 'approve' can give verdict 'reject'" in text
-    assert "bad.yaml:6:" in text and "offers the choice 'timeout'" in text
-    assert "bad.yaml:7:" in text and "asks a question, so it cannot have 'action'" in text
-    assert "bad.yaml:10:" in text and "has 'choices' but no 'ask'" in text
+    assert "bad.yaml:6:" in text
+    assert "offers the choice 'timeout'" in text
+    assert "bad.yaml:7:" in text
+    assert "asks a question, so it cannot have 'action'" in text
+    assert "bad.yaml:10:" in text
+    assert "has 'choices' but no 'ask'" in text
     assert "Traceback" not in text
 
 
@@ -131,18 +135,22 @@ def test_a_question_suspends_the_run_and_resume_answers_it(tmp_path: Path) -> No
     root = run_root(tmp_path)
     run_id = root.name
     assert (
-        f"ll: suspended at 'approve' (step 2): Release 1.4.0 passed all checks. Ship it?\n"
+        "ll: suspended at 'approve' (step 2): Release 1.4.0 passed all checks. Ship it?\n"
         in out.stderr
     )
     assert f"    answer: ll resume {run_id} --answer approve|reject [--note TEXT]\n" in out.stderr
     data = state(root)
-    assert data["status"] == "suspended" and data["exit_code"] == 6
+    assert data["status"] == "suspended"
+    assert data["exit_code"] == 6
     (question,) = data["pending"]
-    assert question["id"] == "approve@2" and question["choices"] == ["approve", "reject"]
+    assert question["id"] == "approve@2"
+    assert question["choices"] == ["approve", "reject"]
     names = [e["event"] for e in events(root)]
-    assert "ask" in names and names[-2:] == ["loop_suspended", "loop_complete"]
+    assert "ask" in names
+    assert names[-2:] == ["loop_suspended", "loop_complete"]
     suspended = next(e for e in events(root) if e["event"] == "loop_suspended")
-    assert suspended["pending"] == ["approve@2"] and suspended["exit_code"] == 6
+    assert suspended["pending"] == ["approve@2"]
+    assert suspended["exit_code"] == 6
 
     listing = ll("list", cwd=tmp_path)
     assert "suspended (1 question)" in listing.stdout
@@ -162,9 +170,13 @@ def test_a_question_suspends_the_run_and_resume_answers_it(tmp_path: Path) -> No
     assert done.returncode == 0, done.stdout + done.stderr
     assert "shipping by alice - canary ok" in done.stdout
     answer = next(e for e in events(root) if e["event"] == "answer")
-    assert answer["question_id"] == "approve@2" and answer["answer"] == "approve"
-    assert answer["by"] == "alice" and answer["via"] == "resume" and answer["note"] == "canary ok"
-    assert state(root)["pending"] == [] and state(root)["status"] == "finished"
+    assert answer["question_id"] == "approve@2"
+    assert answer["answer"] == "approve"
+    assert answer["by"] == "alice"
+    assert answer["via"] == "resume"
+    assert answer["note"] == "canary ok"
+    assert state(root)["pending"] == []
+    assert state(root)["status"] == "finished"
 
 
 def test_an_answer_is_used_once(tmp_path: Path) -> None:
@@ -178,7 +190,8 @@ def test_an_answer_is_used_once(tmp_path: Path) -> None:
     assert [q["id"] for q in state(run_root(tmp_path))["pending"]] == ["approve@4"]
     # resuming without an answer asks again and changes nothing
     same = ll("resume", run_id, cwd=tmp_path)
-    assert same.returncode == 6 and "(step 4)" in same.stderr
+    assert same.returncode == 6
+    assert "(step 4)" in same.stderr
     assert ll("resume", run_id, "--answer", "approve=approve", cwd=tmp_path).returncode == 0
 
 
@@ -196,9 +209,11 @@ def test_answer_records_for_a_suspended_run_and_refuses_bad_ids(tmp_path: Path) 
     assert f"continue it with: ll resume {run_id}" in given.stdout
     assert state(run_root(tmp_path))["status"] == "suspended"
     done = ll("resume", run_id, cwd=tmp_path, env={"USER": "bob"})
-    assert done.returncode == 0 and "shipping by tester - fine" in done.stdout
+    assert done.returncode == 0
+    assert "shipping by tester - fine" in done.stdout
     finished = ll("answer", run_id, "approve", cwd=tmp_path)
-    assert finished.returncode == 2 and "already finished" in finished.stderr
+    assert finished.returncode == 2
+    assert "already finished" in finished.stderr
 
 
 def test_an_expired_question_takes_the_timeout_route_and_refuses_late_answers(
@@ -216,7 +231,8 @@ def test_an_expired_question_takes_the_timeout_route_and_refuses_late_answers(
     assert out.returncode == 1, out.stdout + out.stderr
     assert "abandon" in out.stdout
     verdicts = [e for e in events(run_root(tmp_path)) if e["event"] == "evaluate"]
-    assert verdicts[-1]["type"] == "ask" and verdicts[-1]["verdict"] == "timeout"
+    assert verdicts[-1]["type"] == "ask"
+    assert verdicts[-1]["verdict"] == "timeout"
 
 
 def test_presets_answer_every_matching_question(tmp_path: Path) -> None:
@@ -224,11 +240,14 @@ def test_presets_answer_every_matching_question(tmp_path: Path) -> None:
     out = ll("run", "release.yaml", "--answer", "approve=approve", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     answer = next(e for e in events(run_root(tmp_path)) if e["event"] == "answer")
-    assert answer["via"] == "preset" and answer["by"] == "tester"
+    assert answer["via"] == "preset"
+    assert answer["by"] == "tester"
     bad = ll("run", "release.yaml", "--answer", "approve=yes", cwd=tmp_path)
-    assert bad.returncode == 2 and "'yes' is not an answer to 'approve'" in bad.stderr
+    assert bad.returncode == 2
+    assert "'yes' is not an answer to 'approve'" in bad.stderr
     nobody = ll("run", "release.yaml", "--answer", "deploy=yes", cwd=tmp_path)
-    assert nobody.returncode == 2 and "no ask state 'deploy'" in nobody.stderr
+    assert nobody.returncode == 2
+    assert "no ask state 'deploy'" in nobody.stderr
 
 
 def test_by_defaults_to_ll_user_then_github_actor_then_user(tmp_path: Path) -> None:
@@ -395,7 +414,9 @@ def test_github_output_and_junit_say_suspended_not_failed(tmp_path: Path) -> Non
         "pending=approve@2",
     ]
     xml = (tmp_path / "report.xml").read_text()
-    assert 'failures="0"' in xml and 'errors="0"' in xml and "suspended" in xml
+    assert 'failures="0"' in xml
+    assert 'errors="0"' in xml
+    assert "suspended" in xml
     ll("resume", run_id, "--answer", "approve", cwd=tmp_path, env={"GITHUB_OUTPUT": str(outputs)})
     assert outputs.read_text().splitlines()[-3:] == [
         "exit_code=0",
