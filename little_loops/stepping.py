@@ -88,10 +88,16 @@ class Rig:
                 shown = f"{state.action}    # cannot interpolate yet: {exc.message}"
             shown = shown.rstrip("\n").replace("\n", "\n" + " " * 6)  # a script, indented
             head += f"  {state.action_type}: {shown}"
+        if state.ask is not None:
+            head += f"  ask: {state.ask}"
         if state.terminal:
             return f"{head}\n      terminal: the run ends with outcome '{state.outcome}'\n"
         routes = []
-        verdicts = possible_verdicts(state.evaluate, action_type=state.action_type)
+        verdicts = (
+            state.ask_verdicts()
+            if state.is_ask
+            else possible_verdicts(state.evaluate, action_type=state.action_type)
+        )
         for verdict in sorted(verdicts):
             decision = router.route(loop, state, verdict)
             if decision is None:
