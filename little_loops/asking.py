@@ -15,6 +15,7 @@ from typing import Any
 from . import events as ev
 from . import questions as qs
 from .errors import EXIT_SUSPENDED, LoopError
+from .gate import GATE
 from .model import Loop, State, Verdict
 from .progress import Progress, RunOptions, RunResult
 from .questions import Suspended
@@ -73,7 +74,7 @@ class AskCalls:
                     step=step,
                     state=state.name,
                     question_id=qid,
-                    prompt=self.redactor_text(prompt),
+                    prompt=self._redacted(prompt),
                     choices=state.choices,
                     asked_at=question["asked_at"],
                     expires_at=question["expires_at"],
@@ -85,12 +86,14 @@ class AskCalls:
             prompt_hook = self.options.prompt
             if prompt_hook is not None:
                 root = qs.tree_root(self.run_dir.root)
-                answer = prompt_hook(question, lambda: self._poll(question, root))
+                self.session.flush()  # the question is in the log before anyone reads it
+                with GATE.interruptible():  # Ctrl-C at the prompt stops the run (resumable)
+                    answer = prompt_hook(question, lambda: self._poll(question, root))
         if answer is None and not qs.expired(question, self._now()):
             raise Suspended([question])
         return self._answered(step, state, question, answer)
 
-    def redactor_text(self, text: str) -> str:
+    def _redacted(self, text: str) -> str:
         redactor = self.session.redactor
         return redactor.text(text) if redactor else text
 

@@ -142,7 +142,7 @@ def record_answers(
     """Each `[ID=]VALUE` bound to exactly one pending question and written for the run to
     take; every answer is checked before any is written (exit 2 and nothing recorded)."""
     run_id = str(state.get("run_id") or run_dir.run_id)
-    pending = [q for q in state.get("pending") or [] if isinstance(q, dict)]
+    pending = qs.tree_pending(run_dir.root, state)
     now = time.time()
     who = by or qs.default_by(os.environ)
     records: list[dict[str, Any]] = []
@@ -214,7 +214,8 @@ def answer(run_id: str, answer: str, note: str | None, by: str | None) -> None:
             exit_code=EXIT_USAGE,
         )
     root = qs.tree_root(run_dir.root)
-    earlier = [q for q in state.get("pending") or [] if qs.waiting_answer(root, str(q.get("id")))]
+    pending = qs.tree_pending(run_dir.root, state)
+    earlier = [q for q in pending if qs.waiting_answer(root, str(q.get("id")))]
     (record,) = record_answers(run_dir, state, (answer,), note=note, by=by, via="answer")
     told = f"ll: recorded '{record['answer']}' for {record['id']} of run {run_dir.run_id}"
     if any(q.get("id") == record["id"] for q in earlier):

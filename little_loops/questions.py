@@ -235,3 +235,17 @@ def answer_record(
     qid: str, value: str, *, note: str | None, by: str | None, via: str, now: float
 ) -> dict[str, Any]:
     return {"id": qid, "answer": value, "note": note, "by": by, "via": via, "at": iso(now)}
+
+
+def tree_pending(root: Path, state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The questions waiting in a run and in its child runs (a live child's question is in
+    its own state.json until the tree suspends)."""
+    found = {str(q.get("id")): q for q in state.get("pending") or [] if isinstance(q, dict)}
+    for path in sorted(root.glob("sub/**/state.json")):
+        child = _read(path)
+        if child is None or child.get("status") == "finished":
+            continue
+        for q in child.get("pending") or []:
+            if isinstance(q, dict):
+                found.setdefault(str(q.get("id")), q)
+    return list(found.values())

@@ -14,6 +14,7 @@ from typing import Any
 from .errors import EXIT_RUN_ERROR, EXIT_SUSPENDED, EXIT_USAGE, LoopError
 from .events import Event
 from .history import History
+from .questions import tree_pending
 from .store import RunDir, find_run, list_runs, owner_alive
 
 
@@ -68,7 +69,7 @@ def info(run_dir: RunDir) -> RunInfo:
         cost_usd=float(state.get("cost_usd", 0.0)),
         pid=pid,
         error=error if isinstance(error := state.get("error"), str) else None,
-        pending=tuple(q for q in state.get("pending") or () if isinstance(q, dict)),
+        pending=tuple(tree_pending(run_dir.root, state)),
     )
 
 

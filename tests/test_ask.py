@@ -8,6 +8,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -506,3 +507,25 @@ def test_no_input_in_a_terminal_suspends_instead_of_asking(tmp_path: Path) -> No
     assert term.wait() == 6, term.seen
     assert b"answer approve@2>" not in term.seen
     assert b"ll: suspended at 'approve' (step 2)" in term.seen
+
+
+def test_ctrl_c_at_the_prompt_stops_the_run_and_the_question_stays(tmp_path: Path) -> None:
+    release(tmp_path)
+    term = Pty(["run", "release.yaml"], tmp_path)
+    term.expect("answer approve@2> ")
+    term.proc.send_signal(signal.SIGINT)
+    assert term.wait() == 130, term.seen
+    run_id = run_root(tmp_path).name
+    assert [q["id"] for q in state(run_root(tmp_path))["pending"]] == ["approve@2"]
+    assert ll("resume", run_id, "--answer", "approve", cwd=tmp_path).returncode == 0
+
+
+def test_ll_answer_reaches_a_child_question_waiting_at_the_prompt(tmp_path: Path) -> None:
+    write(tmp_path, "parent.yaml", PARENT)
+    write(tmp_path, "review.yaml", REVIEW)
+    term = Pty(["run", "parent.yaml"], tmp_path)
+    term.expect("answer reviews/security@1> ")
+    given = ll("answer", run_root(tmp_path).name, "reviews/security=approve", cwd=tmp_path)
+    assert given.returncode == 0, given.stderr
+    assert term.wait() == 0, term.seen
+    assert b"shipped" in term.seen
