@@ -529,3 +529,35 @@ def test_ll_answer_reaches_a_child_question_waiting_at_the_prompt(tmp_path: Path
     assert given.returncode == 0, given.stderr
     assert term.wait() == 0, term.seen
     assert b"shipped" in term.seen
+
+
+def test_under_ci_a_terminal_is_not_asked(tmp_path: Path) -> None:
+    release(tmp_path)
+    term = Pty(["run", "release.yaml"], tmp_path, env={"CI": "true"})
+    assert term.wait() == 6, term.seen
+    assert b"answer approve@2>" not in term.seen
+
+
+def test_free_text_questions_take_any_answer_as_the_output(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "notes.yaml",
+        """\
+        name: notes
+        initial: why
+        states:
+          why:
+            ask: "What changed?"
+            capture: why
+            next: show
+          show:
+            action: 'echo "${captured.why.output} (${captured.why.verdict})"'
+            next: done
+          done: {terminal: true}
+        """,
+    )
+    assert ll("run", "notes.yaml", cwd=tmp_path).returncode == 6
+    run_id = run_root(tmp_path).name
+    out = ll("resume", run_id, "--answer", "the cache key; see #12", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "the cache key; see #12 (success)" in out.stdout
