@@ -69,7 +69,7 @@ def info(run_dir: RunDir) -> RunInfo:
         cost_usd=float(state.get("cost_usd", 0.0)),
         pid=pid,
         error=error if isinstance(error := state.get("error"), str) else None,
-        pending=tuple(tree_pending(run_dir.root, state)),
+        pending=tuple(tree_pending(run_dir.root, state)) if status != "finished" else (),
     )
 
 

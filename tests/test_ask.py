@@ -561,3 +561,32 @@ def test_free_text_questions_take_any_answer_as_the_output(tmp_path: Path) -> No
     out = ll("resume", run_id, "--answer", "the cache key; see #12", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "the cache key; see #12 (success)" in out.stdout
+
+
+def test_with_two_questions_pending_a_bare_answer_is_refused_with_the_list(
+    tmp_path: Path,
+) -> None:
+    release(tmp_path)
+    ll("run", "release.yaml", cwd=tmp_path)
+    root = run_root(tmp_path)
+    data = state(root)
+    # a second question, as a fork's other branch would leave it
+    data["pending"].append({**data["pending"][0], "id": "other/approve@1"})
+    (root / "state.json").write_text(json.dumps(data), encoding="utf-8")
+    bare = ll("resume", root.name, "--answer", "approve", cwd=tmp_path)
+    assert bare.returncode == 2
+    assert (
+        f"run {root.name} has 2 pending questions: approve@2 (approve|reject), "
+        "other/approve@1 (approve|reject); say which one: --answer ID=VALUE"
+    ) in bare.stderr
+    aimed = ll("resume", root.name, "--answer", "approve=approve", cwd=tmp_path)
+    assert aimed.returncode == 0, aimed.stderr
+
+
+def test_a_question_expires_while_its_prompt_waits(tmp_path: Path) -> None:
+    release(tmp_path, timeout=1)
+    term = Pty(["run", "release.yaml"], tmp_path)
+    term.expect("answer approve@2> ")
+    assert term.wait() == 1, term.seen  # nobody typed: timeout -> abandon
+    verdicts = [e for e in events(run_root(tmp_path)) if e["event"] == "evaluate"]
+    assert verdicts[-1]["verdict"] == "timeout"
