@@ -3,7 +3,8 @@
 The runner never prints and never exits; it reports through events and returns a RunResult.
 What a run holds open (lock, run directory, event sink, clock) is its `RunSession`; one
 state's step (render, act, evaluate, retry) is the `StepPipeline`; everything a resumed run
-needs lives in `Progress`, written to state.json once per step.
+needs lives in `Progress`, written to state.json once per step. Just over 400 lines: the
+steps of other kinds already live beside it (`calls`: a child run, `asking`: a question).
 """
 
 from __future__ import annotations
