@@ -52,7 +52,12 @@ class AskCalls:
     def _dispatch(self, step: int, state: State) -> StepResult:
         """The step of `state`: its action's, its child run's (`loop:`), or its question's."""
         if state.is_loop:
-            return self._call(step, state)
+            result = self._call(step, state)
+            # The child's questions were answered (or dropped with it): none is ours any more.
+            inside = "/".join((*(self.parent.path if self.parent else ()), state.name)) + "/"
+            pending = self.progress.pending
+            self.progress.pending = [q for q in pending if not str(q.get("id")).startswith(inside)]
+            return result
         if state.is_ask:
             return self._ask(step, state)
         return self.steps.run(step, state)
@@ -100,7 +105,7 @@ class AskCalls:
     def _find_answer(self, question: dict[str, Any], state_name: str) -> dict[str, Any] | None:
         qid = str(question["id"])
         root = qs.tree_root(self.run_dir.root)
-        found = qs.take_answer(root, qid)
+        found = qs.take_answer(root, question)
         if found is not None:
             # Answered before it expired (the command line refuses later ones).
             at, expires = qs.epoch(found.get("at")), qs.epoch(question.get("expires_at"))
@@ -129,7 +134,7 @@ class AskCalls:
         if qs.expired(question, self._now()):
             return {"expired": True}
         if qs.waiting_answer(root, str(question["id"])):
-            return qs.take_answer(root, str(question["id"]))
+            return qs.take_answer(root, question)
         return None
 
     def _answered(
@@ -184,8 +189,7 @@ class AskCalls:
     def _suspend(self, pending: list[dict[str, Any]]) -> RunResult:
         """Nothing can go on without an answer: record the questions and end with exit 6."""
         p = self.progress
-        ids = {q.get("id") for q in pending}
-        p.pending = [q for q in p.pending if q.get("id") not in ids] + list(pending)
+        p.pending = list(pending)  # every question the tree below waits on, and no other
         p.status, p.outcome, p.exit_code = "suspended", "suspended", EXIT_SUSPENDED
         p.final_state = p.current
         shown = ", ".join(str(q.get("id")) for q in pending)

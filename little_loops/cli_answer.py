@@ -154,7 +154,18 @@ def record_answers(
         qid = str(question["id"])
         if any(r["id"] == qid for r in records):
             raise qs.AnswerError(f"two answers to {qid}; give one")
-        records.append(qs.answer_record(qid, value, note=note, by=who, via=via, now=now))
+        asked = question.get("asked_at")
+        records.append(
+            qs.answer_record(
+                qid,
+                value,
+                note=note,
+                by=who,
+                via=via,
+                now=now,
+                asked_at=asked if isinstance(asked, str) else None,
+            )
+        )
     for record in records:
         qs.write_answer(qs.tree_root(run_dir.root), record)
     return records

@@ -214,17 +214,24 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def take_answer(root: Path, qid: str) -> dict[str, Any] | None:
-    """The recorded answer to `qid`, moved to `answers/used/` (a second take finds it there:
-    the run was cut off after taking it and runs the step again)."""
+def take_answer(root: Path, question: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The recorded answer to `question`, moved to `answers/used/` (a second take finds it
+    there: the run was cut off after taking it and runs the step again). An answer recorded
+    for an earlier occurrence with the same id (a child run called again) is not this one's."""
     folder = root / ANSWERS
-    name = _file(qid)
+    name = _file(str(question["id"]))
     data = _read(folder / name)
-    if data is not None:
+    if data is not None and _for(data, question):
         (folder / USED).mkdir(exist_ok=True)
         os.replace(folder / name, folder / USED / name)
         return data
-    return _read(folder / USED / name)
+    used = _read(folder / USED / name)
+    return used if used is not None and _for(used, question) else None
+
+
+def _for(answer: Mapping[str, Any], question: Mapping[str, Any]) -> bool:
+    asked = answer.get("asked_at")
+    return asked is None or asked == question.get("asked_at")
 
 
 def waiting_answer(root: Path, qid: str) -> bool:
@@ -232,9 +239,14 @@ def waiting_answer(root: Path, qid: str) -> bool:
 
 
 def answer_record(
-    qid: str, value: str, *, note: str | None, by: str | None, via: str, now: float
-) -> dict[str, Any]:
-    return {"id": qid, "answer": value, "note": note, "by": by, "via": via, "at": iso(now)}
+    qid: str, value: str, *, note: str | None, by: str | None, via: str, now: float,
+    asked_at: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """An answer; `asked_at` ties it to one occurrence of the question."""
+    return {
+        "id": qid, "answer": value, "note": note, "by": by, "via": via, "at": iso(now),
+        "asked_at": asked_at,
+    }  # fmt: skip
 
 
 def tree_pending(root: Path, state: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -590,3 +590,36 @@ def test_a_question_expires_while_its_prompt_waits(tmp_path: Path) -> None:
     assert term.wait() == 1, term.seen  # nobody typed: timeout -> abandon
     verdicts = [e for e in events(run_root(tmp_path)) if e["event"] == "evaluate"]
     assert verdicts[-1]["verdict"] == "timeout"
+
+
+def test_a_child_called_again_asks_again_and_the_parent_keeps_no_stale_question(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "review.yaml", REVIEW)
+    write(
+        tmp_path,
+        "twice.yaml",
+        """\
+        name: twice
+        initial: reviews
+        states:
+          reviews:
+            loop: review.yaml
+            route: {approved: again, rejected: stop}
+          again:
+            action: test -f marker || { touch marker; exit 1; }
+            on_success: done
+            on_failure: reviews
+          stop: {terminal: true, outcome: failure}
+          done: {terminal: true}
+        """,
+    )
+    assert ll("run", "twice.yaml", cwd=tmp_path).returncode == 6
+    root = run_root(tmp_path)
+    second = ll("resume", root.name, "--answer", "approve", cwd=tmp_path)
+    assert second.returncode == 6, second.stdout + second.stderr  # the same question, again
+    assert [q["id"] for q in state(root)["pending"]] == ["reviews/security@1"]
+    assert "ll: suspended at 'reviews/security' (step 1)" in second.stderr
+    done = ll("resume", root.name, "--answer", "approve", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert state(root)["pending"] == []
