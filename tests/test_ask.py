@@ -623,3 +623,16 @@ def test_a_child_called_again_asks_again_and_the_parent_keeps_no_stale_question(
     done = ll("resume", root.name, "--answer", "approve", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert state(root)["pending"] == []
+
+
+def test_the_github_summary_shows_a_suspended_run_as_waiting(tmp_path: Path) -> None:
+    release(tmp_path)
+    summary = tmp_path / "summary.md"
+    out = ll(
+        "run", "release.yaml", cwd=tmp_path,
+        env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
+    )  # fmt: skip
+    assert out.returncode == 6
+    assert "### ⏸️ ll: release — suspended" in summary.read_text(encoding="utf-8")
+    assert "::notice " in out.stdout
+    assert "::error " not in out.stdout
