@@ -217,8 +217,10 @@ def dot(
     *,
     visits: Mapping[str, int] | None = None,
     taken: set[tuple[str, str]] | None = None,
+    children: Mapping[str, Loop] | None = None,
 ) -> str:
-    """A Graphviz `digraph` (render with `dot -Tsvg`); `visits`/`taken` overlay a run's path."""
+    """A Graphviz `digraph` (render with `dot -Tsvg`); `visits`/`taken` overlay a run's path;
+    `children` (a `loop:` state's name -> its child loop) are drawn as clusters."""
     pic = picture(loop, visits, taken)
     lines = [
         f"digraph {_dot_quote(pic.name)} {{",
@@ -248,8 +250,37 @@ def dot(
             attrs.append(_DOT_EDGES[edge.kind])
         suffix = f" [{', '.join(attrs)}]" if attrs else ""
         lines.append(f"    {edge.src} -> {edge.dst}{suffix};")
+    ids = {name: f"s{i}" for i, name in enumerate(loop.states)}
+    for name, child in (children or {}).items():
+        if name in ids:
+            lines.extend(_dot_cluster(ids[name], loop.states[name], child))
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _dot_cluster(caller: str, state: State, child: Loop) -> list[str]:
+    """A `loop:` state's child as a cluster (Graphviz draws a `cluster_` subgraph boxed),
+    tied to its caller by a dotted line."""
+    pic = picture(child, None, None)
+    box = f"{caller}_child"
+    lines = [
+        f"    subgraph cluster_{box} {{",
+        f"        label={_dot_quote(f'{state.name}: loop {state.loop}')};",
+        '        style="rounded,dashed"; color="#868e96";',
+    ]
+    for node in pic.nodes:
+        shape = f"label={_dot_quote(node.title)}, {_DOT_NODES[node.kind]}"
+        lines.append(f"        {box}_{node.id} [{shape}];")
+    for edge in pic.edges:
+        attrs = [f"label={_dot_quote(edge.label)}"] if edge.label else []
+        if _DOT_EDGES[edge.kind]:
+            attrs.append(_DOT_EDGES[edge.kind])
+        suffix = f" [{', '.join(attrs)}]" if attrs else ""
+        lines.append(f"        {box}_{edge.src} -> {box}_{edge.dst}{suffix};")
+    lines.append("    }")
+    first = f"{box}_{pic.nodes[0].id}" if pic.nodes else box
+    lines.append(f'    {caller} -> {first} [style=dotted, arrowhead=none, color="#868e96"];')
+    return lines
 
 
 # -- run overlay ----------------------------------------------------------------------------
@@ -292,5 +323,5 @@ def draw(loop: Loop, fmt: str = "mermaid", *, run_dir: Path | None = None) -> st
                 )
         visits, taken = history.overlay()
     if fmt == "dot":
-        return dot(loop, visits=visits, taken=taken)
+        return dot(loop, visits=visits, taken=taken, children=children_of(loop))
     return mermaid(loop, visits=visits, taken=taken, children=children_of(loop))

@@ -8,6 +8,7 @@ The steps live in their own modules: `source` (bytes, text), `composer` (YAML wi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,12 +25,25 @@ if TYPE_CHECKING:
     from .paradigms import Compiled
 
 
-def load(path: str | Path) -> Loop:
-    """The loop in `path`; raises LoadError carrying every diagnostic when it has an error."""
-    loop, diagnostics = try_load(path)
+def load(path: str | Path, *, follow: bool = True) -> Loop:
+    """The loop in `path`; raises LoadError carrying every diagnostic when it has an error.
+
+    `follow=False` does not load the files its `loop:` states call: a child about to run was
+    checked with the whole tree when its root was loaded, and each of its own children is
+    loaded when it is called, so a chain of D files is read D times, not D²/2.
+    """
+    token = _FOLLOW.set(follow)
+    try:
+        loop, diagnostics = try_load(path)
+    finally:
+        _FOLLOW.reset(token)
     if loop is None:
         raise LoadError(diagnostics)
     return loop
+
+
+# Whether loading follows `loop:` states into their files (see `load`); per thread.
+_FOLLOW: ContextVar[bool] = ContextVar("follow", default=True)
 
 
 def try_load(path: str | Path, *, digest: bool = True) -> tuple[Loop | None, list[Diagnostic]]:
@@ -139,7 +153,7 @@ def _from_document(
         route_entries=route_entries,
         tainted=tainted,
     )
-    if any(s.is_loop for s in loop.states.values()):
+    if _FOLLOW.get() and any(s.is_loop for s in loop.states.values()):
         from .children import follow
 
         found += follow(loop, file=file, locate=smap.value, load=_load_child, tainted=tainted)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .errors import EXIT_RUN_ERROR, EXIT_USAGE, LoopError
@@ -53,7 +53,7 @@ def prepare_resume(
             f"stop it first with 'll stop {progress.run_id}'",
             exit_code=EXIT_RUN_ERROR,
         )
-    _relocate(progress, base)
+    moved = _relocate(progress, base)
     path = Path(progress.loop_file)
     loop = load(path)
     if loop.source_sha256 != progress.loop_sha256 and not force:
@@ -63,6 +63,8 @@ def prepare_resume(
             "resume anyway with --force, or start a new run",
             exit_code=EXIT_RUN_ERROR,
         )
+    if not force:
+        _refuse_changed_children(run_dir, progress.run_id, moved)
     if progress.current not in loop.states:
         raise LoopError(
             f"run {progress.run_id} stopped at state '{progress.current}', which {path} no "
@@ -86,14 +88,15 @@ def prepare_resume(
     return loop, options, progress, run_dir
 
 
-def _relocate(progress: Progress, base: Path) -> None:
+def _relocate(progress: Progress, base: Path) -> Callable[[str], str]:
     """A run directory copied into another checkout (a CI artifact, a fresh clone): the
-    paths recorded under the old base directory are taken under the new one."""
+    paths recorded under the old base directory are taken under the new one; returns that
+    mapping, for the paths its child runs recorded."""
     saved = progress.options
     old = saved.get("base_dir")
     new = base.resolve()
     if not isinstance(old, str) or Path(old) == new:
-        return
+        return str
 
     def moved(recorded: str) -> str:
         try:
@@ -105,6 +108,42 @@ def _relocate(progress: Progress, base: Path) -> None:
     if isinstance(saved.get("cwd"), str):
         saved["cwd"] = moved(saved["cwd"])
     saved["base_dir"] = str(new)
+    return moved
+
+
+def _refuse_changed_children(
+    run_dir: RunDir, run_id: str, moved: Callable[[str], str] = str
+) -> None:
+    """A child run that had not finished picks up where it was, so its file must be the one
+    it started with, like the root's; a finished child is never run again and may differ."""
+    from .errors import LoopError as Problem
+    from .loader import load
+
+    for state_file in sorted(run_dir.root.glob("sub/**/state.json")):
+        child = RunDir(state_file.parent)
+        try:
+            data = child.read_state()
+        except Problem:
+            continue
+        if data.get("status") == "finished" or not data.get("loop_file"):
+            continue
+        path = Path(moved(data["loop_file"]))
+        try:
+            sha = load(path).source_sha256
+        except Problem as exc:
+            raise LoopError(
+                f"run {run_id} has a sub-loop run of {path} that cannot resume: {exc.message}; "
+                "restore the file, or start a new run",
+                exit_code=EXIT_RUN_ERROR,
+            ) from None
+        if sha != data.get("loop_sha256"):
+            where = state_file.parent.relative_to(run_dir.root)
+            raise LoopError(
+                f"{path} changed since its sub-loop run ({where}) in run {run_id} started "
+                f"({_change_summary(child, path, load(path))}); "
+                "resume anyway with --force, or start a new run",
+                exit_code=EXIT_RUN_ERROR,
+            )
 
 
 def _require_secrets(run_id: str, given: list[str], overrides: Mapping[str, str]) -> None:

@@ -4,6 +4,7 @@ sealing as named markers in the state a resumed run reads back."""
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -21,11 +22,14 @@ MIN_SECRET_LENGTH = 4
 
 def secret_env_names(env: Mapping[str, str]) -> list[str]:
     """Names of the environment variables that look secret."""
-    return [
-        name
-        for name in env
-        if any(fnmatch.fnmatchcase(name.upper(), pattern) for pattern in SECRET_ENV_PATTERNS)
-    ]
+    return [name for name in env if _looks_secret(name)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _looks_secret(name: str) -> bool:
+    # Every run of a tree asks about the same names: the globs are matched once a name.
+    upper = name.upper()
+    return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_ENV_PATTERNS)
 
 
 def secret_sources(

@@ -16,7 +16,7 @@ from typing import Any
 from . import router
 from .errors import LoopError
 from .evaluators import possible_verdicts
-from .model import Loop
+from .model import Loop, State
 from .runner import Runner, RunOptions
 from .simulate import SimulatedActions, SimulatedClock, mark_run, script_of_run, simulation
 from .store import RunDir
@@ -88,26 +88,56 @@ class Rig:
                 shown = f"{state.action}    # cannot interpolate yet: {exc.message}"
             shown = shown.rstrip("\n").replace("\n", "\n" + " " * 6)  # a script, indented
             head += f"  {state.action_type}: {shown}"
+        ends: dict[str, str] = {}
+        if state.loop is not None:
+            head += f"  loop: {state.loop}{self._with_text(state, step)}"
+            ends = _child_ends(loop, state)
         if state.ask is not None:
             head += f"  ask: {state.ask}"
         if state.terminal:
             return f"{head}\n      terminal: the run ends with outcome '{state.outcome}'\n"
         routes = []
-        verdicts = (
-            state.ask_verdicts()
-            if state.is_ask
-            else possible_verdicts(state.evaluate, action_type=state.action_type)
-        )
+        verdicts: frozenset[str] | set[str]
+        if state.loop is not None:
+            verdicts = set(ends) | {"error", "timeout"}
+        elif state.is_ask:
+            verdicts = state.ask_verdicts()
+        else:
+            verdicts = possible_verdicts(state.evaluate, action_type=state.action_type)
         for verdict in sorted(verdicts):
-            decision = router.route(loop, state, verdict)
+            decision = router.route(loop, state, verdict, ends.get(verdict))
             if decision is None:
                 outcome, _ = router.stop(state, verdict, None)
                 routes.append(f"{verdict} -> (stops: {outcome})")
             else:
-                fallback = decision.via.startswith(("_", "loop."))
+                fallback = decision.via.startswith(("_", "loop.")) or ":" in decision.via
                 via = f" ({decision.via})" if fallback else ""
                 routes.append(f"{verdict} -> {decision.target}{via}")
         return f"{head}\n      {' · '.join(routes)}\n"
+
+    def _with_text(self, state: State, step: int) -> str:
+        """A `loop:` state's `with:` values, as the next step would bind them."""
+        assert self._runner is not None
+        templates = self._runner.steps.templates
+        parts = []
+        for key, value in state.with_.items():
+            try:
+                shown = templates.render(str(value), step, state, 1, shell=False)
+            except LoopError:
+                shown = str(value)  # cannot be rendered yet: the template as written
+            parts.append(f"{key}={shown}")
+        return f"  (with {' '.join(parts)})" if parts else ""
+
+
+def _child_ends(loop: Loop, state: State) -> dict[str, str]:
+    """The child's terminal names and outcomes: the verdicts a `loop:` state can give."""
+    from .children import terminals
+    from .subloop import ChildError, load_child
+
+    try:
+        return terminals(load_child(loop, state, 2))
+    except ChildError:
+        return {}
 
 
 def resumed_rig(

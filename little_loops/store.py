@@ -431,6 +431,9 @@ def process_start(pid: int) -> int | None:
     one process: a pid is reused, a (pid, start) pair is not."""
     if pid <= 0:
         return None
+    own = pid == os.getpid()
+    if own and _OWN_START[0] == pid:
+        return _OWN_START[1]  # every child run of this process asks again (bench/nesting.py)
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             raw = fh.read()
@@ -438,9 +441,15 @@ def process_start(pid: int) -> int | None:
         return None
     fields = raw.rpartition(b")")[2].split()  # the name, in brackets, may hold spaces
     try:
-        return int(fields[19])  # field 22; the list starts at field 3
+        start = int(fields[19])  # field 22; the list starts at field 3
     except (IndexError, ValueError):
         return None
+    if own:
+        _OWN_START[:] = [pid, start]
+    return start
+
+
+_OWN_START: list[int | None] = [None, None]  # (pid, start) of this process, once read
 
 
 def owner_alive(run_dir: RunDir, state: dict[str, Any]) -> bool | None:

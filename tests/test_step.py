@@ -141,3 +141,23 @@ def test_rig_pauses_before_a_breakpoint_and_lets_a_run_end(tmp_path: Path) -> No
     rig, result = _paused_run(tmp_path / "again", 50, frozenset())
     assert result.exit_code == 0  # ended before the pause: its own code
     assert rig.paused is None
+
+
+def test_the_next_loop_state_shows_its_child_inputs_and_terminal_routes(
+    ll_cmd: list[str], tmp_path: Path
+) -> None:
+    release = Path(__file__).resolve().parent.parent / "loops" / "release.yaml"
+    paused = ll(ll_cmd, tmp_path, "step", str(release), "-n", "2")
+    assert paused.returncode == 6, paused.stdout + paused.stderr
+    lines = paused.stdout.splitlines()
+    at = lines.index(
+        "next: us (step 3)  loop: lib/deploy-region.yaml"
+        "  (with region=us-east version=1.4.0 healthy=true)"
+    )
+    assert lines[at + 1].split(" · ") == [
+        "      error -> abandon (loop.on_error)",
+        "failed -> abandon (route:failure)",  # no route of its own: its outcome's
+        "live -> announce",
+        "rolled_back -> abandon",
+        "timeout -> abandon (loop.on_error)",
+    ]

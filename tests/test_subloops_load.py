@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from little_loops.children import MAX_DEPTH, child_path, input_problem, missing_inputs
+from little_loops.errors import LoadError
 from little_loops.loader import load, try_load
 from little_loops.model import Input
 
@@ -375,3 +376,31 @@ def test_a_misspelt_routing_key_hides_the_coverage_check(tmp_path: Path) -> None
     found = lines(tree(tmp_path, parent))
     assert len(found) == 1, found  # no uncovered 'live'/'rolled_back' beside it
     assert "unknown key 'rute' in state 'deploy' (did you mean 'route'?)" in found[0]
+
+
+def test_a_child_about_to_run_is_loaded_alone_and_once_while_unchanged(tmp_path: Path) -> None:
+    """At run time a child is read without its own children (checked with the root, loaded
+    when called), and a child called again is parsed again only when its file changed."""
+    from little_loops.loader import load
+    from little_loops.subloop import load_child
+
+    (tmp_path / "grandchild.yaml").write_text("this: [is not a loop\n")
+    (tmp_path / "child.yaml").write_text(
+        "name: child\ninitial: go\nstates:\n"
+        "  go: {loop: grandchild.yaml, route: {done: end}}\n  end: {terminal: true}\n"
+    )
+    (tmp_path / "parent.yaml").write_text(
+        "name: parent\ninitial: call\nstates:\n"
+        "  call: {loop: child.yaml, route: {end: done}}\n  done: {terminal: true}\n"
+    )
+    with pytest.raises(LoadError):
+        load(tmp_path / "child.yaml")  # a load that follows finds the broken grandchild
+    parent = load(tmp_path / "parent.yaml", follow=False)
+    first = load_child(parent, parent.states["call"], 2)
+    assert first.states["go"].loop == "grandchild.yaml"
+    assert load_child(parent, parent.states["call"], 2) is first
+    child = tmp_path / "child.yaml"
+    child.write_text(child.read_text().replace("end: {terminal: true}", "end: {terminal: true}\n"))
+    again = load_child(parent, parent.states["call"], 2)
+    assert again is not first
+    assert again.source_sha256 != first.source_sha256

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -549,6 +550,27 @@ def test_kill_9_mid_action_inside_a_child_then_resume(tmp_path: Path) -> None:
     assert child_starts == [False, True]
 
 
+def test_a_changed_child_file_stops_the_resume_unless_forced(tmp_path: Path) -> None:
+    parent, log, gate = _kill_setup(tmp_path)
+    proc = subprocess.Popen([*LL, "run", str(parent), "--quiet"], cwd=tmp_path)
+    _wait(Path(f"{gate}.waiting").exists, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    child = tmp_path / "child.yaml"
+    child.write_text(child.read_text().replace("echo c >>", "echo C >>"))
+    gate.touch()
+    refused = ll("resume", cwd=tmp_path)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    message = refused.stderr.strip()
+    assert message.startswith(f"ll: error: {child} changed since its sub-loop run (sub/0002-work)")
+    assert "1 line(s) added, 1 removed, first change at line" in message
+    assert message.endswith("resume anyway with --force, or start a new run")
+    assert log.read_text().splitlines() == ["first", "a"]  # nothing ran
+    forced = ll("resume", "--force", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert log.read_text().splitlines()[:4] == ["first", "a", "b", "C"]
+
+
 def test_kill_9_between_steps_inside_a_child_then_resume(tmp_path: Path) -> None:
     parent, log, gate = _kill_setup(tmp_path)
     proc = subprocess.Popen([*LL, "run", str(parent), "--quiet"], cwd=tmp_path)
@@ -674,8 +696,8 @@ def test_random_kills_over_a_two_level_tree_resume_to_the_same_end(tmp_path: Pat
             if state(run_root(where))["status"] == "finished":
                 break
             args = ["resume"]
-        else:
-            done = ll("resume", cwd=where)
+        else:  # `run` again when a busy machine never let the run begin in the time given
+            done = ll(*args, cwd=where)
             assert done.returncode == 0, f"seed {seed}: {done.stdout}{done.stderr}"
         root = run_root(where)
         end = state(root)
@@ -793,6 +815,23 @@ def test_ll_graph_draws_a_child_as_a_subgraph(tmp_path: Path) -> None:
     assert 's0_child_s0["canary"]' in text
     assert 's0_child_s0 -->|"success"| s0_child_s1' in text
     assert "    s0 -.- s0_child" in text
+
+
+def test_ll_graph_dot_draws_a_child_as_a_cluster(tmp_path: Path) -> None:
+    parent = setup(tmp_path)
+    drawn = ll("graph", parent, "--format", "dot", cwd=tmp_path)
+    assert drawn.returncode == 0, drawn.stderr
+    text = drawn.stdout
+    assert "    subgraph cluster_s0_child {" in text
+    assert '        label="deploy: loop child.yaml";' in text
+    assert '        s0_child_s0 [label="canary", ' in text
+    assert '        s0_child_s0 -> s0_child_s1 [label="success"];' in text
+    assert '    s0 -> s0_child_ll_start [style=dotted, arrowhead=none, color="#868e96"];' in text
+    assert text.count("{") == text.count("}")
+    assert text.rstrip().endswith("}")
+    if shutil.which("dot"):
+        proc = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
 
 
 def test_the_terminal_follows_a_childs_running_step(tmp_path: Path) -> None:
