@@ -221,6 +221,9 @@ class Answered:
     def stub_child(self, state: str, child: Any) -> None:
         return None
 
+    def stub_answer(self, state: str) -> None:
+        return None
+
 
 def runner_without_processes(steps: int, base: Path, fsync: bool) -> float:
     """The same loop with the action answered at once, in process: the runner's own work."""

@@ -19,6 +19,7 @@ Options:
   -h, --help  Show this message and exit.
 
 Commands:
+  answer    Answer a question of a waiting or suspended run.
   compile   Print the states a paradigm file compiles to.
   graph     Draw a loop's states and routes (Mermaid or DOT).
   history   Past runs with their outcomes, newest first.

@@ -58,6 +58,10 @@ class ActionLayer(Protocol):
         """How the child of `state` ends without running (a simulation's answer), or None."""
         ...
 
+    def stub_answer(self, state: str) -> dict[str, Any] | None:
+        """The answer to the `ask` state `state` without a person (a simulation's), or None."""
+        ...
+
 
 class Processes:
     """The default action layer: every action a real process, through `actions`."""
@@ -79,3 +83,6 @@ class Processes:
 
     def stub_child(self, state: str, child: Loop) -> None:
         return None  # a real child runs
+
+    def stub_answer(self, state: str) -> None:
+        return None  # a person answers

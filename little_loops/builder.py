@@ -210,6 +210,10 @@ class Builder:
             description=_str(raw, "description"),
             loop=_str(raw, "loop") or None,
             with_=MappingProxyType(with_),
+            ask=_str(raw, "ask") or None,
+            choices=tuple(c for c in raw.get("choices") or () if isinstance(c, str))
+            if isinstance(raw.get("choices"), list)
+            else (),
         )
         return state, entries
 

@@ -18,6 +18,7 @@ from .events import Listener
 from .gate import Terminated
 from .model import Loop, State, Verdict
 from .progress import Progress, RunOptions
+from .questions import Suspended
 from .secrets import Redactor
 from .session import RunSession
 from .steps import Finish, StepPipeline, StepResult, output_record
@@ -140,6 +141,8 @@ class ChildCalls:
             progress = Progress.from_dict(RunDir(root).read_state())
             progress.path = History.from_file(root / "events.jsonl").path_upto(progress.step)
             progress.status = "running"
+            # Where this tree runs now (its run directory may have moved to another checkout).
+            progress.options = {**progress.options, "cwd": str(child.cwd(self.options.base_dir))}
         shown = self.redactor.obj(values) if self.redactor else values
         self.session.emit(
             ev.ChildStart(
@@ -193,6 +196,8 @@ class ChildCalls:
             ),
         )
         result = runner.run()
+        if result.outcome == "suspended":  # its questions wait, and so does the parent
+            raise Suspended(runner.progress.pending)
         if result.outcome == "interrupted":  # the parent stops with it, and resumes it
             raise Terminated() if result.exit_code == EXIT_TERMINATED else KeyboardInterrupt()
         return ChildEnd(

@@ -60,6 +60,8 @@ def check_loop(
             out += check_template(ctx, state.action, (*at, "action"), captures)
         for key, bound in state.with_.items():
             out += check_template(ctx, bound, (*at, "with", key), captures)
+        if state.ask is not None:
+            out += check_template(ctx, state.ask, (*at, "ask"), captures)
         out += _check_kind(ctx, state)
         if state.is_loop:
             pass  # its coverage needs the child: `children.follow`
@@ -201,6 +203,8 @@ def verdicts(state: State) -> frozenset[str]:
     terminals are only known once the child is loaded: `children.follow`)."""
     if state.is_loop:
         return loop_verdicts(state, None)
+    if state.is_ask:
+        return state.ask_verdicts()
     return possible_verdicts(state.evaluate, action_type=state.action_type)
 
 
@@ -216,6 +220,16 @@ def _check_kind(ctx: Ctx, state: State) -> Iterator[Diagnostic]:
             f"state '{name}' has 'with', which passes values to a child loop, but no 'loop'; "
             "add 'loop: FILE.yaml' or remove 'with'",
         )
+    if state.choices and not state.is_ask:
+        yield ctx.diag(
+            ctx.locate((*at, "choices")),
+            "error",
+            "state-kind",
+            f"state '{name}' has 'choices' but no 'ask'; add the question as 'ask: TEXT' or "
+            "remove 'choices'",
+        )
+    if state.is_ask:
+        yield from _check_ask(ctx, state)
     if not state.is_loop:
         return
     if state.action is not None:
@@ -243,6 +257,35 @@ def _check_kind(ctx: Ctx, state: State) -> Iterator[Diagnostic]:
         )
 
 
+def _check_ask(ctx: Ctx, state: State) -> Iterator[Diagnostic]:
+    """An `ask` state asks and does nothing else: no action, child, retry or judge."""
+    name = state.name
+    for key, present in (
+        ("action", state.action is not None),
+        ("action_type", state.action_type is not None and state.action is None),
+        ("loop", state.is_loop),
+        ("retry", state.retry is not None),
+        ("evaluate", state.evaluate is not None and state.action is None),
+        ("terminal", state.terminal),
+    ):
+        if present:
+            yield ctx.diag(
+                ctx.locate(("states", name, key)),
+                "error",
+                "state-kind",
+                f"state '{name}' asks a question, so it cannot have '{key}'; move it to a "
+                "state of its own and route the answer there",
+            )
+    for reserved in sorted(set(state.choices) & {"error", "timeout"}):
+        yield ctx.diag(
+            ctx.locate(("states", name, "choices")),
+            "error",
+            "bad-choice",
+            f"state '{name}' offers the choice '{reserved}', a verdict ll gives itself; "
+            "name the answer otherwise (e.g. 'reject')",
+        )
+
+
 def _check_inputs(ctx: Ctx) -> Iterator[Diagnostic]:
     """A typed context key whose `default` does not fit its own `type` or `enum`."""
     for key, spec in ctx.loop.inputs.items():
@@ -264,7 +307,7 @@ def _check_coverage(ctx: Ctx, state: State) -> Iterator[Diagnostic]:
     `error`/`timeout`, and every non-success verdict of a `next` state, may stop the run
     instead; `stops` lists those for `ll validate --strict`.
     """
-    possible = possible_verdicts(state.evaluate, action_type=state.action_type)
+    possible = verdicts(state)
     if state.next is None:
         for verdict in sorted(possible - ERROR_VERDICTS):
             if route(ctx.loop, state, verdict) is not None:

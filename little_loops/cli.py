@@ -15,6 +15,8 @@ import click
 from . import __version__
 from . import cli_launch as launch
 from . import cli_options as option_groups
+from .cli_answer import COMMANDS as ANSWER_COMMANDS
+from .cli_answer import answer_options as _answer_options
 from .cli_inspect import COMMANDS
 from .cli_judge import COMMANDS as JUDGE_COMMANDS
 from .cli_sim import COMMANDS as SIM_COMMANDS
@@ -125,6 +127,7 @@ def _parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
     metavar="SCRIPT",
     help="Answer every action from SCRIPT (YAML); nothing runs, nothing sleeps.",
 )
+@_answer_options
 @click.option("--run-id", hidden=True)
 def run(
     file: str,
@@ -147,12 +150,15 @@ def run(
     allow_concurrent: bool,
     background: bool,
     simulate: str | None,
+    answers: tuple[str, ...],
+    no_input: bool,
     run_id: str | None,
 ) -> None:
     """Run a loop until a terminal state or a limit.
 
     Exit codes: 0 success, 1 failure terminal, 2 invalid file or usage, 3 run error,
-    4 max_iterations reached, 5 cost budget spent, 70 internal error (a bug in ll: see
+    4 max_iterations reached, 5 cost budget spent, 6 suspended (a question waits for
+    'll resume RUN --answer VALUE'), 70 internal error (a bug in ll: see
     the crash report it names), 124 loop timeout, 130 interrupted, 143 terminated.
 
     \b
@@ -183,6 +189,9 @@ def run(
 
     if (missing := missing_inputs(loop, overrides)) is not None:
         raise click.UsageError(missing)
+    from .cli_answer import presets
+
+    preset = presets(answers, loop)
     if dry_run:
         from .plan import dry_run as plan
 
@@ -209,8 +218,9 @@ def run(
         replay=Path(replay) if replay else None,
         fsync=fsync,
         allow_concurrent=allow_concurrent or simulate is not None,  # a simulation takes no lock
+        answers=preset,
     )
-    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel)
+    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input)
     rig = None
     if simulate:
         from .stepping import Rig
@@ -226,10 +236,17 @@ def run(
     "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Give secret context values again."
 )
 @option_groups.output
+@_answer_options
+@click.option("--note", help="With --answer: a note kept with the answer.")
+@click.option("--by", help="With --answer: who answers (default: $LL_USER, $GITHUB_ACTOR, $USER).")
 def resume(
     run_id: str | None,
     force: bool,
     sets: tuple[str, ...],
+    answers: tuple[str, ...],
+    no_input: bool,
+    note: str | None,
+    by: str | None,
     json_mode: bool,
     quiet: bool,
     verbose: bool,
@@ -242,10 +259,13 @@ def resume(
     Finished steps are neither re-run nor re-judged; a step cut off mid-action runs again
     from its start. Without RUN_ID, the latest resumable run of this directory. RUN_ID may
     also be a run directory's path, to resume from elsewhere; actions run where the run began.
+    A suspended run takes its answers with --answer [ID=]VALUE (ID when several questions
+    wait: 'll status RUN' lists them).
 
     \b
     Example:
       ll resume 20261122-041430-fix-lint-3fa2
+      ll resume 20261122-041430-release-3fa2 --answer approve --note "canary is fine"
     """
     from pathlib import Path
 
@@ -254,7 +274,14 @@ def resume(
     loop, options, progress, run_dir = prepare_resume(
         Path.cwd(), run_id, force=force, overrides=_parse_sets(sets)
     )
-    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel)
+    if answers:
+        from .cli_answer import record_answers
+
+        state = run_dir.read_state()
+        record_answers(run_dir, state, answers, note=note, by=by, via="resume")
+    elif note or by:
+        raise click.UsageError("--note and --by go with --answer")
+    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input)
     from .stepping import resumed_rig
 
     _execute(loop, options, progress, run_dir, None, display, resumed_rig(loop, options, run_dir))
@@ -269,6 +296,7 @@ class _Display(NamedTuple):
     junit_xml: str | None
     heartbeat: float | None
     otel: bool = False
+    no_input: bool = False
 
 
 def _execute(
@@ -302,6 +330,10 @@ def _execute(
     on_output = launch.fan_out([hook for hook in hooks if hook is not None])
     if on_output is not None:
         options = dataclasses.replace(options, on_output=on_output)
+    from .cli_answer import interactive, terminal_prompt
+
+    if interactive(no_input=display.no_input, quiet=display.quiet, json_mode=json_mode):
+        options = dataclasses.replace(options, prompt=terminal_prompt)
     reporters = launch.reporters(loop, display.junit_xml, json_mode)
     tracer = launch.tracer(display.otel)
     # A simulation's layer learns from the events which state each action belongs to.
@@ -347,16 +379,21 @@ def _execute(
                 f"'ll resume {result.run_id}'",
                 err=True,
             )
+    elif result.outcome == "suspended" and not json_mode:
+        from .cli_answer import suspended_text
+
+        click.echo(suspended_text(result.run_dir, result.run_id), nl=False, err=True)
     elif result.outcome == "interrupted" and not json_mode:
         click.echo(
             f"ll: run {result.run_id} stopped at step {result.steps + 1}; "
             f"resume with: ll resume {result.run_id}",
             err=True,
         )
+    launch.github_outputs(result)
     sys.exit(result.exit_code)
 
 
-for _command in (*COMMANDS, *SIM_COMMANDS, *JUDGE_COMMANDS):
+for _command in (*COMMANDS, *SIM_COMMANDS, *JUDGE_COMMANDS, *ANSWER_COMMANDS):
     main.add_command(_command)
 
 

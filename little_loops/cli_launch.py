@@ -107,6 +107,31 @@ def tracer(flag: bool) -> Any:
     return tracer
 
 
+def github_outputs(result: Any) -> None:
+    """With `$GITHUB_OUTPUT` set: the run's id, exit code and pending questions, for the next
+    job or step (a suspended run is resumed by a later, reviewer-gated job)."""
+    import os
+
+    target = os.environ.get("GITHUB_OUTPUT")
+    if not target:
+        return
+    from pathlib import Path
+
+    from .reports import write_outputs
+    from .store import RunDir
+
+    pending: list[str] = []
+    if result.outcome == "suspended":
+        try:
+            state = RunDir(result.run_dir).read_state()
+        except LoopError:
+            state = {}
+        pending = [str(q.get("id")) for q in state.get("pending") or [] if isinstance(q, dict)]
+    problem = write_outputs(Path(target), result.run_id, result.exit_code, pending)
+    if problem:
+        click.echo(f"ll: warning: {problem}", err=True)
+
+
 def reporters(loop: Any, junit_xml: str | None, json_mode: bool) -> list[Any]:
     """JUnit and GitHub Actions listeners, when asked for."""
     import os

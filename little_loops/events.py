@@ -235,6 +235,43 @@ class ChildComplete(RunEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Ask(RunEvent):
+    """An `ask` state asks a person; `expires_at` is None without a timeout."""
+
+    NAME: ClassVar[str] = "ask"
+    question_id: str = ""
+    prompt: str = ""
+    choices: tuple[str, ...] = ()
+    asked_at: str = ""
+    expires_at: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer(RunEvent):
+    """A question is answered; `via`: prompt, resume, answer, preset or simulate."""
+
+    NAME: ClassVar[str] = "answer"
+    question_id: str = ""
+    answer: str = ""
+    note: str | None = None
+    by: str | None = None
+    via: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopSuspended(RunEvent):
+    """The run waits for answers to `pending` and exits 6; `ll resume` continues it."""
+
+    NAME: ClassVar[str] = "loop_suspended"
+    reason: str = "question"
+    pending: tuple[str, ...] = ()
+    exit_code: int = 6
+    steps: int = 0
+    duration_ms: int | None = None
+    cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
 class UnknownEvent(RunEvent):
     """An event this version does not know (a newer `ll` wrote it); all its fields in `extra`."""
 
@@ -266,6 +303,9 @@ EVENT_TYPES: dict[str, type[RunEvent]] = {
         JudgeAsked,
         ChildStart,
         ChildComplete,
+        Ask,
+        Answer,
+        LoopSuspended,
     )
 }
 # The public event names; CI dashboards read them, so they only ever grow.

@@ -124,7 +124,7 @@ class GitHubReport:
             where = complete.final_state
             found.append(
                 Annotation(
-                    "error",
+                    "notice" if complete.outcome == "suspended" else "error",
                     f"ll: {loop_name} {complete.outcome}",
                     f"loop '{loop_name}' {outcome_text(complete)}",
                     self.state_lines.get(where),
@@ -168,7 +168,7 @@ class GitHubReport:
         steps = record.steps
         outcome = complete.outcome if complete else "unknown"
         loop_name = record.loop or self.loop_file.stem
-        mark = "✅" if outcome == "success" else "❌"
+        mark = {"success": "✅", "suspended": "⏸️"}.get(outcome, "❌")
         duration = complete.duration_ms if complete else None
         seconds = duration / 1000.0 if is_num(duration) else 0.0
         cost = complete.cost_usd if complete else None
@@ -231,6 +231,23 @@ class GitHubReport:
             parts.append("</details>")
             parts.append("")
         return "\n".join(parts) + "\n"
+
+
+def write_outputs(path: Path, run_id: str, exit_code: int, pending: list[str]) -> str | None:
+    """Append `run_id`, `exit_code`, `suspended` and `pending` (space-separated question ids)
+    to `$GITHUB_OUTPUT`, for a later job or step; the problem in one line when it cannot."""
+    lines = [
+        f"run_id={run_id}",
+        f"exit_code={exit_code}",
+        f"suspended={'true' if pending else 'false'}",
+        f"pending={' '.join(pending)}",
+    ]
+    try:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+    except OSError as exc:
+        return f"cannot write the step outputs to {path}: {exc}"
+    return None
 
 
 def _step_rows(record: History, number: str = "", name: str = "") -> list[str]:

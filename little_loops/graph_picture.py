@@ -122,7 +122,11 @@ def picture(
             hit = (state.name, dst) in taken
             add(ids[state.name], ids[dst], route_kind(verdict), verdict, was_taken=hit)
             drawn.add((state.name, dst))
-        possible = possible_verdicts(state.evaluate, action_type=state.action_type)
+        possible = (
+            state.ask_verdicts()
+            if state.is_ask
+            else possible_verdicts(state.evaluate, action_type=state.action_type)
+        )
         for where, verdicts in fallbacks(loop, state, possible).items():
             stop_id = _STOP_IDS.get(where)
             if stop_id is None:

@@ -350,6 +350,7 @@ def outcome_text(complete: LoopComplete) -> str:
         "budget": f"spent its cost budget at '{where}'",
         "timeout": f"hit the loop timeout at '{where}'",
         "interrupted": f"was interrupted at '{where}'",
+        "suspended": f"is suspended at '{where}', waiting for an answer",
         "error": f"ended in error at '{where}'",
     }.get(outcome, f"ended with outcome {outcome} at '{where}'")
     error = complete.error

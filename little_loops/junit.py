@@ -143,7 +143,10 @@ def junit_xml(record: History, loop_file: str) -> str:
     case = ET.SubElement(suite, "testcase", name="outcome", classname=_xml(loop_name), time="0.000")
     if complete is not None and outcome != "success":
         text = outcome_text(complete)
-        if outcome == "failure":
+        if outcome == "suspended":  # waiting for a person: neither failed nor passed yet
+            skipped += 1
+            ET.SubElement(case, "skipped", message=_xml(text))
+        elif outcome == "failure":
             failures += 1
             ET.SubElement(case, "failure", message=_xml(text), type="failure").text = _xml(text)
         else:

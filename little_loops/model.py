@@ -195,11 +195,28 @@ class State:
     # state has no `action`, so `action_type` stays None: see `is_loop`.
     loop: str | None = None
     with_: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    # A question state (`ask:`): the question (a template), and its answers, which are the
+    # state's verdicts (none: free text, verdict success). `timeout` is when it expires.
+    ask: str | None = None
+    choices: tuple[str, ...] = ()
 
     @property
     def is_loop(self) -> bool:
         """True for a state that runs a child loop (`loop:`) instead of an action."""
         return self.loop is not None
+
+    @property
+    def is_ask(self) -> bool:
+        """True for a state that asks a person (`ask:`) instead of running an action."""
+        return self.ask is not None
+
+    def ask_verdicts(self) -> frozenset[str]:
+        """The verdicts an `ask` state gives: its choices (or success), and timeout when it
+        expires."""
+        out = set(self.choices or ("success",))
+        if self.timeout is not None:
+            out.add("timeout")
+        return frozenset(out)
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,11 @@ def _routes(loop: Loop, state: State) -> list[str]:
     ]
     if state.next is not None:
         out.append(f"  {state.name} --success--> {state.next.target}  (next)")
-    possible = possible_verdicts(state.evaluate, action_type=state.action_type)
+    possible = (
+        state.ask_verdicts()
+        if state.is_ask
+        else possible_verdicts(state.evaluate, action_type=state.action_type)
+    )
     for where, verdicts in router.fallbacks(loop, state, possible).items():
         note = "" if where in router.STOPS.values() else "  (loop on_error)"
         out.append(f"  {state.name} --{'/'.join(verdicts)}--> {where}{note}")

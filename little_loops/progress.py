@@ -45,6 +45,10 @@ class RunOptions:
     on_output: Callable[[str, bytes], None] | None = None  # --verbose streaming
     # A terminal state's output, shown once its action ends (when on_output does not show it).
     on_terminal_output: Callable[[str, bytes], None] | None = None
+    # `ask` states: answers given up front (`--answer ID=VALUE`: id pattern -> value), and
+    # the terminal prompt (None: a question without an answer suspends the run).
+    answers: Mapping[str, str] = field(default_factory=dict)
+    prompt: Callable[..., dict[str, Any] | None] | None = None
 
 
 @dataclass
@@ -59,7 +63,7 @@ class Progress:
     context: dict[str, str]
     max_iterations: int
     current: str  # the state the next step runs
-    status: str = "running"  # running, finished, interrupted
+    status: str = "running"  # running, finished, interrupted, suspended (waiting on `pending`)
     step: int = 0  # steps finished
     elapsed_ms: int = 0
     cost_usd: float = 0.0
@@ -80,6 +84,8 @@ class Progress:
     # Set at the end: where the run stopped, and its `outputs:` (what a calling loop reads).
     final_state: str | None = None
     outputs: dict[str, str] | None = None
+    # Questions waiting for an answer (`questions.new_question`), this run's and its children's.
+    pending: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self, names: tuple[str, ...] | None = None) -> dict[str, Any]:
         # Shallow on purpose: this runs after every step and json.dumps walks the rest.

@@ -180,6 +180,15 @@ class PlainRenderer:
             return
         self._result(f"-> {event.get('to')}")
 
+    def on_ask(self, event: Event) -> None:
+        self._header(event, f"ask: {printable(str(event.get('prompt', '')))}")
+
+    def on_answer(self, event: Event) -> None:
+        if self._shown != event.get("step"):  # asked before a resume: the step's line first
+            self._header(event, f"answer to {event.get('question_id')}")
+        by = f" by {event.get('by')}" if event.get("by") else ""
+        self.write(f"{_INDENT}answered '{event.get('answer')}'{by} ({event.get('via')})")
+
     def on_judge_fail_open(self, event: Event) -> None:
         self.write(
             f"{_INDENT}judge failed; fail_open counts it as success: {event.get('error', '')}"

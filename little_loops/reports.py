@@ -15,6 +15,7 @@ from .github import (
     escape_data,
     escape_property,
     github_report_from_env,
+    write_outputs,
 )
 from .history import FAILING_VERDICTS
 from .junit import JUnitReport, junit_xml
@@ -29,4 +30,5 @@ __all__ = [
     "escape_property",
     "github_report_from_env",
     "junit_xml",
+    "write_outputs",
 ]

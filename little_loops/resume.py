@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .errors import EXIT_RUN_ERROR, EXIT_USAGE, LoopError
@@ -53,6 +53,7 @@ def prepare_resume(
             f"stop it first with 'll stop {progress.run_id}'",
             exit_code=EXIT_RUN_ERROR,
         )
+    moved = _relocate(progress, base)
     path = Path(progress.loop_file)
     loop = load(path)
     if loop.source_sha256 != progress.loop_sha256 and not force:
@@ -63,7 +64,7 @@ def prepare_resume(
             exit_code=EXIT_RUN_ERROR,
         )
     if not force:
-        _refuse_changed_children(run_dir, progress.run_id)
+        _refuse_changed_children(run_dir, progress.run_id, moved)
     if progress.current not in loop.states:
         raise LoopError(
             f"run {progress.run_id} stopped at state '{progress.current}', which {path} no "
@@ -87,7 +88,32 @@ def prepare_resume(
     return loop, options, progress, run_dir
 
 
-def _refuse_changed_children(run_dir: RunDir, run_id: str) -> None:
+def _relocate(progress: Progress, base: Path) -> Callable[[str], str]:
+    """A run directory copied into another checkout (a CI artifact, a fresh clone): the
+    paths recorded under the old base directory are taken under the new one; returns that
+    mapping, for the paths its child runs recorded."""
+    saved = progress.options
+    old = saved.get("base_dir")
+    new = base.resolve()
+    if not isinstance(old, str) or Path(old) == new:
+        return str
+
+    def moved(recorded: str) -> str:
+        try:
+            return str(new / Path(recorded).relative_to(old))
+        except ValueError:  # outside the old base: kept as it was
+            return recorded
+
+    progress.loop_file = moved(progress.loop_file)
+    if isinstance(saved.get("cwd"), str):
+        saved["cwd"] = moved(saved["cwd"])
+    saved["base_dir"] = str(new)
+    return moved
+
+
+def _refuse_changed_children(
+    run_dir: RunDir, run_id: str, moved: Callable[[str], str] = str
+) -> None:
     """A child run that had not finished picks up where it was, so its file must be the one
     it started with, like the root's; a finished child is never run again and may differ."""
     from .errors import LoopError as Problem
@@ -101,7 +127,7 @@ def _refuse_changed_children(run_dir: RunDir, run_id: str) -> None:
             continue
         if data.get("status") == "finished" or not data.get("loop_file"):
             continue
-        path = Path(data["loop_file"])
+        path = Path(moved(data["loop_file"]))
         try:
             sha = load(path).source_sha256
         except Problem as exc:

@@ -3,7 +3,8 @@
 The runner never prints and never exits; it reports through events and returns a RunResult.
 What a run holds open (lock, run directory, event sink, clock) is its `RunSession`; one
 state's step (render, act, evaluate, retry) is the `StepPipeline`; everything a resumed run
-needs lives in `Progress`, written to state.json once per step.
+needs lives in `Progress`, written to state.json once per step. Just over 400 lines: the
+steps of other kinds already live beside it (`calls`: a child run, `asking`: a question).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from . import events as ev
 from . import router
 from .action_layer import ActionLayer, Processes
+from .asking import AskCalls
 from .calls import ChildCalls
 from .errors import (
     EXIT_INTERNAL,
@@ -30,6 +32,7 @@ from .gate import GATE, Terminated, signals_as_exceptions
 from .interpolate import resolve_context
 from .model import Loop, State
 from .progress import OUTCOME_EXIT, Progress, RunOptions, RunResult
+from .questions import Suspended
 from .secrets import Redactor, Sealer, secret_sources
 from .session import Clock, RunSession, file_secrets
 from .steps import Finish, StepPipeline, StepResult, output_record
@@ -51,7 +54,7 @@ __all__ = [
 ]
 
 
-class Runner(ChildCalls):
+class Runner(ChildCalls, AskCalls):
     """Runs one loop to its end, or to a limit, writing every step to the run directory."""
 
     def __init__(
@@ -111,6 +114,7 @@ class Runner(ChildCalls):
                 current=loop.initial,
                 options={
                     "cwd": str(loop.cwd(o.base_dir)),
+                    "base_dir": str(o.base_dir.resolve()),  # a resume elsewhere maps paths by it
                     "overrides": {
                         k: v for k, v in o.overrides.items() if k not in set(loop.secrets)
                     },
@@ -202,6 +206,8 @@ class Runner(ChildCalls):
                     return self._finish("interrupted", p.current, why, EXIT_SUSPENDED)
         except Finish as end:
             return self._finish(end.outcome, end.final_state, end.error)
+        except Suspended as waiting:  # a question (here or in a child) has no answer yet
+            return self._suspend(waiting.pending)
         except LoopError as exc:
             return self._finish("error", p.current, exc.message)
         except KeyboardInterrupt:
@@ -243,7 +249,7 @@ class Runner(ChildCalls):
     def _next_step(self) -> None:
         """One step, in the order things happen."""
         step, state = self._enter()
-        result = self._call(step, state) if state.is_loop else self.steps.run(step, state)
+        result = self._dispatch(step, state)  # an action's step, a child run, or a question
         self._remember(step, state, result)
         route = self._route(state, result)
         self._record(step, state, route)

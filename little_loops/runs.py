@@ -14,6 +14,7 @@ from typing import Any
 from .errors import EXIT_RUN_ERROR, EXIT_SUSPENDED, EXIT_USAGE, LoopError
 from .events import Event
 from .history import History
+from .questions import tree_pending
 from .store import RunDir, find_run, list_runs, owner_alive
 
 
@@ -24,7 +25,7 @@ class RunInfo:
     run_id: str
     loop: str
     file: str
-    status: str  # running, finished, interrupted, paused (by `ll step`), crashed
+    status: str  # running, finished, interrupted, paused (by `ll step`), crashed, suspended
     outcome: str | None
     step: int
     max_iterations: int
@@ -34,6 +35,15 @@ class RunInfo:
     cost_usd: float
     pid: int
     error: str | None = None
+    pending: tuple[dict[str, Any], ...] = ()  # questions waiting for an answer
+
+    @property
+    def shown_status(self) -> str:
+        """`suspended (2 questions)` for a run waiting on answers; else the status."""
+        if self.status != "suspended":
+            return self.status
+        n = len(self.pending)
+        return f"suspended ({n} question{'s' if n != 1 else ''})"
 
 
 def info(run_dir: RunDir) -> RunInfo:
@@ -59,6 +69,7 @@ def info(run_dir: RunDir) -> RunInfo:
         cost_usd=float(state.get("cost_usd", 0.0)),
         pid=pid,
         error=error if isinstance(error := state.get("error"), str) else None,
+        pending=tuple(tree_pending(run_dir.root, state)) if status != "finished" else (),
     )
 
 
@@ -130,7 +141,7 @@ def list_text(base: Path) -> str:
         return "no runs here yet; start one with 'll run FILE'\n"
     rows = [["RUN", "LOOP", "STATUS", "STEP", "STARTED (UTC)", "DURATION"]]
     for i in infos:
-        status = i.status if i.outcome is None or i.status != "finished" else i.outcome
+        status = i.shown_status if i.outcome is None or i.status != "finished" else i.outcome
         rows.append(
             [
                 i.run_id,
@@ -179,8 +190,12 @@ def status_text(base: Path, run_id: str | None) -> str:
     lines = [
         f"run:     {i.run_id}",
         f"loop:    {i.loop} ({i.file})",
-        f"status:  {i.status}"
-        + (f" ({i.outcome})" if i.outcome and i.outcome not in (i.status, "interrupted") else "")
+        f"status:  {i.shown_status}"
+        + (
+            f" ({i.outcome})"
+            if i.outcome and i.outcome not in (i.status, "interrupted", "suspended")
+            else ""
+        )
         + (f": {i.error}" if i.error else ""),
         f"state:   {i.current}",
         f"step:    {i.step}/{i.max_iterations}",
@@ -195,6 +210,14 @@ def status_text(base: Path, run_id: str | None) -> str:
             reason = e.reason or e.details.get("reason") or e.details.get("error")
             note = f" - {reason}" if isinstance(reason, str) and reason else ""
             lines.append(f"  step {e.step} {e.state}: {e.verdict}{note}")
+    if i.pending:
+        lines.append("questions:")
+        for q in i.pending:
+            expires = f" (expires {q.get('expires_at')})" if q.get("expires_at") else ""
+            lines.append(f"  {q.get('id')}: {q.get('prompt')}{expires}")
+            choices = "|".join(q.get("choices") or []) or "TEXT"
+            key = f"{q.get('id')}=" if len(i.pending) > 1 else ""
+            lines.append(f"    answer: ll resume {i.run_id} --answer {key}{choices}")
     if i.status == "paused":
         lines.append(f"continue with: ll step {i.run_id} (or ll resume {i.run_id})")
     elif i.status in ("interrupted", "crashed"):

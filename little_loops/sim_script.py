@@ -100,6 +100,10 @@ class Script:
                 continue  # inside a child: checked when the child runs
             if state.is_loop:
                 continue  # the child's end, stubbed: checked against the child when it is called
+            if state.is_ask:  # the person's answers, one a visit
+                for entry in entries:
+                    _check_answer(self.file, entry, state)
+                continue
             if state.action is None and not state.terminal:
                 raise ScriptError(
                     self.file,
@@ -247,6 +251,22 @@ def _check_entry(file: str, entry: Entry, state: State, *, replay: bool) -> None
             entry.line,
             f"state '{state.name}' is judged by a model: give its 'verdict', or run with "
             "--replay CASSETTE so the judge answers from the cassette",
+        )
+
+
+def _check_answer(file: str, entry: Entry, state: State) -> None:
+    """An `ask` state's entry: its `verdict` is the answer (one of its choices, or timeout
+    when it can expire), `output` the note or the free text."""
+    possible = sorted(state.ask_verdicts())
+    if entry.verdict is None and state.choices:
+        raise ScriptError(
+            file, entry.line, f"state '{state.name}' asks; give its answer as 'verdict' "
+            f"(one of {', '.join(possible)})",
+        )  # fmt: skip
+    if entry.verdict is not None and entry.verdict not in possible:
+        hint = did_you_mean(entry.verdict, possible) or f" (it gives {', '.join(possible)})"
+        raise ScriptError(
+            file, entry.line, f"state '{state.name}' cannot be answered '{entry.verdict}'{hint}"
         )
 
 

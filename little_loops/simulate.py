@@ -80,7 +80,8 @@ class SimulatedActions:
                 event = json.loads(raw)
             except ValueError:
                 continue
-            if isinstance(event, dict) and event.get("event") == "action_start":
+            answered = isinstance(event, dict) and event.get("via") == "simulate"
+            if isinstance(event, dict) and (event.get("event") == "action_start" or answered):
                 path = self.prefix + str(event.get("state"))
                 self.visits[path] = self.visits.get(path, 0) + 1
         return self
@@ -126,6 +127,18 @@ class SimulatedActions:
             )
         code = OUTCOME_EXIT.get(target.outcome, 1)
         return {**end, "final_state": name, "outcome": target.outcome, "exit_code": code}
+
+    def stub_answer(self, state: str) -> dict[str, Any] | None:
+        """The answer the script gives the `ask` state `state` of this run: `verdict` (the
+        choice), `note` (its `output`), `duration_ms`; None when unscripted."""
+        path = self.prefix + state
+        entries = self.script.entries_for(path)
+        if entries is None:
+            return None
+        visit = self.visits.get(path, 0)
+        self.visits[path] = visit + 1
+        entry = entries[min(visit, len(entries) - 1)]
+        return {"verdict": entry.verdict, "note": entry.output, "duration_ms": entry.duration_ms}
 
     def run_shell(self, command: str, *, timeout: float | None, **_: Any) -> ActionResult:
         return self._answer(timeout)

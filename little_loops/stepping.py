@@ -92,12 +92,16 @@ class Rig:
         if state.loop is not None:
             head += f"  loop: {state.loop}{self._with_text(state, step)}"
             ends = _child_ends(loop, state)
+        if state.ask is not None:
+            head += f"  ask: {state.ask}"
         if state.terminal:
             return f"{head}\n      terminal: the run ends with outcome '{state.outcome}'\n"
         routes = []
         verdicts: frozenset[str] | set[str]
         if state.loop is not None:
             verdicts = set(ends) | {"error", "timeout"}
+        elif state.is_ask:
+            verdicts = state.ask_verdicts()
         else:
             verdicts = possible_verdicts(state.evaluate, action_type=state.action_type)
         for verdict in sorted(verdicts):

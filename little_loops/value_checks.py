@@ -226,6 +226,8 @@ def _placeholder_problem(ctx: Ctx, part: Placeholder, captures: set[str]) -> tup
             if len(path) == 3 and path[1] == "outputs":
                 return None  # the child's outputs are checked with the child: `children`
             fields = (*CHILD_FIELDS, "outputs.NAME")
+        if any(s.capture == path[0] and s.is_ask for s in ctx.loop.states.values()):
+            fields = (*fields, "by")  # who answered the question
         if len(path) != 2 or path[1] not in fields:
             got = f"'{'.'.join(path[1:])}'" if len(path) > 1 else "nothing"
             return (

@@ -44,9 +44,9 @@ CASES = {
         OK.replace("    on_failure: fix", "    on_falure: fix"),
         [
             "loop.yaml:8:5: error: unknown key 'on_falure' in state 'check' (did you mean "
-            "'on_failure'?); valid keys: action, action_type, capture, description, evaluate, "
-            "loop, next, on_error, on_failure, on_maintain, on_success, on_timeout, outcome, "
-            "retry, route, terminal, timeout, with",
+            "'on_failure'?); valid keys: action, action_type, ask, capture, choices, description, "
+            "evaluate, loop, next, on_error, on_failure, on_maintain, on_success, on_timeout, "
+            "outcome, retry, route, terminal, timeout, with",
         ],
     ),
     "unknown-top-key": (
@@ -929,9 +929,9 @@ def test_a_misspelt_key_hides_nothing_else_in_its_state(tmp_path: Path) -> None:
         "loop.yaml:6:13: error: '${context.target}' in 'action' of state 'check': there is no "
         "context key 'target'; define it under 'context:'",
         "loop.yaml:8:5: error: unknown key 'descripton' in state 'check' (did you mean "
-        "'description'?); valid keys: action, action_type, capture, description, evaluate, "
-        "loop, next, on_error, on_failure, on_maintain, on_success, on_timeout, outcome, retry, "
-        "route, terminal, timeout, with",
+        "'description'?); valid keys: action, action_type, ask, capture, choices, description, "
+        "evaluate, loop, next, on_error, on_failure, on_maintain, on_success, on_timeout, "
+        "outcome, retry, route, terminal, timeout, with",
         "loop.yaml:9:3: warning: state 'fix' cannot be reached from initial state 'check'",
     ]
 
