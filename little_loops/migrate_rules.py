@@ -1,0 +1,493 @@
+"""`ll migrate`: one upstream loop document rewritten, key by key, keeping its behaviour.
+
+Each rule edits the ruamel tree in place (comments and key order stay) and leaves a note saying
+what it did, with the upstream line (migrate_notes). The differences it carries are the table
+of docs/migrating.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap
+
+from .migrate_notes import Notes, line_of
+from .migrate_evals import STALL_TYPES, convert_classify, convert_stall
+
+_TOP_RENAMES = {
+    "max_steps": "max_iterations",
+    "on_max_steps": "on_max_iterations",
+    "default_timeout": "action_timeout",
+}
+_TOP_KEEP = frozenset(
+    "name description initial states context outputs timeout maintain backoff on_error llm "
+    "max_iterations on_max_iterations action_timeout max_cost_usd secrets shell working_dir "
+    "metadata paradigm".split()
+)
+_METADATA = ("category", "visibility", "labels")
+_TOP_DROPPED = {
+    "scope": "upstream's lock on the paths a run may touch; `ll` locks the loop, not paths",
+    "on_handoff": "what upstream does when a Claude session's context fills; `ll` starts a "
+    "fresh `claude -p` for every slash step, so there is nothing to hand off",
+    "circuit": "upstream's rate-limit circuit breaker; use `retry:` on the states that call APIs",
+    "singleton": "upstream's one-run-at-a-time flag; `ll` always holds one lock per loop",
+    "tamper_guard": "upstream's check that a run did not edit test files",
+    "artifact_versioning": "upstream's copies of artifacts per iteration",
+}
+_STATE_KEEP = frozenset(
+    "action action_type evaluate route on_success on_failure on_error on_timeout next terminal "
+    "outcome capture timeout retry on_maintain description loop with".split()
+)
+_STATE_DROPPED = {
+    "on_rate_limit_exhausted": "upstream's long wait on Claude rate limits; here a rate-limited "
+    "`claude -p` is an `error` verdict, routed by `on_error`",
+    "rate_limit_max_wait_seconds": "upstream's rate-limit wait",
+    "rate_limit_long_wait_ladder": "upstream's rate-limit wait",
+    "on_throttle_hard": "upstream's throttling route",
+    "pruning_profile": "upstream's trimming of the Claude session's context",
+    "session_mode": "upstream's Claude session reuse; every slash step is a fresh `claude -p`",
+    "worktree": "upstream runs this step in a git worktree; `ll` runs it where `ll` was started",
+    "agent": "upstream's choice of Claude agent for the step",
+    "retryable_exit_codes": "upstream re-ran the action on these exit codes; "
+    "`retry: {on: [error]}` re-runs on exit codes other than 0 and 1",
+}
+_FAILURE_NAMES = ("failed", "error", "aborted")
+_EVALUATORS = ("exit_code", "output_contains", "output_numeric", "output_json", "convergence")
+_EVAL_KEEP = frozenset(
+    "type pattern source target operator prompt min_confidence path tolerance previous "
+    "direction schema negate literal model".split()
+)
+
+
+@dataclass(frozen=True)
+class Links:
+    """What the rules need from outside one file: sub-loop paths and their inputs."""
+
+    loop_path: Callable[[str], str | None]  # upstream `loop:` name -> path written here
+    child_inputs: Callable[[str], list[str]]  # upstream `loop:` name -> the keys it reads
+    own_context: frozenset[str] = frozenset()  # this loop's context keys (and `run_dir`)
+
+
+def convert_top(doc: CommentedMap, notes: Notes) -> None:
+    """Top-level keys: renames, metadata, inputs, and what has no equivalent."""
+    for old, new in _TOP_RENAMES.items():
+        if old in doc:
+            notes.carried(line_of(doc, old), f"`{old}` is `{new}` here")
+            rename(doc, old, new)
+    meta = {k: doc[k] for k in _METADATA if k in doc}
+    if meta:
+        lines = [line_of(doc, k) for k in meta]
+        for key in meta:
+            del doc[key]
+        target = doc.setdefault("metadata", CommentedMap())
+        target.update(meta)
+        notes.carried(lines[0], f"{', '.join(meta)}: moved under `metadata:`", lines)
+    _inputs(doc, notes)
+    upstream = CommentedMap()
+    for key in list(doc):
+        if key in _TOP_KEEP or str(key).startswith("x-"):
+            continue
+        line = line_of(doc, key)
+        if str(key).endswith("_ok"):
+            notes.dropped(line, f"`{key}` acknowledged an upstream lint; `ll validate` has none")
+        else:
+            why = _TOP_DROPPED.get(str(key), "an upstream setting")
+            notes.dropped(line, f"`{key}`: {why}; kept under `x-upstream`")
+            upstream[key] = doc[key]
+        del doc[key]
+    if upstream:
+        doc["x-upstream"] = upstream
+
+
+def _inputs(doc: CommentedMap, notes: Notes) -> None:
+    """`parameters:`, `required_inputs:` and `input_key:` become context inputs."""
+    context = doc.get("context")
+    if not isinstance(context, dict):
+        context = CommentedMap()
+    params = doc.get("parameters")
+    if isinstance(params, dict):
+        for key, spec in params.items():
+            context[key] = _parameter(spec, context.get(key))
+        notes.carried(line_of(doc, "parameters"), "`parameters:` are context inputs here")
+        del doc["parameters"]
+    required = doc.get("required_inputs")
+    if isinstance(required, list):
+        for key in required:
+            if context.get(key) in (None, ""):
+                context[key] = None
+        notes.carried(
+            line_of(doc, "required_inputs"),
+            "`required_inputs:` are context keys set to `~` (required: `--set KEY=VALUE`)",
+        )
+        del doc["required_inputs"]
+    key = doc.get("input_key")
+    if key is not None:
+        if key not in context:
+            context[key] = ""
+        notes.changed(
+            line_of(doc, "input_key"),
+            f"`input_key: {key}`: upstream's positional input (`ll-loop run NAME TEXT`) is "
+            f"`ll run FILE --set {key}=TEXT` here",
+        )
+        del doc["input_key"]
+    if context and "context" not in doc:
+        doc.insert(_after(doc, ("initial", "description", "name")), "context", context)
+    for name, value in list(context.items()):
+        if isinstance(value, list | dict) and not _is_input_spec(value):
+            import json
+
+            context[name] = json.dumps(value)
+            notes.changed(
+                line_of(context, name),
+                f"context '{name}' held a list or mapping; here context values are text: "
+                "it is written as JSON text",
+            )
+
+
+def _parameter(spec: Any, existing: Any) -> Any:
+    if not isinstance(spec, dict):
+        return spec
+    out = CommentedMap()
+    kind = spec.get("type")
+    if "default" in spec and not isinstance(spec["default"], list | dict):
+        out["default"] = spec["default"]
+    elif existing is not None and not spec.get("required"):
+        out["default"] = existing
+    elif not spec.get("required"):
+        out["default"] = ""  # optional with no value: empty, as upstream leaves it
+        kind = "string" if kind == "string" else None
+    if kind in ("string", "integer", "number", "boolean"):
+        out.insert(0, "type", kind)
+    if "enum" in spec:
+        out["enum"] = spec["enum"]
+    if spec.get("description"):
+        out["description"] = spec["description"]
+    return out if out else None
+
+
+def _is_input_spec(value: Any) -> bool:
+    return isinstance(value, dict) and set(value) <= {"type", "default", "enum", "description"}
+
+
+def _after(doc: CommentedMap, keys: tuple[str, ...]) -> int:
+    order = list(doc)
+    for key in keys:
+        if key in order:
+            return order.index(key) + 1
+    return 0
+
+
+def rename(mapping: CommentedMap, old: str, new: str) -> None:
+    """Rename a key where it stands, its comment kept."""
+    pos = list(mapping).index(old)
+    value = mapping.pop(old)
+    comment = mapping.ca.items.pop(old, None)
+    mapping.insert(pos, new, value)
+    if comment is not None:
+        mapping.ca.items[new] = comment
+
+
+def set_near(mapping: CommentedMap, after: str, key: str, value: Any) -> None:
+    """Set `key`, just after `after` when `key` is new."""
+    if key in mapping:
+        mapping[key] = value
+        return
+    order = list(mapping)
+    pos = order.index(after) + 1 if after in order else len(order)
+    mapping.insert(pos, key, value)
+
+
+# -- states ----------------------------------------------------------------------------
+
+
+def convert_state(
+    name: str, state: CommentedMap, line: int, notes: Notes, links: Links
+) -> list[tuple[str, CommentedMap]]:
+    """One state: its kind, evaluator, routes and upstream-only keys.
+
+    Returns new states to add after this one (a stall check's or `classify`'s), converted too.
+    """
+    if state.get("failure") is not None:
+        failed, at = bool(state["failure"]), line_of(state, "failure") or line
+        rename(state, "failure", "outcome")
+        state["outcome"] = "failure" if failed else "success"
+        notes.carried(at, "`failure: true` is `outcome: failure`")
+    if state.get("terminal") and name in _FAILURE_NAMES and "outcome" not in state:
+        set_near(state, "terminal", "outcome", "failure")
+        notes.carried(
+            line,
+            f"terminal '{name}': upstream counts a terminal named failed/error/aborted as a "
+            "failure; written `outcome: failure` (exit 1)",
+        )
+    _action_type(name, state, line, notes)
+    if "loop" in state:
+        _loop(name, state, line, notes, links)
+    for old, new in (("on_yes", "on_success"), ("on_no", "on_failure")):
+        if old in state:
+            if new in state:
+                notes.hand(line, f"state '{name}': both `{old}` and `{new}`; keep one")
+                continue
+            at = line_of(state, old) or line
+            rename(state, old, new)
+            notes.carried(at, "`on_yes`/`on_no` are `on_success`/`on_failure`")
+    extra: list[tuple[str, CommentedMap]] = []
+    spec = state.get("evaluate")
+    if isinstance(spec, dict) and spec.get("type") in STALL_TYPES:
+        added = convert_stall(name, state, line_of(state, "evaluate") or line, notes)
+        extra = [(f"{name}_stall", added)] if added is not None else []
+    elif isinstance(spec, dict) and spec.get("type") == "classify":
+        extra = convert_classify(name, state, line_of(state, "evaluate") or line, notes)
+    elif isinstance(spec, dict):
+        _evaluate(name, state, line, notes)
+    _routes(name, state, line, notes)
+    _retries(name, state, line, notes)
+    dropped = CommentedMap()
+    for key in list(state):
+        if key in _STATE_KEEP or str(key).startswith("x-"):
+            continue
+        why = _STATE_DROPPED.get(str(key), "an upstream setting with no equivalent here")
+        notes.dropped(line_of(state, key) or line, f"`{key}`: {why}; kept under `x-upstream`")
+        dropped[key] = state.pop(key)
+    if dropped:
+        state["x-upstream"] = dropped
+    return extra
+
+
+def _action_type(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
+    kind = state.get("action_type")
+    if kind in ("prompt", "slash_command"):
+        state["action_type"] = "slash"
+        notes.carried(
+            line_of(state, "action_type") or line,
+            f"`action_type: {kind}` is `slash` (run as `claude -p`)",
+        )
+    elif kind is not None and kind not in ("shell", "slash"):
+        notes.hand(line, f"state '{name}': `action_type: {kind}` has no equivalent here")
+
+
+def _loop(name: str, state: CommentedMap, line: int, notes: Notes, links: Links) -> None:
+    ref = str(state["loop"])
+    if "${" in ref:
+        _dynamic_loop(state, ref, line, notes)
+        return
+    path = links.loop_path(ref)
+    if path is None:
+        notes.hand(line, f"state '{name}': sub-loop '{ref}' was not found beside this file")
+        state["loop"] = ref if ref.endswith((".yaml", ".yml")) else ref + ".yaml"
+    else:
+        state["loop"] = path
+    bound = state.get("with")
+    if path is not None and isinstance(bound, dict):
+        reads = set(links.child_inputs(ref))
+        unread = [str(k) for k in bound if str(k) not in reads]
+        for key in unread:
+            del bound[key]
+        if unread:
+            notes.carried(
+                line_of(state, "with") or line,
+                f"`with: {', '.join(unread)}`: the sub-loop never reads "
+                f"{'them' if len(unread) > 1 else 'it'}; dropped (here `with:` names inputs)",
+            )
+    if state.pop("context_passthrough", None):
+        bound = state.get("with") if isinstance(state.get("with"), dict) else CommentedMap()
+        for key in links.child_inputs(ref):
+            if key in links.own_context:
+                bound.setdefault(key, "${context." + key + "}")
+        if bound:
+            state["with"] = bound
+        notes.carried(
+            line, "`context_passthrough: true`: the child's inputs are passed in `with:`"
+        )
+
+
+def _dynamic_loop(state: CommentedMap, ref: str, line: int, notes: Notes) -> None:
+    """`loop: ${...}`: the file is chosen at run time, so it runs as `ll run` in a shell step."""
+    target = ref if ref.endswith((".yaml", ".yml")) else ref + ".yaml"
+    words = ['ll run "${loop.dir}/' + _quoted_q(target) + '"']
+    bound = state.pop("with", None)
+    for key, value in bound.items() if isinstance(bound, dict) else []:
+        words.append(f'--set "{key}={_quoted_q(str(value))}"')
+    del state["loop"]
+    state.insert(0, "action", " ".join(words))
+    state.insert(1, "action_type", "shell")
+    state.pop("context_passthrough", None)
+    notes.changed(
+        line,
+        f"`loop: {ref}` picks its file at run time; here every `loop:` is a fixed path checked "
+        "before the run, so the child runs as `ll run` in a shell step (its exit code: 0 "
+        "success, 1 failure, other error; its steps are its own run, not this one's)",
+    )
+
+
+def _quoted_q(text: str) -> str:
+    """`text` for inside "...": literal characters escaped, placeholders quoted with `|q`."""
+    import re
+
+    out: list[str] = []
+    last = 0
+    for m in re.finditer(r"\$\{([^{}|]*)\}", text):
+        out.append(re.sub(r'(["$`\\])', r"\\\1", text[last : m.start()]))
+        out.append("${" + m.group(1) + "|q}")
+        last = m.end()
+    out.append(re.sub(r'(["$`\\])', r"\\\1", text[last:]))
+    return "".join(out)
+
+
+def _evaluate(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
+    spec = state["evaluate"]
+    kind = spec.get("type")
+    at = line_of(state, "evaluate") or line
+    if kind == "llm_structured":
+        for key in list(spec):
+            if key not in _EVAL_KEEP:
+                notes.dropped(at, f"`evaluate.{key}` of llm_structured: no equivalent here")
+                del spec[key]
+        return
+    if kind not in _EVALUATORS:
+        notes.hand(at, f"state '{name}': evaluator '{kind}' has no equivalent here")
+        return
+    if kind == "output_numeric" and "path" in spec:
+        spec["type"] = kind = "output_json"
+        notes.carried(at, "`output_numeric` with a `path` reads JSON: it is `output_json` here")
+    path = spec.get("path")
+    if isinstance(path, str) and not path.startswith((".", "[")):
+        spec["path"] = "." + path
+    for key in list(spec):
+        if key not in _EVAL_KEEP:
+            notes.dropped(at, f"`evaluate.{key}` of {kind}: no equivalent here; dropped")
+            del spec[key]
+
+
+def _routes(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
+    route = state.get("route")
+    if isinstance(route, dict):
+        for old, new in (("yes", "success"), ("no", "failure")):
+            if old in route:
+                rename(route, old, new)
+    extra = {v: state.pop(k) for k, v in (("on_partial", "partial"), ("on_blocked", "blocked"))
+             if k in state}
+    if extra:
+        route = _as_route(state)
+        route.update(extra)
+        notes.carried(line, "`on_partial`/`on_blocked` are `route:` entries")
+        if _is_slash(state) and "evaluate" not in state:
+            state.insert(list(state).index("route"), "evaluate", CommentedMap(type="llm_structured"))
+    if "next" in state and any(k in state for k in ("on_success", "route")):
+        route = _as_route(state)
+        route.setdefault("_", state.pop("next"))
+    if isinstance(state.get("route"), dict):
+        _route_defaults(name, state, line, notes)
+    elif "next" in state and not state.get("terminal"):
+        _next(state, line, notes)
+    elif "on_success" in state and "on_failure" not in state and "on_error" in state:
+        spec = state.get("evaluate")
+        if not _is_slash(state) and (not isinstance(spec, dict) or spec.get("type") in _EVALUATORS):
+            state.insert(list(state).index("on_success") + 1, "on_failure", state["on_error"])
+            notes.changed(
+                line,
+                "`on_yes` with no `on_no`: upstream left `no` unrouted; it goes to the "
+                "`on_error` state here",
+            )
+
+
+def _as_route(state: CommentedMap) -> CommentedMap:
+    """The state's `route:`, with its `on_success`/`on_failure`/`on_error` moved in."""
+    route = state.get("route")
+    if not isinstance(route, dict):
+        route = CommentedMap()
+        anchor = next((k for k in ("on_success", "on_failure", "next") if k in state), None)
+        pos = list(state).index(anchor) if anchor else len(state)
+        state.insert(pos, "route", route)
+    for key, verdict in (("on_success", "success"), ("on_failure", "failure"),
+                         ("on_error", "error")):
+        if key in state:
+            route.setdefault(verdict, state.pop(key))
+    return route
+
+
+def _route_defaults(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
+    route = state["route"]
+    if "_" in route and not any(k in route for k in ("error", "_error")) and "on_error" not in state:
+        route["_error"] = route["_"]
+        notes.carried(line, "upstream's `_` route also caught `error`: written `_error` too")
+    spec = state.get("evaluate")
+    judged = isinstance(spec, dict) and spec.get("type") == "llm_structured" and "schema" not in spec
+    if judged and "_" not in route and "failure" in route:
+        for verdict in ("partial", "blocked"):
+            if verdict not in route:
+                route[verdict] = route["failure"]
+                notes.changed(
+                    line,
+                    "a judge's `partial`/`blocked` that upstream left unrouted go to the "
+                    "`on_no` target here",
+                )
+
+
+def _next(state: CommentedMap, line: int, notes: Notes) -> None:
+    """Upstream never evaluates a `next:` state: it moves on whatever the step gave."""
+    target = state["next"]
+    upstream_error = state.get("on_error")
+    pos = list(state).index("next") + 1
+    if not _is_slash(state) and "evaluate" not in state and "on_failure" not in state:
+        state.insert(pos, "on_failure", target)
+    if upstream_error is None:
+        state.insert(len(state), "on_error", target)
+    elif not _is_slash(state) and "loop" not in state and upstream_error != target:
+        state["on_error"] = target
+        state.insert(len(state), "on_timeout", upstream_error)
+    notes.carried(
+        line,
+        "`next:` moved on whatever the step gave upstream (it was never evaluated); "
+        "written with `on_failure`/`on_error` to the same state, so it still does",
+    )
+
+
+def _is_slash(state: CommentedMap) -> bool:
+    if state.get("action_type") == "slash":
+        return True
+    action = state.get("action")
+    return (
+        state.get("action_type") is None
+        and isinstance(action, str)
+        and action.lstrip().startswith("/")
+        and "/" not in action.lstrip().split(" ")[0][1:]
+    )
+
+
+def _retries(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
+    """`max_retries: N` + `on_retry_exhausted: X` over a route back to the state itself."""
+    if "max_retries" not in state:
+        return
+    count, exhausted = state.pop("max_retries"), state.pop("on_retry_exhausted", None)
+    route = state.get("route") if isinstance(state.get("route"), dict) else None
+    shorthands = {"on_success": "success", "on_failure": "failure", "on_error": "error"}
+    selves: list[str] = []
+    for key, verdict in shorthands.items():
+        if state.get(key) in ("$current", name):
+            selves.append(verdict)
+            state[key] = exhausted
+    for verdict, target in list(route.items()) if route else []:
+        if target in ("$current", name):
+            selves.append(verdict)
+            route[verdict] = exhausted
+    if not selves or exhausted is None or not isinstance(count, int):
+        notes.hand(
+            line,
+            f"state '{name}': `max_retries: {count}` counted visits through other states; "
+            "`ll` has no visit counter: add a counter state (a shell `expr` on a file in "
+            "${loop.run_dir}) or use `max_iterations`",
+        )
+        return
+    state["retry"] = CommentedMap(
+        max_attempts=count + 1, interval=0, jitter=False, on=sorted(set(selves))
+    )
+    notes.carried(
+        line,
+        "`max_retries` + `on_retry_exhausted` over a route back to the state: written as "
+        "`retry:` (the step runs again in place) with the route going to the exhausted state",
+    )
+    notes.changed(
+        line, "a retry is one step here (upstream counted each re-entry against `max_steps`)"
+    )
