@@ -15,13 +15,21 @@ import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
-from .migrate_expand import Unreadable, expand_flow, expand_fragments, expand_from, load, resolve
-from .migrate_expand import yaml_rt
+from .migrate_expand import (
+    Unreadable,
+    expand_flow,
+    expand_fragments,
+    expand_from,
+    load,
+    resolve,
+    yaml_rt,
+)
 from .migrate_notes import Notes, line_of
 from .migrate_rules import Links, convert_state, convert_top
 from .migrate_text import TextReport, TextRules, rewrite, walk_strings
@@ -75,6 +83,12 @@ def migrate(paths: list[Path], out: Path | None) -> Migration:
                 unreadable.append(str(exc))
             continue
         item = Migrated(path, Path(path.name), doc)
+        if "fragments" in doc and "states" not in doc:
+            item.notes.hand(
+                line_of(doc, "fragments"),
+                "a fragment library, not a loop: `ll migrate` copies its fragments into the "
+                "loops that import it; convert those loops instead",
+            )
         expand_from(doc, path, item.notes)
         expand_flow(doc, item.notes)
         expand_fragments(doc, path, item.notes)
@@ -153,7 +167,7 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
     own = frozenset(str(k) for k in context) if isinstance(context, dict) else frozenset()
     links = Links(loop_path, child_inputs, own | {"run_dir"})
     states = doc.get("states")
-    if isinstance(states, dict):
+    if isinstance(states, CommentedMap):
         for name, state in list(states.items()):
             if isinstance(state, CommentedMap):
                 line = line_of(states, name)
@@ -236,10 +250,14 @@ def _texts(item: Migrated) -> list[tuple[str, str, int]]:
     reads: list[tuple[str, str, int]] = []
     for name, state in states.items():
         report = TextReport()
-        walk_strings(state, lambda t: rewrite(t, rules, report), skip=("description", "x-upstream"))
+        walk_strings(
+            state, partial(rewrite, rules=rules, report=report), skip=("description", "x-upstream")
+        )
         _text_notes(str(name), report, line_of(states, name), notes)
         for loop_state, capture in report.child_outputs:
-            owner = next((s for s, c in loops.items() if c == loops[loop_state] and s in states), loop_state)
+            owner = next(
+                (s for s, c in loops.items() if c == loops[loop_state] and s in states), loop_state
+            )
             reads.append((owner, capture, line_of(states, name)))
         if _escapes_values(state):
             notes.changed(
@@ -252,7 +270,9 @@ def _texts(item: Migrated) -> list[tuple[str, str, int]]:
     for key in ("context", "outputs"):
         if isinstance(doc.get(key), dict):
             report = TextReport()
-            walk_strings(doc[key], lambda t: rewrite(t, rules, report), skip=("description",))
+            walk_strings(
+                doc[key], partial(rewrite, rules=rules, report=report), skip=("description",)
+            )
             _text_notes(key, report, line_of(doc, key), notes)
     return reads
 
@@ -339,7 +359,9 @@ def _write_and_check(items: list[Migrated], out: Path) -> None:
     for item in items:
         _, diagnostics = try_load(out / item.rel, digest=False)
         item.diagnostics = [
-            f"{item.rel}:{d.line}:{d.col}: {d.message}" for d in diagnostics if d.severity == "error"
+            f"{item.rel}:{d.line}:{d.col}: {d.message}"
+            for d in diagnostics
+            if d.severity == "error"
         ]
 
 

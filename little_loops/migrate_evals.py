@@ -62,7 +62,9 @@ def history_check(kind: str, spec: Any) -> str:
 
 
 def _int(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+    return (
+        value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+    )
 
 
 def convert_stall(name: str, state: CommentedMap, at: int, notes: Notes) -> CommentedMap | None:
@@ -81,8 +83,11 @@ def convert_stall(name: str, state: CommentedMap, at: int, notes: Notes) -> Comm
         state["action"] = LiteralScalarString(before + check)
         state["action_type"] = "shell"
         del state["evaluate"]
-        notes.carried(at, f"evaluator `{kind}`: written as a shell check after the action "
-                      "(exit 0: progress, `on_success`; exit 1: stalled, `on_failure`)")
+        notes.carried(
+            at,
+            f"evaluator `{kind}`: written as a shell check after the action "
+            "(exit 0: progress, `on_success`; exit 1: stalled, `on_failure`)",
+        )
         return None
     check_state = CommentedMap()
     check_state["action"] = LiteralScalarString(check)
@@ -141,6 +146,8 @@ def convert_classify(
         "each check is one more step",
     )
     if fallback is None and names:
-        notes.hand(at, f"state '{name}': `classify` with no `_` route: route a last line "
-                   "that matches no key")
+        notes.hand(
+            at,
+            f"state '{name}': `classify` with no `_` route: route a last line that matches no key",
+        )
     return added

@@ -89,7 +89,9 @@ def expand_from(doc: CommentedMap, path: Path, notes: Notes, depth: int = 0) -> 
                         doc[key][inner] = item
         elif key == "import" and isinstance(doc[key], list) and isinstance(value, list):
             doc[key].extend(v for v in value if v not in doc[key])
-    notes.carried(line, f"`from: {ref}`: the base loop's states, context and settings are copied in")
+    notes.carried(
+        line, f"`from: {ref}`: the base loop's states, context and settings are copied in"
+    )
 
 
 def expand_flow(doc: CommentedMap, notes: Notes) -> None:
@@ -149,7 +151,7 @@ def expand_fragments(doc: CommentedMap, path: Path, notes: Notes) -> None:
         return
     used: dict[str, list[int]] = {}
     for name, state in states.items():
-        if not isinstance(state, dict) or "fragment" not in state:
+        if not isinstance(state, CommentedMap) or "fragment" not in state:
             continue
         frag_name = str(state["fragment"])
         line = line_of(states, name)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ruamel.yaml.comments import CommentedMap
+
 KINDS = {
     "hand": "needs hand work",
     "changed": "behaves differently",
@@ -79,3 +81,26 @@ def _lines(lines: list[int]) -> str:
     shown = ", ".join(str(n) for n in lines[:12])
     more = f" (+{len(lines) - 12})" if len(lines) > 12 else ""
     return f"line{'s' if len(lines) > 1 else ''} {shown}{more} · "
+
+
+# -- two edits of a ruamel mapping that keep its order and comments ---------------------
+
+
+def rename(mapping: CommentedMap, old: str, new: str) -> None:
+    """Rename a key where it stands, its comment kept."""
+    pos = list(mapping).index(old)
+    value = mapping.pop(old)
+    comment = mapping.ca.items.pop(old, None)
+    mapping.insert(pos, new, value)
+    if comment is not None:
+        mapping.ca.items[new] = comment
+
+
+def set_near(mapping: CommentedMap, after: str, key: str, value: Any) -> None:
+    """Set `key`, just after `after` when `key` is new."""
+    if key in mapping:
+        mapping[key] = value
+        return
+    order = list(mapping)
+    pos = order.index(after) + 1 if after in order else len(order)
+    mapping.insert(pos, key, value)

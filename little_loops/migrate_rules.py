@@ -13,8 +13,9 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
-from .migrate_notes import Notes, line_of
 from .migrate_evals import STALL_TYPES, convert_classify, convert_stall
+from .migrate_notes import Notes, line_of, rename, set_near
+from .migrate_routes import EVALUATORS, convert_routes
 
 _TOP_RENAMES = {
     "max_steps": "max_iterations",
@@ -22,9 +23,28 @@ _TOP_RENAMES = {
     "default_timeout": "action_timeout",
 }
 _TOP_KEEP = frozenset(
-    "name description initial states context outputs timeout maintain backoff on_error llm "
-    "max_iterations on_max_iterations action_timeout max_cost_usd secrets shell working_dir "
-    "metadata paradigm".split()
+    [
+        "name",
+        "description",
+        "initial",
+        "states",
+        "context",
+        "outputs",
+        "timeout",
+        "maintain",
+        "backoff",
+        "on_error",
+        "llm",
+        "max_iterations",
+        "on_max_iterations",
+        "action_timeout",
+        "max_cost_usd",
+        "secrets",
+        "shell",
+        "working_dir",
+        "metadata",
+        "paradigm",
+    ]
 )
 _METADATA = ("category", "visibility", "labels")
 _TOP_DROPPED = {
@@ -37,8 +57,26 @@ _TOP_DROPPED = {
     "artifact_versioning": "upstream's copies of artifacts per iteration",
 }
 _STATE_KEEP = frozenset(
-    "action action_type evaluate route on_success on_failure on_error on_timeout next terminal "
-    "outcome capture timeout retry on_maintain description loop with".split()
+    [
+        "action",
+        "action_type",
+        "evaluate",
+        "route",
+        "on_success",
+        "on_failure",
+        "on_error",
+        "on_timeout",
+        "next",
+        "terminal",
+        "outcome",
+        "capture",
+        "timeout",
+        "retry",
+        "on_maintain",
+        "description",
+        "loop",
+        "with",
+    ]
 )
 _STATE_DROPPED = {
     "on_rate_limit_exhausted": "upstream's long wait on Claude rate limits; here a rate-limited "
@@ -54,10 +92,24 @@ _STATE_DROPPED = {
     "`retry: {on: [error]}` re-runs on exit codes other than 0 and 1",
 }
 _FAILURE_NAMES = ("failed", "error", "aborted")
-_EVALUATORS = ("exit_code", "output_contains", "output_numeric", "output_json", "convergence")
 _EVAL_KEEP = frozenset(
-    "type pattern source target operator prompt min_confidence path tolerance previous "
-    "direction schema negate literal model".split()
+    [
+        "type",
+        "pattern",
+        "source",
+        "target",
+        "operator",
+        "prompt",
+        "min_confidence",
+        "path",
+        "tolerance",
+        "previous",
+        "direction",
+        "schema",
+        "negate",
+        "literal",
+        "model",
+    ]
 )
 
 
@@ -179,26 +231,6 @@ def _after(doc: CommentedMap, keys: tuple[str, ...]) -> int:
     return 0
 
 
-def rename(mapping: CommentedMap, old: str, new: str) -> None:
-    """Rename a key where it stands, its comment kept."""
-    pos = list(mapping).index(old)
-    value = mapping.pop(old)
-    comment = mapping.ca.items.pop(old, None)
-    mapping.insert(pos, new, value)
-    if comment is not None:
-        mapping.ca.items[new] = comment
-
-
-def set_near(mapping: CommentedMap, after: str, key: str, value: Any) -> None:
-    """Set `key`, just after `after` when `key` is new."""
-    if key in mapping:
-        mapping[key] = value
-        return
-    order = list(mapping)
-    pos = order.index(after) + 1 if after in order else len(order)
-    mapping.insert(pos, key, value)
-
-
 # -- states ----------------------------------------------------------------------------
 
 
@@ -241,8 +273,7 @@ def convert_state(
         extra = convert_classify(name, state, line_of(state, "evaluate") or line, notes)
     elif isinstance(spec, dict):
         _evaluate(name, state, line, notes)
-    _routes(name, state, line, notes)
-    _retries(name, state, line, notes)
+    convert_routes(name, state, line, notes)
     dropped = CommentedMap()
     for key in list(state):
         if key in _STATE_KEEP or str(key).startswith("x-"):
@@ -297,9 +328,7 @@ def _loop(name: str, state: CommentedMap, line: int, notes: Notes, links: Links)
                 bound.setdefault(key, "${context." + key + "}")
         if bound:
             state["with"] = bound
-        notes.carried(
-            line, "`context_passthrough: true`: the child's inputs are passed in `with:`"
-        )
+        notes.carried(line, "`context_passthrough: true`: the child's inputs are passed in `with:`")
 
 
 def _dynamic_loop(state: CommentedMap, ref: str, line: int, notes: Notes) -> None:
@@ -345,7 +374,7 @@ def _evaluate(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
                 notes.dropped(at, f"`evaluate.{key}` of llm_structured: no equivalent here")
                 del spec[key]
         return
-    if kind not in _EVALUATORS:
+    if kind not in EVALUATORS:
         notes.hand(at, f"state '{name}': evaluator '{kind}' has no equivalent here")
         return
     if kind == "output_numeric" and "path" in spec:
@@ -358,136 +387,3 @@ def _evaluate(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
         if key not in _EVAL_KEEP:
             notes.dropped(at, f"`evaluate.{key}` of {kind}: no equivalent here; dropped")
             del spec[key]
-
-
-def _routes(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
-    route = state.get("route")
-    if isinstance(route, dict):
-        for old, new in (("yes", "success"), ("no", "failure")):
-            if old in route:
-                rename(route, old, new)
-    extra = {v: state.pop(k) for k, v in (("on_partial", "partial"), ("on_blocked", "blocked"))
-             if k in state}
-    if extra:
-        route = _as_route(state)
-        route.update(extra)
-        notes.carried(line, "`on_partial`/`on_blocked` are `route:` entries")
-        if _is_slash(state) and "evaluate" not in state:
-            state.insert(list(state).index("route"), "evaluate", CommentedMap(type="llm_structured"))
-    if "next" in state and any(k in state for k in ("on_success", "route")):
-        route = _as_route(state)
-        route.setdefault("_", state.pop("next"))
-    if isinstance(state.get("route"), dict):
-        _route_defaults(name, state, line, notes)
-    elif "next" in state and not state.get("terminal"):
-        _next(state, line, notes)
-    elif "on_success" in state and "on_failure" not in state and "on_error" in state:
-        spec = state.get("evaluate")
-        if not _is_slash(state) and (not isinstance(spec, dict) or spec.get("type") in _EVALUATORS):
-            state.insert(list(state).index("on_success") + 1, "on_failure", state["on_error"])
-            notes.changed(
-                line,
-                "`on_yes` with no `on_no`: upstream left `no` unrouted; it goes to the "
-                "`on_error` state here",
-            )
-
-
-def _as_route(state: CommentedMap) -> CommentedMap:
-    """The state's `route:`, with its `on_success`/`on_failure`/`on_error` moved in."""
-    route = state.get("route")
-    if not isinstance(route, dict):
-        route = CommentedMap()
-        anchor = next((k for k in ("on_success", "on_failure", "next") if k in state), None)
-        pos = list(state).index(anchor) if anchor else len(state)
-        state.insert(pos, "route", route)
-    for key, verdict in (("on_success", "success"), ("on_failure", "failure"),
-                         ("on_error", "error")):
-        if key in state:
-            route.setdefault(verdict, state.pop(key))
-    return route
-
-
-def _route_defaults(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
-    route = state["route"]
-    if "_" in route and not any(k in route for k in ("error", "_error")) and "on_error" not in state:
-        route["_error"] = route["_"]
-        notes.carried(line, "upstream's `_` route also caught `error`: written `_error` too")
-    spec = state.get("evaluate")
-    judged = isinstance(spec, dict) and spec.get("type") == "llm_structured" and "schema" not in spec
-    if judged and "_" not in route and "failure" in route:
-        for verdict in ("partial", "blocked"):
-            if verdict not in route:
-                route[verdict] = route["failure"]
-                notes.changed(
-                    line,
-                    "a judge's `partial`/`blocked` that upstream left unrouted go to the "
-                    "`on_no` target here",
-                )
-
-
-def _next(state: CommentedMap, line: int, notes: Notes) -> None:
-    """Upstream never evaluates a `next:` state: it moves on whatever the step gave."""
-    target = state["next"]
-    upstream_error = state.get("on_error")
-    pos = list(state).index("next") + 1
-    if not _is_slash(state) and "evaluate" not in state and "on_failure" not in state:
-        state.insert(pos, "on_failure", target)
-    if upstream_error is None:
-        state.insert(len(state), "on_error", target)
-    elif not _is_slash(state) and "loop" not in state and upstream_error != target:
-        state["on_error"] = target
-        state.insert(len(state), "on_timeout", upstream_error)
-    notes.carried(
-        line,
-        "`next:` moved on whatever the step gave upstream (it was never evaluated); "
-        "written with `on_failure`/`on_error` to the same state, so it still does",
-    )
-
-
-def _is_slash(state: CommentedMap) -> bool:
-    if state.get("action_type") == "slash":
-        return True
-    action = state.get("action")
-    return (
-        state.get("action_type") is None
-        and isinstance(action, str)
-        and action.lstrip().startswith("/")
-        and "/" not in action.lstrip().split(" ")[0][1:]
-    )
-
-
-def _retries(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
-    """`max_retries: N` + `on_retry_exhausted: X` over a route back to the state itself."""
-    if "max_retries" not in state:
-        return
-    count, exhausted = state.pop("max_retries"), state.pop("on_retry_exhausted", None)
-    route = state.get("route") if isinstance(state.get("route"), dict) else None
-    shorthands = {"on_success": "success", "on_failure": "failure", "on_error": "error"}
-    selves: list[str] = []
-    for key, verdict in shorthands.items():
-        if state.get(key) in ("$current", name):
-            selves.append(verdict)
-            state[key] = exhausted
-    for verdict, target in list(route.items()) if route else []:
-        if target in ("$current", name):
-            selves.append(verdict)
-            route[verdict] = exhausted
-    if not selves or exhausted is None or not isinstance(count, int):
-        notes.hand(
-            line,
-            f"state '{name}': `max_retries: {count}` counted visits through other states; "
-            "`ll` has no visit counter: add a counter state (a shell `expr` on a file in "
-            "${loop.run_dir}) or use `max_iterations`",
-        )
-        return
-    state["retry"] = CommentedMap(
-        max_attempts=count + 1, interval=0, jitter=False, on=sorted(set(selves))
-    )
-    notes.carried(
-        line,
-        "`max_retries` + `on_retry_exhausted` over a route back to the state: written as "
-        "`retry:` (the step runs again in place) with the route going to the exhausted state",
-    )
-    notes.changed(
-        line, "a retry is one step here (upstream counted each re-entry against `max_steps`)"
-    )
