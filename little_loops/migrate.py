@@ -167,15 +167,20 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
     own = frozenset(str(k) for k in context) if isinstance(context, dict) else frozenset()
     links = Links(loop_path, child_inputs, own | {"run_dir"})
     states = doc.get("states")
+    longest = 0  # the most states added after one state: steps one upstream step may take
     if isinstance(states, CommentedMap):
         for name, state in list(states.items()):
             if isinstance(state, CommentedMap):
                 line = line_of(states, name)
                 pos = list(states).index(name)
-                for new_name, new in convert_state(str(name), state, line, notes, links):
+                added = convert_state(str(name), state, line, notes, links)
+                for new_name, new in added:
                     pos += 1
                     states.insert(pos, new_name, new)
                     convert_state(new_name, new, line, notes, links)
+                longest = max(longest, len(added))
+        if longest:
+            _more_steps(doc, 1 + longest, notes)
     wanted: list[tuple[Path, str, Migrated, int]] = []
     for state_name, capture, line in _texts(item):
         state = states[state_name] if isinstance(states, dict) else None
@@ -185,6 +190,19 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
         state.setdefault("capture", state_name)
         wanted.append((child.resolve(), capture, item, line))
     return wanted
+
+
+def _more_steps(doc: CommentedMap, factor: int, notes: Notes) -> None:
+    """States added after a state make one upstream step several: the limit grows with them."""
+    before = doc.get("max_iterations", 50)
+    if not isinstance(before, int):
+        return
+    doc["max_iterations"] = before * factor
+    notes.changed(
+        line_of(doc, "max_iterations"),
+        f"`max_iterations: {before * factor}` (upstream {before}): a step here may be followed "
+        f"by up to {factor - 1} added check states, which count as steps",
+    )
 
 
 def _children_given_run_dir(loaded: dict[Path, Migrated]) -> set[Path]:

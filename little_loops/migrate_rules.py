@@ -278,8 +278,16 @@ def convert_state(
     for key in list(state):
         if key in _STATE_KEEP or str(key).startswith("x-"):
             continue
-        why = _STATE_DROPPED.get(str(key), "an upstream setting with no equivalent here")
-        notes.dropped(line_of(state, key) or line, f"`{key}`: {why}; kept under `x-upstream`")
+        at = line_of(state, key) or line
+        why = _STATE_DROPPED.get(str(key))
+        if why is None:  # it may be what the state is for (`type: learning`): a person decides
+            notes.hand(
+                at,
+                f"state '{name}': `{key}` has no equivalent here; kept under "
+                "`x-upstream`, so the state does not do what it did upstream",
+            )
+        else:
+            notes.dropped(at, f"`{key}`: {why}; kept under `x-upstream`")
         dropped[key] = state.pop(key)
     if dropped:
         state["x-upstream"] = dropped
