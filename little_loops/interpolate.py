@@ -18,7 +18,7 @@ NAMESPACES = ("context", "captured", "prev", "state", "loop", "env")
 MODIFIERS = ("raw", "q")
 
 # Inside ${...}: a dotted path of names, an optional |modifier, an optional :default=TEXT
-# (the text used when the name is undefined; it runs to the closing brace).
+# (the text used when the name is undefined or empty; it runs to the closing brace).
 _BODY = re.compile(
     r"^([A-Za-z_][A-Za-z0-9_-]*)((?:\.[A-Za-z0-9_-]+)*)(?:\|([A-Za-z]+))?(?::default=(.*))?$",
     re.S,
@@ -252,13 +252,17 @@ def render(
 
 
 def _value(scope: Mapping[str, Any], placeholder: Placeholder, where: str) -> Any:
-    """The placeholder's value, or its `:default=` text when the name is undefined."""
+    """The placeholder's value; its `:default=` text when the name is undefined or its value
+    is empty (as the shell's `${VAR:-text}`)."""
     try:
-        return lookup(scope, placeholder, where=where)
+        value = lookup(scope, placeholder, where=where)
     except UndefinedVariable:
         if placeholder.default is None:
             raise
         return placeholder.default
+    if placeholder.default is not None and value in ("", None):
+        return placeholder.default
+    return value
 
 
 def lookup(scope: Mapping[str, Any], placeholder: Placeholder, *, where: str = "") -> Any:

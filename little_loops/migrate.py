@@ -295,7 +295,9 @@ def _texts(item: Migrated) -> list[tuple[str, str, int]]:
     return reads
 
 
-_CONTEXT_USE = re.compile(r"(?<!\$)\$\{context\.([A-Za-z0-9_-]+)(\|[a-z]+|:shell)?\}")
+_CONTEXT_USE = re.compile(
+    r"(?<!\$)\$\{context\.([A-Za-z0-9_-]+)(\|[a-z]+|:shell)?(\?|:default=[^{}]*)?\}"
+)
 
 
 def _missing_context(doc: CommentedMap, notes: Notes) -> None:

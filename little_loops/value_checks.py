@@ -146,8 +146,6 @@ def _suggest_operator(word: str) -> str:
 def _placeholder_problem(ctx: Ctx, part: Placeholder, captures: set[str]) -> tuple[str, str] | None:
     ns, path = part.namespace, part.path
     if ns == "context":
-        if part.default is not None:
-            return None  # an optional key: `--set` or a caller's `with:` may give it
         if path[0] not in ctx.loop.context and path[0] not in ctx.loop.inputs:
             keys = ctx.loop.context
             if path == ("run_dir",):  # upstream little-loops' scratch folder
