@@ -25,6 +25,7 @@ Commands:
   init      Write a commented starter loop.
   list      List the runs in this directory.
   logs      Show a run's events (-f: follow), or a step's output.
+  migrate   Convert upstream little-loops files to this format, with notes.
   resume    Continue an interrupted run from its last finished step.
   run       Run a loop until a terminal state or a limit.
   schema    Print the JSON Schema of loop files, for editors.
