@@ -111,6 +111,11 @@ def migrate(paths: list[Path], out: Path | None) -> Migration:
         wanted += _convert(item, loaded)
     for child, capture, parent, line in wanted:
         _add_output(loaded.get(child), capture, parent, line)
+    if out is not None:
+        clash = next((m for m in loaded.values() if (out / m.rel).resolve() == m.source), None)
+        if clash is not None:
+            problem = f"{out}: --out would overwrite {clash.source}; name another folder"
+            return Migration([], [*unreadable, problem])
     if out is None:
         with tempfile.TemporaryDirectory(prefix="ll-migrate-") as scratch:
             _write_and_check(list(loaded.values()), Path(scratch))

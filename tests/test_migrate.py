@@ -127,6 +127,11 @@ def test_exit_codes_hand_work_and_unreadable_never_a_traceback(tmp_path: Path) -
         assert "Traceback" not in proc.stderr + proc.stdout
         assert proc.stderr.startswith("ll: ")
     assert re.search(r"bad\.yaml:\d+: not valid YAML", ll("migrate", bad, cwd=tmp_path).stderr)
+    before = hand.read_text()
+    proc = ll("migrate", hand, "--out", tmp_path, cwd=tmp_path)  # the sources' own folder
+    assert proc.returncode == 2
+    assert "--out would overwrite" in proc.stderr
+    assert hand.read_text() == before
 
 
 def test_ll_help_and_validate_do_not_load_ruamel(tmp_path: Path) -> None:
