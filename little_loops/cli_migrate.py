@@ -48,10 +48,12 @@ def migrate(files: tuple[str, ...], out: str | None) -> None:
             notes = notes_markdown(type(result)([item], []))
             click.echo(notes.split("\n## ", 1)[-1].rstrip(), err=True)
     else:
-        hand = [m for m in result.files if not m.ok]
+        total = len(result.files)
+        valid = sum(not m.diagnostics for m in result.files)
+        done = sum(m.ok for m in result.files)
         click.echo(
-            f"ll: {len(result.files) - len(hand)} of {len(result.files)} files converted, "
-            f"{len(hand)} need hand work; notes: {target / 'MIGRATION-NOTES.md'}",
+            f"ll: {valid} of {total} files valid after migration, {done} with nothing left to "
+            f"do by hand; notes: {target / 'MIGRATION-NOTES.md'}",
             err=True,
         )
     sys.exit(result.exit_code)
