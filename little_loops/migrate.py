@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
-from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
@@ -32,7 +30,7 @@ from .migrate_expand import (
 )
 from .migrate_notes import Notes, line_of
 from .migrate_rules import Links, convert_state, convert_top
-from .migrate_text import TextReport, TextRules, rewrite, walk_strings
+from .migrate_text import CONTEXT_USE, rewrite_loop, walk_strings
 
 EXIT_CONVERTED, EXIT_HAND_WORK, EXIT_UNREADABLE = 0, 1, 2
 NOTES_FILE = "MIGRATION-NOTES.md"
@@ -89,11 +87,12 @@ def migrate(paths: list[Path], out: Path | None) -> Migration:
                 "a fragment library, not a loop: `ll migrate` copies its fragments into the "
                 "loops that import it; convert those loops instead",
             )
-        expand_from(doc, path, item.notes)
-        expand_flow(doc, item.notes)
-        expand_fragments(doc, path, item.notes)
+        with _odd_values(item):
+            expand_from(doc, path, item.notes)
+            expand_flow(doc, item.notes)
+            expand_fragments(doc, path, item.notes)
         loaded[path] = item
-        for ref in _loop_refs(doc):
+        for ref in _loop_refs(item.doc):
             child = resolve(ref, path.parent)
             if child is not None:
                 queue.append(child.resolve())
@@ -103,12 +102,14 @@ def migrate(paths: list[Path], out: Path | None) -> Migration:
     given_run_dir = _children_given_run_dir(loaded)
     for item in loaded.values():
         item.rel = item.source.relative_to(base)
-        convert_top(item.doc, item.notes)
-        if item.source in given_run_dir:
-            _declare_run_dir(item)
+        with _odd_values(item):
+            convert_top(item.doc, item.notes)
+            if item.source in given_run_dir:
+                _declare_run_dir(item)
     wanted: list[tuple[Path, str, Migrated, int]] = []  # (child, capture, parent, line)
     for item in loaded.values():
-        wanted += _convert(item, loaded)
+        with _odd_values(item):
+            wanted += _convert(item, loaded)
     for child, capture, parent, line in wanted:
         _add_output(loaded.get(child), capture, parent, line)
     if out is not None:
@@ -126,6 +127,22 @@ def migrate(paths: list[Path], out: Path | None) -> Migration:
     if out is not None:
         (out / NOTES_FILE).write_text(notes_markdown(migration), encoding="utf-8")
     return migration
+
+
+@contextmanager
+def _odd_values(item: Migrated) -> Iterator[None]:
+    """A value of a type upstream's own validator would refuse (a list where a name goes)
+    stops that file's conversion, noted for a person, and never the whole command."""
+    try:
+        yield
+    except (TypeError, AttributeError, ValueError, KeyError, RecursionError) as exc:
+        item.notes.hand(
+            0,
+            f"a value of an unexpected type stopped the conversion ({type(exc).__name__}: "
+            f"{str(exc)[:80]}); the file is written unconverted: check it with upstream's "
+            "validator first",
+        )
+        item.doc = load(item.source)
 
 
 def queue_order(paths: list[Path], loaded: dict[Path, Migrated]) -> Iterator[Path]:
@@ -162,7 +179,7 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
         keys = {str(k) for k in context} if isinstance(context, dict) else set()
 
         def look(text: str) -> str:
-            keys.update(m.group(1) for m in _CONTEXT_USE.finditer(text))
+            keys.update(m.group(1) for m in CONTEXT_USE.finditer(text))
             return text
 
         walk_strings(found.doc.get("states"), look, skip=("x-upstream",))
@@ -187,7 +204,7 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
         if longest:
             _more_steps(doc, 1 + longest, notes)
     wanted: list[tuple[Path, str, Migrated, int]] = []
-    for state_name, capture, line in _texts(item):
+    for state_name, capture, line in rewrite_loop(item.doc, item.notes):
         state = states[state_name] if isinstance(states, dict) else None
         child = resolve(str(state.get("loop")), item.source.parent) if state else None
         if state is None or child is None:
@@ -256,114 +273,6 @@ def _add_output(child: Migrated | None, capture: str, parent: Migrated, line: in
         f"here {child.rel} declares it under `outputs:`, read as `${{captured.STATE.outputs."
         f"{capture}}}`",
     )
-
-
-def _texts(item: Migrated) -> list[tuple[str, str, int]]:
-    """Rewrite the file's placeholders; the (loop state, child capture, line) they read."""
-    doc, notes = item.doc, item.notes
-    context = doc.get("context")
-    keys = frozenset(str(k) for k in context) if isinstance(context, dict) else frozenset()
-    states = doc.get("states") if isinstance(doc.get("states"), dict) else {}
-    loops: dict[str, str] = {}
-    for name, state in states.items():
-        if isinstance(state, dict) and "loop" in state:
-            loops[str(name)] = str(state.get("capture", name))
-            loops[str(state.get("capture", name))] = loops[str(name)]
-    rules = TextRules(keys, loop_captures=loops)
-    reads: list[tuple[str, str, int]] = []
-    for name, state in states.items():
-        report = TextReport()
-        walk_strings(
-            state, partial(rewrite, rules=rules, report=report), skip=("description", "x-upstream")
-        )
-        _text_notes(str(name), report, line_of(states, name), notes)
-        for loop_state, capture in report.child_outputs:
-            owner = next(
-                (s for s, c in loops.items() if c == loops[loop_state] and s in states), loop_state
-            )
-            reads.append((owner, capture, line_of(states, name)))
-        if _escapes_values(state):
-            notes.changed(
-                line_of(states, name),
-                "`${captured...}`/`${prev...}` in a shell action are escaped for where they "
-                "stand (upstream inserted them as is): write `|raw` where the text is meant "
-                "to run as shell",
-            )
-    _missing_context(doc, notes)
-    for key in ("context", "outputs"):
-        if isinstance(doc.get(key), dict):
-            report = TextReport()
-            walk_strings(
-                doc[key], partial(rewrite, rules=rules, report=report), skip=("description",)
-            )
-            _text_notes(key, report, line_of(doc, key), notes)
-    return reads
-
-
-_CONTEXT_USE = re.compile(
-    r"(?<!\$)\$\{context\.([A-Za-z0-9_-]+)(\|[a-z]+|:shell)?(\?|:default=[^{}]*)?\}"
-)
-
-
-def _missing_context(doc: CommentedMap, notes: Notes) -> None:
-    """Context keys upstream filled at launch (its config, the positional input): declared."""
-    context = doc.get("context")
-    if not isinstance(context, dict):
-        context = CommentedMap()
-    used: dict[str, int] = {}
-
-    def look(text: str) -> str:
-        for m in _CONTEXT_USE.finditer(text):
-            used.setdefault(m.group(1), 0)
-        return text
-
-    walk_strings(doc.get("states"), look, skip=("description", "x-upstream"))
-    missing = [k for k in used if k not in context]
-    if not missing:
-        return
-    for key in missing:
-        context[key] = ""
-    if "context" not in doc:
-        doc.insert(list(doc).index("states"), "context", context)
-    notes.changed(
-        line_of(doc, "context"),
-        f"context {', '.join(repr(k) for k in missing)}: used but not declared (upstream filled "
-        "them at launch, from its config or the positional input); declared empty here: give "
-        "them with `--set KEY=VALUE`",
-    )
-
-
-def _escapes_values(state: Any) -> bool:
-    action = state.get("action") if isinstance(state, dict) else None
-    if not isinstance(action, str) or state.get("action_type") == "slash":
-        return False
-    return "${captured." in action or "${prev." in action
-
-
-def _text_notes(where: str, report: TextReport, line: int, notes: Notes) -> None:
-    if report.run_dir:
-        notes.carried(line, "`${context.run_dir}` is `${loop.run_dir}` here")
-    if report.failure_type:
-        notes.changed(
-            line,
-            "`${captured.X.failure_type}` is `${captured.X.reason}` here: one line saying why "
-            "the step did not succeed, not upstream's category word",
-        )
-    if report.quoted:
-        notes.carried(line, "`${X:shell}` is `${X|q}` here")
-    if report.defaults:
-        notes.carried(line, "`${X?}` and `${X:default=V}` are `${X:default=V}` here")
-    if report.shell_vars:
-        names = ", ".join(sorted(report.shell_vars)[:6])
-        notes.carried(
-            line,
-            f"shell variables in `${{...}}` ({names}) were the shell's upstream; written "
-            "`$${...}` so `ll` leaves them to the shell",
-        )
-    for text in report.unknown:
-        notes.hand(line, f"'{where}': `{text}` names something `ll` does not keep")
-    for key in report.params:
-        notes.hand(line, f"'{where}': `${{param.{key}}}` is bound by no `with:`")
 
 
 def render(doc: CommentedMap, source: Path) -> str:

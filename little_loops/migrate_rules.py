@@ -166,7 +166,7 @@ def _inputs(doc: CommentedMap, notes: Notes) -> None:
         del doc["parameters"]
     required = doc.get("required_inputs")
     if isinstance(required, list):
-        for key in required:
+        for key in (k for k in required if isinstance(k, str)):
             if context.get(key) in (None, ""):
                 context[key] = None
         notes.carried(
@@ -175,7 +175,7 @@ def _inputs(doc: CommentedMap, notes: Notes) -> None:
         )
         del doc["required_inputs"]
     key = doc.get("input_key")
-    if key is not None:
+    if isinstance(key, str):
         if key not in context:
             context[key] = ""
         notes.changed(

@@ -11,6 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap
+
+from .migrate_notes import Notes, line_of
 
 # The namespaces both formats share; `param` is upstream's fragment parameter, bound here.
 SHARED = ("context", "captured", "prev", "state", "loop", "env")
@@ -157,3 +163,113 @@ def walk_strings(node: object, fn: Callable[[str], str], *, skip: tuple[str, ...
         except TypeError:
             return new
     return node
+
+
+# -- a whole loop's texts ---------------------------------------------------------------
+
+
+def rewrite_loop(doc: CommentedMap, notes: Notes) -> list[tuple[str, str, int]]:
+    """Rewrite a loop's placeholders; the (loop state, child capture, line) they read."""
+    context = doc.get("context")
+    keys = frozenset(str(k) for k in context) if isinstance(context, dict) else frozenset()
+    states = doc.get("states") if isinstance(doc.get("states"), dict) else {}
+    loops: dict[str, str] = {}
+    for name, state in states.items():
+        if isinstance(state, dict) and "loop" in state:
+            loops[str(name)] = str(state.get("capture", name))
+            loops[str(state.get("capture", name))] = loops[str(name)]
+    rules = TextRules(keys, loop_captures=loops)
+    reads: list[tuple[str, str, int]] = []
+    for name, state in states.items():
+        report = TextReport()
+        walk_strings(
+            state, partial(rewrite, rules=rules, report=report), skip=("description", "x-upstream")
+        )
+        _text_notes(str(name), report, line_of(states, name), notes)
+        for loop_state, capture in report.child_outputs:
+            owner = next(
+                (s for s, c in loops.items() if c == loops[loop_state] and s in states), loop_state
+            )
+            reads.append((owner, capture, line_of(states, name)))
+        if _escapes_values(state):
+            notes.changed(
+                line_of(states, name),
+                "`${captured...}`/`${prev...}` in a shell action are escaped for where they "
+                "stand (upstream inserted them as is): write `|raw` where the text is meant "
+                "to run as shell",
+            )
+    _missing_context(doc, notes)
+    for key in ("context", "outputs"):
+        if isinstance(doc.get(key), dict):
+            report = TextReport()
+            walk_strings(
+                doc[key], partial(rewrite, rules=rules, report=report), skip=("description",)
+            )
+            _text_notes(key, report, line_of(doc, key), notes)
+    return reads
+
+
+CONTEXT_USE = re.compile(
+    r"(?<!\$)\$\{context\.([A-Za-z0-9_-]+)(\|[a-z]+|:shell)?(\?|:default=[^{}]*)?\}"
+)
+
+
+def _missing_context(doc: CommentedMap, notes: Notes) -> None:
+    """Context keys upstream filled at launch (its config, the positional input): declared."""
+    context = doc.get("context")
+    if not isinstance(context, dict):
+        context = CommentedMap()
+    used: dict[str, int] = {}
+
+    def look(text: str) -> str:
+        for m in CONTEXT_USE.finditer(text):
+            used.setdefault(m.group(1), 0)
+        return text
+
+    walk_strings(doc.get("states"), look, skip=("description", "x-upstream"))
+    missing = [k for k in used if k not in context]
+    if not missing:
+        return
+    for key in missing:
+        context[key] = ""
+    if "context" not in doc:
+        doc.insert(list(doc).index("states"), "context", context)
+    notes.changed(
+        line_of(doc, "context"),
+        f"context {', '.join(repr(k) for k in missing)}: used but not declared (upstream filled "
+        "them at launch, from its config or the positional input); declared empty here: give "
+        "them with `--set KEY=VALUE`",
+    )
+
+
+def _escapes_values(state: Any) -> bool:
+    action = state.get("action") if isinstance(state, dict) else None
+    if not isinstance(action, str) or state.get("action_type") == "slash":
+        return False
+    return "${captured." in action or "${prev." in action
+
+
+def _text_notes(where: str, report: TextReport, line: int, notes: Notes) -> None:
+    if report.run_dir:
+        notes.carried(line, "`${context.run_dir}` is `${loop.run_dir}` here")
+    if report.failure_type:
+        notes.changed(
+            line,
+            "`${captured.X.failure_type}` is `${captured.X.reason}` here: one line saying why "
+            "the step did not succeed, not upstream's category word",
+        )
+    if report.quoted:
+        notes.carried(line, "`${X:shell}` is `${X|q}` here")
+    if report.defaults:
+        notes.carried(line, "`${X?}` and `${X:default=V}` are `${X:default=V}` here")
+    if report.shell_vars:
+        names = ", ".join(sorted(report.shell_vars)[:6])
+        notes.carried(
+            line,
+            f"shell variables in `${{...}}` ({names}) were the shell's upstream; written "
+            "`$${...}` so `ll` leaves them to the shell",
+        )
+    for text in report.unknown:
+        notes.hand(line, f"'{where}': `{text}` names something `ll` does not keep")
+    for key in report.params:
+        notes.hand(line, f"'{where}': `${{param.{key}}}` is bound by no `with:`")
