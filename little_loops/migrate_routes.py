@@ -2,7 +2,8 @@
 
 Upstream never evaluates a `next:` state, its `_` route also catches `error`, a judge's
 `partial`/`blocked` may go unrouted, and `max_retries` re-enters a state; each is written here
-with this format's routes (SPEC section 6) and noted.
+with this format's routes (SPEC section 6) and noted. A `loop:` whose file is chosen at run
+time becomes a shell step running `ll run`, routed by its exit code.
 """
 
 from __future__ import annotations
@@ -166,3 +167,36 @@ def _retries(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
     notes.changed(
         line, "a retry is one step here (upstream counted each re-entry against `max_steps`)"
     )
+
+
+def dynamic_loop(state: CommentedMap, ref: str, line: int, notes: Notes) -> None:
+    """`loop: ${...}`: the file is chosen at run time, so it runs as `ll run` in a shell step."""
+    target = ref if ref.endswith((".yaml", ".yml")) else ref + ".yaml"
+    words = ['ll run "${loop.dir}/' + _quoted_q(target) + '"']
+    bound = state.pop("with", None)
+    for key, value in bound.items() if isinstance(bound, dict) else []:
+        words.append(f'--set "{key}={_quoted_q(str(value))}"')
+    del state["loop"]
+    state.insert(0, "action", " ".join(words))
+    state.insert(1, "action_type", "shell")
+    state.pop("context_passthrough", None)
+    notes.changed(
+        line,
+        f"`loop: {ref}` picks its file at run time; here every `loop:` is a fixed path checked "
+        "before the run, so the child runs as `ll run` in a shell step (its exit code: 0 "
+        "success, 1 failure, other error; its steps are its own run, not this one's)",
+    )
+
+
+def _quoted_q(text: str) -> str:
+    """`text` for inside "...": literal characters escaped, placeholders quoted with `|q`."""
+    import re
+
+    out: list[str] = []
+    last = 0
+    for m in re.finditer(r"\$\{([^{}|]*)\}", text):
+        out.append(re.sub(r'(["$`\\])', r"\\\1", text[last : m.start()]))
+        out.append("${" + m.group(1) + "|q}")
+        last = m.end()
+    out.append(re.sub(r'(["$`\\])', r"\\\1", text[last:]))
+    return "".join(out)

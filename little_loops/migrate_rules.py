@@ -7,6 +7,7 @@ of docs/migrating.md.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,7 @@ from ruamel.yaml.comments import CommentedMap
 
 from .migrate_evals import STALL_TYPES, convert_classify, convert_stall
 from .migrate_notes import Notes, line_of, rename, set_near
-from .migrate_routes import EVALUATORS, convert_routes
+from .migrate_routes import EVALUATORS, convert_routes, dynamic_loop
 
 _TOP_RENAMES = {
     "max_steps": "max_iterations",
@@ -309,7 +310,7 @@ def _action_type(name: str, state: CommentedMap, line: int, notes: Notes) -> Non
 def _loop(name: str, state: CommentedMap, line: int, notes: Notes, links: Links) -> None:
     ref = str(state["loop"])
     if "${" in ref:
-        _dynamic_loop(state, ref, line, notes)
+        dynamic_loop(state, ref, line, notes)
         return
     path = links.loop_path(ref)
     if path is None:
@@ -339,44 +340,18 @@ def _loop(name: str, state: CommentedMap, line: int, notes: Notes, links: Links)
         notes.carried(line, "`context_passthrough: true`: the child's inputs are passed in `with:`")
 
 
-def _dynamic_loop(state: CommentedMap, ref: str, line: int, notes: Notes) -> None:
-    """`loop: ${...}`: the file is chosen at run time, so it runs as `ll run` in a shell step."""
-    target = ref if ref.endswith((".yaml", ".yml")) else ref + ".yaml"
-    words = ['ll run "${loop.dir}/' + _quoted_q(target) + '"']
-    bound = state.pop("with", None)
-    for key, value in bound.items() if isinstance(bound, dict) else []:
-        words.append(f'--set "{key}={_quoted_q(str(value))}"')
-    del state["loop"]
-    state.insert(0, "action", " ".join(words))
-    state.insert(1, "action_type", "shell")
-    state.pop("context_passthrough", None)
-    notes.changed(
-        line,
-        f"`loop: {ref}` picks its file at run time; here every `loop:` is a fixed path checked "
-        "before the run, so the child runs as `ll run` in a shell step (its exit code: 0 "
-        "success, 1 failure, other error; its steps are its own run, not this one's)",
-    )
-
-
-def _quoted_q(text: str) -> str:
-    """`text` for inside "...": literal characters escaped, placeholders quoted with `|q`."""
-    import re
-
-    out: list[str] = []
-    last = 0
-    for m in re.finditer(r"\$\{([^{}|]*)\}", text):
-        out.append(re.sub(r'(["$`\\])', r"\\\1", text[last : m.start()]))
-        out.append("${" + m.group(1) + "|q}")
-        last = m.end()
-    out.append(re.sub(r'(["$`\\])', r"\\\1", text[last:]))
-    return "".join(out)
-
-
 def _evaluate(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
     spec = state["evaluate"]
     kind = spec.get("type")
     at = line_of(state, "evaluate") or line
     if kind == "llm_structured":
+        prompt = str(spec.get("prompt", ""))
+        if re.search(r"""["'`]?\b(yes|no)\b["'`]?""", prompt) and "schema" not in spec:
+            notes.carried(
+                at,
+                "a judge prompt that asks for yes/no: the judge here answers success, failure, "
+                "partial or blocked (`yes` is `success`); the prompt is left as written",
+            )
         for key in list(spec):
             if key not in _EVAL_KEEP:
                 notes.dropped(at, f"`evaluate.{key}` of llm_structured: no equivalent here")

@@ -127,6 +127,20 @@ def test_exit_codes_hand_work_and_unreadable_never_a_traceback(tmp_path: Path) -
         assert "Traceback" not in proc.stderr + proc.stdout
         assert proc.stderr.startswith("ll: ")
     assert re.search(r"bad\.yaml:\d+: not valid YAML", ll("migrate", bad, cwd=tmp_path).stderr)
+    odd = write(
+        tmp_path / "odd.yaml",
+        """
+        name: odd
+        input_key: [topic]
+        initial: a
+        states:
+          a: [1, 2]
+          b: {route: [x], on_yes: {c: 1}, evaluate: {type: classify}}
+        """,
+    )
+    proc = ll("migrate", odd, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr + proc.stdout
     before = hand.read_text()
     proc = ll("migrate", hand, "--out", tmp_path, cwd=tmp_path)  # the sources' own folder
     assert proc.returncode == 2
