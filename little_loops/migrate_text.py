@@ -185,7 +185,7 @@ def rewrite_loop(doc: CommentedMap, notes: Notes) -> list[tuple[str, str, int]]:
         walk_strings(
             state, partial(rewrite, rules=rules, report=report), skip=("description", "x-upstream")
         )
-        _text_notes(str(name), report, line_of(states, name), notes)
+        _text_notes(str(name), report, line_of(states, name), notes, keys)
         for loop_state, capture in report.child_outputs:
             owner = next(
                 (s for s, c in loops.items() if c == loops[loop_state] and s in states), loop_state
@@ -205,7 +205,7 @@ def rewrite_loop(doc: CommentedMap, notes: Notes) -> list[tuple[str, str, int]]:
             walk_strings(
                 doc[key], partial(rewrite, rules=rules, report=report), skip=("description",)
             )
-            _text_notes(key, report, line_of(doc, key), notes)
+            _text_notes(key, report, line_of(doc, key), notes, keys)
     return reads
 
 
@@ -249,7 +249,9 @@ def _escapes_values(state: Any) -> bool:
     return "${captured." in action or "${prev." in action
 
 
-def _text_notes(where: str, report: TextReport, line: int, notes: Notes) -> None:
+def _text_notes(
+    where: str, report: TextReport, line: int, notes: Notes, context_keys: frozenset[str]
+) -> None:
     if report.run_dir:
         notes.carried(line, "`${context.run_dir}` is `${loop.run_dir}` here")
     if report.failure_type:
@@ -272,4 +274,11 @@ def _text_notes(where: str, report: TextReport, line: int, notes: Notes) -> None
     for text in report.unknown:
         notes.hand(line, f"'{where}': `{text}` names something `ll` does not keep")
     for key in report.params:
-        notes.hand(line, f"'{where}': `${{param.{key}}}` is bound by no `with:`")
+        if key in context_keys:
+            notes.changed(
+                line,
+                f"'{where}': `${{param.{key}}}` is bound by no `with:`; it reads the loop's "
+                f"context key '{key}' here",
+            )
+        else:
+            notes.hand(line, f"'{where}': `${{param.{key}}}` is bound by no `with:`")
