@@ -27,6 +27,7 @@ Commands:
   judge     Measure a judge on labelled cases; explain a verdict.
   list      List the runs in this directory.
   logs      Show a run's events (-f: follow), or a step's output.
+  migrate   Convert upstream little-loops files to this format, with notes.
   resume    Continue an interrupted run from its last finished step.
   run       Run a loop until a terminal state or a limit.
   schema    Print the JSON Schema of loop files, for editors.

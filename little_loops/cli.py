@@ -19,6 +19,7 @@ from .cli_answer import COMMANDS as ANSWER_COMMANDS
 from .cli_answer import answer_options as _answer_options
 from .cli_inspect import COMMANDS
 from .cli_judge import COMMANDS as JUDGE_COMMANDS
+from .cli_migrate import COMMANDS as MIGRATE_COMMANDS
 from .cli_sim import COMMANDS as SIM_COMMANDS
 from .errors import EXIT_SUSPENDED, LoadError, LoopError
 
@@ -393,7 +394,7 @@ def _execute(
     sys.exit(result.exit_code)
 
 
-for _command in (*COMMANDS, *SIM_COMMANDS, *JUDGE_COMMANDS, *ANSWER_COMMANDS):
+for _command in (*COMMANDS, *SIM_COMMANDS, *JUDGE_COMMANDS, *ANSWER_COMMANDS, *MIGRATE_COMMANDS):
     main.add_command(_command)
 
 

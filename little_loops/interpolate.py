@@ -17,8 +17,12 @@ from .shell_quote import single_quote as single_quote  # part of this module's s
 NAMESPACES = ("context", "captured", "prev", "state", "loop", "env")
 MODIFIERS = ("raw", "q")
 
-# Inside ${...}: a dotted path of names, then an optional |modifier.
-_BODY = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)((?:\.[A-Za-z0-9_-]+)*)(?:\|([A-Za-z]+))?$")
+# Inside ${...}: a dotted path of names, an optional |modifier, an optional :default=TEXT
+# (the text used when the name is undefined or empty; it runs to the closing brace).
+_BODY = re.compile(
+    r"^([A-Za-z_][A-Za-z0-9_-]*)((?:\.[A-Za-z0-9_-]+)*)(?:\|([A-Za-z]+))?(?::default=(.*))?$",
+    re.S,
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class Placeholder:
     namespace: str
     path: tuple[str, ...]  # the names after the namespace
     modifier: str | None  # "raw", "q" or None
+    default: str | None = None  # `:default=TEXT`: the value when the name is undefined
 
     @property
     def name(self) -> str:
@@ -88,7 +93,7 @@ def scan(text: str) -> list[str | Placeholder | PlaceholderError]:
                 )
             )
         else:
-            namespace, dotted, modifier = m.group(1), m.group(2), m.group(3)
+            namespace, dotted, modifier, default = m.group(1), m.group(2), m.group(3), m.group(4)
             path = tuple(dotted[1:].split(".")) if dotted else ()
             if namespace not in NAMESPACES:
                 parts.append(
@@ -113,7 +118,7 @@ def scan(text: str) -> list[str | Placeholder | PlaceholderError]:
                     )
                 )
             else:
-                parts.append(Placeholder(i, close + 1, namespace, path, modifier))
+                parts.append(Placeholder(i, close + 1, namespace, path, modifier, default))
         i = close + 1
     if literal:
         parts.append("".join(literal))
@@ -222,7 +227,7 @@ def render(
                 except UnsafeValue as exc:
                     raise RunError(f"cannot safely build the command{suffix}: {exc}") from None
             continue
-        value = _to_text(lookup(scope, part, where=where), part, suffix)
+        value = _to_text(_value(scope, part, where), part, suffix)
         if command and "\0" in value:
             raise RunError(
                 f"'${{{part.name}}}'{suffix} holds a NUL byte, which no command can carry; "
@@ -244,6 +249,20 @@ def render(
                 raise RunError(f"cannot safely build the command{suffix}: {exc}") from None
         out.append(value)
     return "".join(out)
+
+
+def _value(scope: Mapping[str, Any], placeholder: Placeholder, where: str) -> Any:
+    """The placeholder's value; its `:default=` text when the name is undefined or its value
+    is empty (as the shell's `${VAR:-text}`)."""
+    try:
+        value = lookup(scope, placeholder, where=where)
+    except UndefinedVariable:
+        if placeholder.default is None:
+            raise
+        return placeholder.default
+    if placeholder.default is not None and value in ("", None):
+        return placeholder.default
+    return value
 
 
 def lookup(scope: Mapping[str, Any], placeholder: Placeholder, *, where: str = "") -> Any:
