@@ -53,8 +53,12 @@ def follow(
     problems reported at the children's files. States in `tainted` (a schema error in a key
     that routes, `checks.WHOLE_LOOP` for the whole loop) are not checked for coverage."""
     ctx = Ctx(loop, file, locate)
-    calls = [s for s in loop.states.values() if s.loop is not None]
-    if not calls:
+    calls = [s for s in loop.states.values() if s.is_loop]
+    # A fork's `loop:` work (its own, or a branch's) is followed too; the fork's verdicts
+    # are its join's (success, failure, error), so the child's terminals need no routes.
+    work = [s for s in loop.states.values() if s.is_fork and s.loop is not None]
+    work += [b for s in loop.states.values() for b in s.parallel.values() if b.loop is not None]
+    if not calls and not work:
         return []
     me = loop.path.resolve()
     outer = not _TREE.stack
@@ -64,6 +68,8 @@ def follow(
         for state in calls:
             covered = state.name not in tainted and "*" not in tainted
             out += _follow_state(ctx, state, file=file, load=load, coverage=covered)
+        for state in work:
+            out += _follow_state(ctx, state, file=file, load=load, coverage=False)
         return out
     finally:
         _TREE.stack.pop()

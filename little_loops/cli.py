@@ -124,6 +124,19 @@ def _parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
     metavar="SCRIPT",
     help="Answer every action from SCRIPT (YAML); nothing runs, nothing sleeps.",
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=8,
+    envvar="LL_JOBS",
+    show_default=True,
+    help="Actions running at once in the whole run, forks included (also LL_JOBS).",
+)
+@click.option(
+    "--branch",
+    metavar="STATE=KEY",
+    help="Run only this branch of a for_each/parallel state (a matrix job: ll plan-matrix).",
+)
 @click.option("--run-id", hidden=True)
 def run(
     file: str,
@@ -146,6 +159,8 @@ def run(
     allow_concurrent: bool,
     background: bool,
     simulate: str | None,
+    jobs: int,
+    branch: str | None,
     run_id: str | None,
 ) -> None:
     """Run a loop until a terminal state or a limit.
@@ -208,7 +223,13 @@ def run(
         replay=Path(replay) if replay else None,
         fsync=fsync,
         allow_concurrent=allow_concurrent or simulate is not None,  # a simulation takes no lock
+        jobs=jobs,
     )
+    if branch is not None:
+        from .cli_matrix import run_branch
+
+        run_branch(loop, options, branch, run_id, json_mode=json_mode, quiet=quiet)
+        return
     display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel)
     rig = None
     if simulate:

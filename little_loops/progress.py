@@ -45,6 +45,7 @@ class RunOptions:
     on_output: Callable[[str, bytes], None] | None = None  # --verbose streaming
     # A terminal state's output, shown once its action ends (when on_output does not show it).
     on_terminal_output: Callable[[str, bytes], None] | None = None
+    jobs: int = 8  # --jobs: actions running at once in a whole tree of forks (branches.py)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from typing import Any
 from . import events as ev
 from . import router
 from .action_layer import ActionLayer, Processes
+from .branches import ForkCalls
 from .calls import ChildCalls
 from .errors import (
     EXIT_INTERNAL,
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-class Runner(ChildCalls):
+class Runner(ChildCalls, ForkCalls):
     """Runs one loop to its end, or to a limit, writing every step to the run directory."""
 
     def __init__(
@@ -243,7 +244,10 @@ class Runner(ChildCalls):
     def _next_step(self) -> None:
         """One step, in the order things happen."""
         step, state = self._enter()
-        result = self._call(step, state) if state.is_loop else self.steps.run(step, state)
+        if state.is_fork:
+            result = self._fork(step, state)
+        else:
+            result = self._call(step, state) if state.is_loop else self.steps.run(step, state)
         self._remember(step, state, result)
         route = self._route(state, result)
         self._record(step, state, route)
@@ -264,7 +268,7 @@ class Runner(ChildCalls):
     def _route(self, state: State, result: StepResult) -> dict[str, str]:
         """Where the run goes next; `Finish` when it ends here."""
         verdict = result.verdict.verdict
-        if state.is_loop:
+        if state.is_loop or state.is_fork:
             self._check_budget(state.name)  # the child's cost, or an ancestor's budget, ends us
         if self.steps.ends_run(state):
             return self._after_terminal(state, result)

@@ -1,0 +1,441 @@
+"""Forks through the real `ll`: `parallel:` branches and `for_each:` items run as child runs in
+threads, their join decides the state's verdict, every branch's result is kept, `fail_fast`
+cancels the rest, `--jobs` caps the whole tree, and a fork killed with -9 resumes without
+running a finished branch again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from little_loops.fork import BranchEnd, decide, make_items, parse_items, summary
+from little_loops.model import Join
+
+LL = [sys.executable, "-m", "little_loops"]
+
+
+def ll(*args: str | Path, cwd: Path, timeout: float = 90) -> Any:
+    return subprocess.run(
+        [*LL, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def write(where: Path, name: str, text: str) -> Path:
+    path = where / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def run_root(cwd: Path) -> Path:
+    runs = [p for p in (cwd / ".loops" / "runs").iterdir() if (p / "state.json").is_file()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def events(root: Path) -> list[dict[str, Any]]:
+    lines = (root / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def state(root: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((root / "state.json").read_text(encoding="utf-8"))
+    return data
+
+
+# -- the pure parts ---------------------------------------------------------------------------
+
+
+def test_items_parse_as_json_array_or_lines_and_keys_fall_back_to_indexes() -> None:
+    assert parse_items('["a", "b"]') == ["a", "b"]
+    assert parse_items(" eu-west \n\n us-east\n") == ["eu-west", "us-east"]
+    assert parse_items('[{"name": "x"}]') == [{"name": "x"}]
+    assert [i.key for i in make_items(["eu-west", "us-east"])] == ["eu-west", "us-east"]
+    # one unsafe or duplicate text: every key is the index
+    assert [i.key for i in make_items(["a b", "c"])] == ["1", "2"]
+    assert [i.key for i in make_items(["x", "x"])] == ["1", "2"]
+    with pytest.raises(Exception, match="more than the cap of 1000"):
+        make_items(list(range(1001)))
+
+
+def test_join_decides_as_soon_as_it_can_and_counts_cancelled_as_not_met() -> None:
+    ok, bad = BranchEnd("success", "success"), BranchEnd("failure", "failure")
+    assert decide(Join("all"), 3, {"a": ok}) is None
+    assert decide(Join("all"), 3, {"a": bad}) == "failure"
+    assert decide(Join("any"), 3, {"a": ok}) == "success"
+    assert decide(Join(2), 3, {"a": ok, "b": bad}) is None
+    assert decide(Join(2), 3, {"a": ok, "b": bad, "c": ok}) == "success"
+    assert decide(Join("all", "approve"), 2, {"a": BranchEnd("approve")}) is None
+    assert decide(Join("all"), 0, {}) == "success"
+    assert decide(Join("any"), 0, {}) == "failure"
+    # a child terminal whose outcome is success counts as success
+    assert decide(Join("all"), 1, {"a": BranchEnd("deployed", "success")}) == "success"
+    assert decide(Join("all"), 1, {"a": BranchEnd("cancelled", "cancelled")}) == "failure"
+    items = make_items(["a", "b"])
+    done = summary(Join("all"), items, {"a": ok, "b": bad}, "failure")
+    assert (done["succeeded"], done["failed"], done["failed_items"]) == (1, 1, "b")
+
+
+# -- through the real `ll` ----------------------------------------------------------------------
+
+FOUR = """
+name: four
+initial: checks
+states:
+  checks:
+    parallel:
+      a: {action: "sleep 1; echo A"}
+      b: {action: "sleep 1; echo B"}
+      c: {action: "sleep 1; echo C"}
+      d: {action: "sleep 1; echo D"}
+    max_concurrency: 4
+    capture: checks
+    on_success: done
+    on_failure: done
+  done:
+    action: "echo ${captured.checks.succeeded} ${captured.checks.branches.c.output}"
+    terminal: true
+"""
+
+
+def test_four_one_second_branches_at_once_end_well_under_two_seconds(tmp_path: Path) -> None:
+    loop = write(tmp_path, "four.yaml", FOUR)
+    started = time.monotonic()
+    done = ll("run", loop, cwd=tmp_path)
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stdout + done.stderr
+    root = run_root(tmp_path)
+    join = [e for e in events(root) if e["event"] == "evaluate" and e["state"] == "checks"]
+    assert join[0]["type"] == "join" and join[0]["verdict"] == "success"
+    fork_ms = max(e["duration_ms"] for e in events(root) if e["event"] == "child_complete")
+    assert fork_ms < 1900  # each branch took ~1 s: they ran at once
+    assert took < 8, took  # interpreter start-up included, on a busy machine
+    assert "4 C" in done.stdout  # the terminal's output: count and one branch's output
+    # one line per finished branch, then the join
+    lines = done.stdout.splitlines()
+    assert any(line.split()[:2] == ["c", "success"] for line in lines), done.stdout
+
+
+FAILING = """
+name: failing
+initial: checks
+states:
+  checks:
+    parallel:
+      lint:  {action: "echo lint-ok"}
+      types: {action: "echo types broke >&2; exit 1"}
+      tests: {action: "sleep 0.3; echo tests-ok"}
+    join: all
+    capture: checks
+    on_success: ship
+    on_failure: fix
+  ship: {action: "echo shipped", terminal: true}
+  fix:
+    action: "echo fix:${captured.checks.failed_keys}:${captured.checks.branches.tests.output}"
+    terminal: true
+    outcome: failure
+"""
+
+
+def test_a_failing_branch_with_join_all_routes_failure_and_every_result_is_kept(
+    tmp_path: Path,
+) -> None:
+    loop = write(tmp_path, "failing.yaml", FAILING)
+    done = ll("run", loop, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "fix:types:tests-ok" in done.stdout
+    root = run_root(tmp_path)
+    ends = {e["branch"]: e for e in events(root) if e["event"] == "child_complete"}
+    assert {k: e["verdict"] for k, e in ends.items()} == {
+        "lint": "success",
+        "types": "failure",
+        "tests": "success",
+    }
+    assert ends["types"]["reason"]  # why it failed, in one line
+    join = json.loads((root / "sub" / "0001-checks" / "join.json").read_text())
+    assert list(join) == ["lint", "types", "tests"]  # item order, whatever the finish order
+    assert join["lint"]["output"] == "lint-ok"
+    assert (root / "sub" / "0001-checks" / "types" / "state.json").is_file()
+    assert "join all: 2 of 3 succeeded; not: types" in done.stdout
+
+
+FOR_EACH = """
+name: rollout
+initial: regions
+context: {out: OUT}
+states:
+  regions:
+    action: printf 'eu-west\\nus-east\\nap-south\\n'
+    capture: regions
+    next: rollout
+  rollout:
+    for_each: ${captured.regions.output}
+    loop: deploy.yaml
+    with: {region: "${item.value}", n: "${item.index}"}
+    max_concurrency: 2
+    capture: rollout
+    on_success: listed
+    on_failure: listed
+  listed:
+    for_each: ['{"name": "x"}', b]
+    action: "echo ${item.key}=${item.value} >> ${context.out}"
+    on_success: done
+    on_failure: done
+  done:
+    action: "echo ${captured.rollout.branches.us-east.outputs.where} ${captured.rollout.failed_items}"
+    terminal: true
+"""
+
+DEPLOY = """
+name: deploy
+initial: go
+context: {region: ~, n: "0"}
+outputs: {where: "${context.region}-${context.n}"}
+states:
+  go:
+    action: "test ${context.region} != ap-south"
+    on_success: live
+    on_failure: rolled_back
+  live: {terminal: true}
+  rolled_back: {terminal: true, outcome: failure}
+"""
+
+
+def test_for_each_runs_a_child_per_item_with_item_values_and_keys(tmp_path: Path) -> None:
+    out = tmp_path / "out.txt"
+    write(tmp_path, "deploy.yaml", DEPLOY)
+    loop = write(tmp_path, "rollout.yaml", FOR_EACH.replace("OUT", str(out)))
+    check = ll("validate", loop, cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    done = ll("run", loop, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "us-east-2 ap-south" in done.stdout
+    root = run_root(tmp_path)
+    items = json.loads((root / "sub" / "0002-rollout" / "items.json").read_text())
+    assert [i["key"] for i in items] == ["eu-west", "us-east", "ap-south"]
+    ends = {e["branch"]: e for e in events(root) if e["event"] == "child_complete"}
+    assert ends["ap-south"]["verdict"] == "rolled_back"
+    assert ends["eu-west"]["verdict"] == "live"
+    assert (root / "sub" / "0002-rollout" / "us-east" / "state.json").is_file()
+    # a JSON object item is not a safe key: indexes for every item
+    assert sorted(out.read_text().splitlines()) == ['1={"name": "x"}', "2=b"]
+
+
+FAIL_FAST = """
+name: fast
+initial: checks
+states:
+  checks:
+    parallel:
+      quick: {action: "exit 1"}
+      slow:  {action: "echo $$ > PIDFILE; sleep 30"}
+      later: {action: "sleep 30"}
+    max_concurrency: 2
+    fail_fast: true
+    capture: checks
+    on_success: done
+    on_failure: done
+  done:
+    action: "echo cancelled=${captured.checks.cancelled_items}"
+    terminal: true
+"""
+
+
+def test_fail_fast_cancels_running_and_unstarted_branches_and_kills_their_processes(
+    tmp_path: Path,
+) -> None:
+    pidfile = tmp_path / "slow.pid"
+    loop = write(tmp_path, "fast.yaml", FAIL_FAST.replace("PIDFILE", str(pidfile)))
+    started = time.monotonic()
+    done = ll("run", loop, cwd=tmp_path)
+    assert time.monotonic() - started < 20
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "cancelled=slow\nlater" in done.stdout.replace("\r", "")
+    root = run_root(tmp_path)
+    ends = {e["branch"]: e for e in events(root) if e["event"] == "child_complete"}
+    assert {k: e["verdict"] for k, e in ends.items()} == {
+        "quick": "failure",
+        "slow": "cancelled",
+        "later": "cancelled",
+    }
+    slow = state(root / "sub" / "0001-checks" / "slow")
+    assert (slow["status"], slow["outcome"]) == ("finished", "cancelled")
+    assert not (root / "sub" / "0001-checks" / "later").exists()  # never started
+    if pidfile.exists():
+        pid = int(pidfile.read_text())
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+JOBS = """
+name: jobs
+initial: outer
+states:
+  outer:
+    for_each: [a, b, c, d]
+    action: "echo start >> LOG; sleep 0.4; echo end >> LOG"
+    max_concurrency: 4
+    on_success: done
+    on_failure: done
+  done: {terminal: true}
+"""
+
+
+def _max_overlap(log: Path) -> int:
+    running = most = 0
+    for line in log.read_text().splitlines():
+        running += 1 if line == "start" else -1
+        most = max(most, running)
+    return most
+
+
+def test_jobs_caps_actions_running_at_once(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    loop = write(tmp_path, "jobs.yaml", JOBS.replace("LOG", str(log)))
+    done = ll("run", loop, "--jobs", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _max_overlap(log) == 2
+    log.unlink()
+    done = ll("run", loop, cwd=tmp_path)  # default 8: all four at once
+    assert _max_overlap(log) == 4
+
+
+def test_json_events_of_branches_carry_their_path(tmp_path: Path) -> None:
+    loop = write(tmp_path, "failing.yaml", FAILING)
+    done = ll("run", loop, "--json", cwd=tmp_path)
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    paths = {tuple(e["path"]) for e in lines if "path" in e}
+    assert {("checks", "lint"), ("checks", "types"), ("checks", "tests")} <= paths
+    starts = [e for e in lines if e["event"] == "child_start" and "path" not in e]
+    assert [e["branch"] for e in starts] == ["lint", "types", "tests"]
+    assert all(e["kind"] == "branch" for e in starts)
+
+
+KILL = """
+name: killme
+initial: work
+states:
+  work:
+    for_each: [i1, i2, i3, i4, i5, i6]
+    action: >-
+      if [ ${item.key} = i4 ] && [ ! -e GATE ]; then touch GATE.waiting; sleep 30; fi;
+      echo ${item.key} >> LEDGER
+    max_concurrency: 3
+    capture: work
+    on_success: done
+    on_failure: done
+  done:
+    action: "echo joined ${captured.work.succeeded}"
+    terminal: true
+"""
+
+
+def test_kill_9_mid_fork_then_resume_runs_no_finished_branch_again(tmp_path: Path) -> None:
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    text = KILL.replace("LEDGER", str(ledger)).replace("GATE", str(gate))
+    loop = write(tmp_path, "kill.yaml", text)
+    proc = subprocess.Popen([*LL, "run", str(loop), "--quiet"], cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while not (Path(f"{gate}.waiting").exists() and len(_lines(ledger)) >= 3):
+        assert proc.poll() is None, "ll ended before the kill point"
+        assert time.monotonic() < deadline, "timed out waiting for the kill point"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = _lines(ledger)
+    assert "i4" not in before
+    gate.touch()
+    resumed = ll("resume", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    after = _lines(ledger)
+    assert sorted(after) == ["i1", "i2", "i3", "i4", "i5", "i6"]  # each exactly once
+    assert after[: len(before)] == before
+    root = run_root(tmp_path)
+    assert state(root)["status"] == "finished"
+    resumed_starts = [
+        e["branch"] for e in events(root) if e["event"] == "child_start" and e["resumed"]
+    ]
+    assert "i4" in resumed_starts
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "words"),
+    [
+        ("    parallel: {a: {action: 'true'}, b: {action: 'true'}}\n    join: most\n",
+         "bad-join", "join most"),
+        ("    parallel: {a: {action: 'true'}, b: {action: 'true'}}\n    join: 3\n",
+         "bad-join", "waits for 3 branches but has 2"),
+        ("    action: echo ${item.value}\n", "bad-placeholder", "only set in a 'for_each'"),
+        ("    parallel: {a: {action: 'true'}, b: {action: 'true'}}\n    action: 'true'\n",
+         "state-kind", "put the action in a branch"),
+        ("    action: 'true'\n    fail_fast: true\n", "state-kind", "only a fork uses"),
+        ("    parallel: {a: {action: 'true'}, 'b c': {action: 'true'}}\n", "schema", "b c"),
+    ],
+)  # fmt: skip
+def test_validate_names_what_is_wrong_with_a_fork(
+    tmp_path: Path, body: str, code: str, words: str
+) -> None:
+    text = "name: bad\ninitial: s\nstates:\n  s:\n" + body + "    next: done\n"
+    text += "  done: {terminal: true}\n"
+    loop = tmp_path / "bad.yaml"
+    loop.write_text(text, encoding="utf-8")
+    checked = ll("validate", loop, cwd=tmp_path)
+    assert checked.returncode == 2, checked.stdout + checked.stderr
+    out = checked.stdout + checked.stderr
+    assert "bad.yaml:" in out and words in out, out
+    assert "Traceback" not in out
+
+
+def test_a_fork_must_route_its_failure_and_too_many_items_is_its_error(tmp_path: Path) -> None:
+    uncovered = write(
+        tmp_path,
+        "uncovered.yaml",
+        """
+        name: u
+        initial: s
+        states:
+          s:
+            parallel: {a: {action: "true"}, b: {action: "true"}}
+            route: {success: done}
+          done: {terminal: true}
+        """,
+    )
+    checked = ll("validate", uncovered, cwd=tmp_path)
+    assert checked.returncode == 2 and "'failure'" in checked.stdout + checked.stderr
+    many = write(
+        tmp_path,
+        "many.yaml",
+        """
+        name: many
+        initial: s
+        states:
+          s:
+            for_each: "${captured.n.output}"
+            action: "true"
+            on_success: done
+            on_failure: done
+            on_error: broken
+          done: {terminal: true}
+          broken: {action: "echo never", terminal: true, outcome: failure}
+        """,
+    )
+    text = many.read_text().replace(
+        "initial: s", "initial: n"
+    ) + "  n: {action: 'seq 1001', capture: n, next: s}\n"
+    many.write_text(text)
+    done = ll("run", many, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "more than the cap of 1000" in done.stdout
+    assert not (run_root(tmp_path) / "sub" / "0002-s" / "1").exists()
