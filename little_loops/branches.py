@@ -201,6 +201,14 @@ class ForkCalls:
         except (ItemsError, LoopError) as exc:
             why = exc.message if isinstance(exc, LoopError) else str(exc)
             return self._joined(step, state, join, [], {}, "error", why)
+        only = self.options.branch
+        if only is not None and only[0] == state.name and self.parent is None:
+            chosen = [i for i in items if i.key == only[1]]  # `ll run --branch STATE=KEY`
+            if not chosen:
+                keys = ", ".join(i.key for i in items) or "none"
+                why = f"state '{state.name}' has no branch '{only[1]}'; its keys: {keys}"
+                return self._joined(step, state, join, [], {}, "error", why)
+            items = chosen
         ends = _Fork(self, step, state, root, items, join).run()
         verdict = decide(join, len(items), ends) or "failure"
         done = summary(join, items, ends, verdict)

@@ -16,6 +16,7 @@ from . import __version__
 from . import cli_launch as launch
 from . import cli_options as option_groups
 from .cli_inspect import COMMANDS
+from .cli_matrix import COMMANDS as MATRIX_COMMANDS
 from .cli_sim import COMMANDS as SIM_COMMANDS
 from .errors import EXIT_SUSPENDED, LoadError, LoopError
 
@@ -376,7 +377,7 @@ def _execute(
     sys.exit(result.exit_code)
 
 
-for _command in (*COMMANDS, *SIM_COMMANDS):
+for _command in (*COMMANDS, *SIM_COMMANDS, *MATRIX_COMMANDS):
     main.add_command(_command)
 
 

@@ -29,7 +29,7 @@ _INDENT = " " * 13
 def header(event: Event) -> str:
     """The fork's step line: what it runs and how."""
     total = event.get("total")
-    count = f" {total} branches" if isinstance(total, int) else ""
+    count = f" {total} branch{'es' * (total != 1)}" if isinstance(total, int) else ""
     kind = "for_each" if event.get("fork") == "for_each" else "parallel"
     file = event.get("file")
     return f"{kind}{count}" + (f", {file}" if file else "")

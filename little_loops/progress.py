@@ -46,6 +46,7 @@ class RunOptions:
     # A terminal state's output, shown once its action ends (when on_output does not show it).
     on_terminal_output: Callable[[str, bytes], None] | None = None
     jobs: int = 8  # --jobs: actions running at once in a whole tree of forks (branches.py)
+    branch: tuple[str, str] | None = None  # --branch STATE=KEY: only that branch of the fork
 
 
 @dataclass

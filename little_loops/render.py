@@ -212,6 +212,10 @@ class PlainRenderer:
 
     def on_child_complete(self, event: Event) -> None:
         if event.get("branch") is not None:
+            name = str(event.get("state"))
+            if self._shown != event.get("step"):  # a resumed fork: its branches read back
+                self._header(event, "fork, resumed")
+                self.fork = self._children[name] = ForkView(self.clock)
             self.write(branch_line(event, self.width), _style(str(event.get("verdict"))))
 
     def _child_event(self, path: list[Any], event: Event) -> None:

@@ -114,7 +114,8 @@ def test_four_one_second_branches_at_once_end_well_under_two_seconds(tmp_path: P
     assert done.returncode == 0, done.stdout + done.stderr
     root = run_root(tmp_path)
     join = [e for e in events(root) if e["event"] == "evaluate" and e["state"] == "checks"]
-    assert join[0]["type"] == "join" and join[0]["verdict"] == "success"
+    assert join[0]["type"] == "join"
+    assert join[0]["verdict"] == "success"
     fork_ms = max(e["duration_ms"] for e in events(root) if e["event"] == "child_complete")
     assert fork_ms < 1900  # each branch took ~1 s: they ran at once
     assert took < 8, took  # interpreter start-up included, on a busy machine
@@ -190,7 +191,9 @@ states:
     on_success: done
     on_failure: done
   done:
-    action: "echo ${captured.rollout.branches.us-east.outputs.where} ${captured.rollout.failed_items}"
+    action: >-
+      echo ${captured.rollout.branches.us-east.outputs.where}
+      ${captured.rollout.failed_items}
     terminal: true
 """
 
@@ -394,7 +397,8 @@ def test_validate_names_what_is_wrong_with_a_fork(
     checked = ll("validate", loop, cwd=tmp_path)
     assert checked.returncode == 2, checked.stdout + checked.stderr
     out = checked.stdout + checked.stderr
-    assert "bad.yaml:" in out and words in out, out
+    assert "bad.yaml:" in out, out
+    assert words in out, out
     assert "Traceback" not in out
 
 
@@ -413,7 +417,8 @@ def test_a_fork_must_route_its_failure_and_too_many_items_is_its_error(tmp_path:
         """,
     )
     checked = ll("validate", uncovered, cwd=tmp_path)
-    assert checked.returncode == 2 and "'failure'" in checked.stdout + checked.stderr
+    assert checked.returncode == 2
+    assert "'failure'" in checked.stdout + checked.stderr
     many = write(
         tmp_path,
         "many.yaml",
@@ -431,9 +436,10 @@ def test_a_fork_must_route_its_failure_and_too_many_items_is_its_error(tmp_path:
           broken: {action: "echo never", terminal: true, outcome: failure}
         """,
     )
-    text = many.read_text().replace(
-        "initial: s", "initial: n"
-    ) + "  n: {action: 'seq 1001', capture: n, next: s}\n"
+    text = (
+        many.read_text().replace("initial: s", "initial: n")
+        + "  n: {action: 'seq 1001', capture: n, next: s}\n"
+    )
     many.write_text(text)
     done = ll("run", many, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
