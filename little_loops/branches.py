@@ -308,7 +308,9 @@ class ForkCalls:
                 assert work.action is not None
                 command = render(work.action, scope, shell=shell, where=where, command=shell)
                 child = self._action_loop(work, item.key, command)
-                layer = raw.child(state.name, child)
+                # Not `for_loop`: a simulation answers the branch as an action, never as an
+                # unanswered terminal's silent success.
+                layer = raw.child(state.name, None)
         except (ChildError, LoopError) as exc:
             reason = str(exc.message if isinstance(exc, LoopError) else exc)
             record = {"verdict": "error", "error": reason, "key": item.key, "index": item.index}

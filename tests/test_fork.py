@@ -445,3 +445,154 @@ def test_a_fork_must_route_its_failure_and_too_many_items_is_its_error(tmp_path:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "more than the cap of 1000" in done.stdout
     assert not (run_root(tmp_path) / "sub" / "0002-s" / "1").exists()
+
+
+MATRIX = """
+name: mx
+initial: build
+states:
+  build: {action: "echo built >> LEDGER", next: rollout}
+  rollout:
+    for_each: [eu-west, us-east, ap-south]
+    action: "echo ${item.value} >> LEDGER; test ${item.value} != us-east"
+    capture: rollout
+    on_success: announce
+    on_failure: announce
+  announce:
+    action: "echo ok=${captured.rollout.succeeded} failed=${captured.rollout.failed_items}"
+    terminal: true
+"""
+
+
+def test_matrix_round_trip_as_two_jobs_in_separate_directories(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    loop = write(tmp_path, "mx.yaml", MATRIX.replace("LEDGER", str(ledger)))
+    plan = ll("plan-matrix", loop, "rollout", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    matrix = json.loads(plan.stdout)
+    assert [row["key"] for row in matrix["include"]] == ["eu-west", "us-east", "ap-south"]
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    paused = ll("step", loop, "--until", "rollout", cwd=parent)
+    assert paused.returncode == 6, paused.stdout + paused.stderr
+    # two matrix jobs, each in its own checkout
+    codes = {}
+    for key in ("eu-west", "us-east"):
+        job = tmp_path / f"job-{key}"
+        job.mkdir()
+        ran = ll("run", loop, "--branch", f"rollout={key}", cwd=job)
+        codes[key] = ran.returncode
+        assert list((job / ".loops" / "runs").glob("*/branch.json")), ran.stdout + ran.stderr
+    assert codes == {"eu-west": 0, "us-east": 1}
+    assert sorted(_lines(ledger)) == ["built", "eu-west", "us-east"]
+    run_id = run_root(parent).name
+    joined = ll(
+        "join", run_id, "--from", tmp_path / "job-eu-west", "--from", tmp_path / "job-us-east",
+        cwd=parent,
+    )  # fmt: skip
+    assert joined.returncode == 0, joined.stdout + joined.stderr
+    assert "ok=2 failed=us-east" in joined.stdout
+    # no branch ran twice: ap-south, which no job ran, ran in the join
+    assert sorted(_lines(ledger)) == ["ap-south", "built", "eu-west", "us-east"]
+    unknown = ll("run", loop, "--branch", "rollout=nowhere", cwd=tmp_path / "job-eu-west")
+    assert unknown.returncode == 3
+    assert "has no branch 'nowhere'" in unknown.stdout + unknown.stderr
+
+
+SIM_SCRIPT = """
+loop: failing.yaml
+states:
+  checks/lint: success
+  checks/types: failure
+  checks/tests: {exit_code: 0, output: tests-ok}
+  fix: {output: fixed}
+expect:
+  path: [checks, fix]
+  outcome: failure
+"""
+
+
+def test_a_simulation_answers_branches_by_path(tmp_path: Path) -> None:
+    write(tmp_path, "failing.yaml", FAILING)
+    script = write(tmp_path, "failing.sim.yaml", SIM_SCRIPT)
+    tested = ll("test", script, cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    wrong = write(tmp_path, "wrong.sim.yaml", SIM_SCRIPT.replace("checks/lint", "checks"))
+    tested = ll("test", wrong, cwd=tmp_path)
+    assert tested.returncode == 2
+    assert "answer its branches instead, as 'checks/KEY'" in tested.stdout + tested.stderr
+
+
+NESTED = """
+name: nested
+initial: outer
+states:
+  outer:
+    for_each: [a, b, c]
+    loop: inner.yaml
+    with: {tag: "${item.key}"}
+    max_concurrency: 3
+    on_success: done
+    on_failure: done
+  done: {terminal: true}
+"""
+
+INNER = """
+name: inner
+initial: fan
+context: {tag: ~}
+states:
+  fan:
+    for_each: [x, y, z, w]
+    action: "echo start >> LOG; sleep 0.2; echo end >> LOG"
+    max_concurrency: 4
+    on_success: ok
+    on_failure: ok
+  ok: {terminal: true}
+"""
+
+
+def test_jobs_caps_a_tree_of_nested_forks_without_deadlock(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    write(tmp_path, "inner.yaml", INNER.replace("LOG", str(log)))
+    loop = write(tmp_path, "nested.yaml", NESTED)
+    done = ll("run", loop, "--jobs", "3", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(_lines(log)) == 24  # 3 x 4 actions, each a start and an end
+    assert _max_overlap(log) <= 3
+    root = run_root(tmp_path)
+    assert (root / "sub" / "0001-outer" / "b" / "sub" / "0001-fan" / "w" / "state.json").is_file()
+
+
+INTERRUPT = """
+name: stopme
+initial: work
+states:
+  work:
+    parallel:
+      a: {action: "touch STARTED.a; sleep 30"}
+      b: {action: "touch STARTED.b; sleep 30"}
+    on_success: done
+    on_failure: done
+  done: {terminal: true}
+"""
+
+
+def test_sigint_mid_fork_kills_every_branch_and_the_run_resumes(tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    loop = write(tmp_path, "stop.yaml", INTERRUPT.replace("STARTED", str(started)))
+    proc = subprocess.Popen([*LL, "run", str(loop), "--quiet"], cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while not all(Path(f"{started}.{k}").exists() for k in "ab"):
+        assert proc.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    stopped_at = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=20) == 130
+    assert time.monotonic() - stopped_at < 10
+    root = run_root(tmp_path)
+    for key in "ab":
+        branch = state(root / "sub" / "0001-work" / key)
+        assert branch["status"] == "interrupted"
+    assert state(root)["status"] == "interrupted"
