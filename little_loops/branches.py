@@ -30,7 +30,7 @@ from typing import Any
 from . import events as ev
 from . import subloop
 from .action_layer import ActionLayer, Processes
-from .errors import EXIT_TERMINATED, LoopError
+from .errors import EXIT_SUSPENDED, EXIT_TERMINATED, LoopError
 from .events import Listener
 from .fork import (
     CANCELLED,
@@ -47,7 +47,7 @@ from .fork import (
     parse_items,
     summary,
 )
-from .gate import GATE, GateState, Terminated
+from .gate import GATE, GateState, Suspended, Terminated
 from .interpolate import render
 from .model import EMPTY, Join, Loop, State, Verdict
 from .progress import Progress, RunOptions
@@ -57,6 +57,7 @@ from .steps import StepPipeline, StepResult
 from .store import RunDir, atomic_write_text
 from .subloop import ChildEnd, ChildError, Parent
 
+SUSPENDED = "suspended"  # a branch waiting for an answer (an `ask`): not an end yet
 RESULT = "result.json"  # a finished branch's record, beside its state.json
 ITEMS = "items.json"
 JOIN = "join.json"
@@ -460,6 +461,12 @@ class _Fork:
                     stopping = True
                     for other, _ in running.values():
                         other.scope.stop()
+            waiting = [k for k, e in ends.items() if e.verdict == SUSPENDED]
+            if waiting and decide(self.join, len(self.items), _settled(ends)) is None:
+                # Nothing else can progress: the run suspends; `ll resume` resumes these.
+                raise Suspended(f"branches of '{self.state.name}' wait: {', '.join(waiting)}")
+            for key in waiting:  # the join was decided without them
+                ends[key] = BranchEnd(CANCELLED, CANCELLED, {})
             for item in todo:  # never started: the join was decided without them
                 ends[item.key] = self._complete(item, BranchEnd(CANCELLED, CANCELLED, {}))
         except BaseException as exc:
@@ -472,7 +479,8 @@ class _Fork:
         return ends
 
     def _decided(self, ends: dict[str, BranchEnd]) -> bool:
-        return self.state.fail_fast and decide(self.join, len(self.items), ends) is not None
+        settled = _settled(ends)
+        return self.state.fail_fast and decide(self.join, len(self.items), settled) is not None
 
     def _work(self, job: _Job) -> None:
         GATE.adopt(job.scope.gate)
@@ -510,6 +518,9 @@ class _Fork:
         if job.error is not None or result is None:
             raise job.error or RuntimeError("a branch ended without a result")
         runner = job.runner
+        waits = result.outcome == "interrupted" and result.exit_code == EXIT_SUSPENDED
+        if waits and job.scope.stopped is None:  # it waits for an answer: kept, not counted
+            return BranchEnd(SUSPENDED, SUSPENDED, {"run_id": job.run_id})
         if result.outcome == "interrupted":
             if job.scope.stopped is None:  # not ours: the whole run stops, and resumes it
                 raise Terminated() if result.exit_code == EXIT_TERMINATED else KeyboardInterrupt()
@@ -577,6 +588,11 @@ class _Root:
     def __init__(self, inner: ActionLayer, jobs: threading.Semaphore) -> None:
         self.inner, self.jobs = inner, jobs
         self.scope: Scope | None = None
+
+
+def _settled(ends: dict[str, BranchEnd]) -> dict[str, BranchEnd]:
+    """The ends a join may count: a suspended branch has not ended yet."""
+    return {k: e for k, e in ends.items() if e.verdict != SUSPENDED}
 
 
 def _reason(end: BranchEnd) -> str | None:

@@ -85,9 +85,13 @@ class ForkView:
         with self._lock:
             running = list(self._running.items())
         rows = [
-            clip(f"{_INDENT}{key.ljust(9)} {state}  {elapsed(now - since)}", width)
+            # an action branch's one state is named as the branch: it is simply running
+            clip(
+                f"{key.ljust(9)} {'running' if state == key else state}  {elapsed(now - since)}",
+                width,
+            )
             for key, (state, since) in running[:MAX_ROWS]
         ]
         if len(running) > MAX_ROWS:
-            rows.append(f"{_INDENT}and {len(running) - MAX_ROWS} more running")
+            rows.append(f"and {len(running) - MAX_ROWS} more running")
         return rows

@@ -14,6 +14,15 @@ class Terminated(BaseException):
     """Raised in the main thread by the SIGTERM handler, so running actions are killed."""
 
 
+class Suspended(BaseException):
+    """A run waits for something outside (an answer): it ends `interrupted`, exit 6, and
+    `ll resume` continues it. Raised by a fork whose join waits on suspended branches."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class GateState:
     """One thread's gate: whether signals are held, and the one that came meanwhile."""
 

@@ -450,7 +450,8 @@ class RichRenderer(PlainRenderer):
             return
         self._stop()  # the line goes above the block, which is drawn again below it
         super().on_child_complete(event)
-        self._spin()
+        if self.fork is not None and self.fork.rows(self.width):
+            self._spin()
 
     def _spin(self) -> None:
         if not self.quiet and self._status is None:

@@ -27,7 +27,7 @@ from .errors import (
     LoopError,
 )
 from .events import Listener
-from .gate import GATE, Terminated, signals_as_exceptions
+from .gate import GATE, Suspended, Terminated, signals_as_exceptions
 from .interpolate import resolve_context
 from .model import Loop, State
 from .progress import OUTCOME_EXIT, Progress, RunOptions, RunResult
@@ -205,6 +205,8 @@ class Runner(ChildCalls, ForkCalls):
             return self._finish(end.outcome, end.final_state, end.error)
         except LoopError as exc:
             return self._finish("error", p.current, exc.message)
+        except Suspended as wait:  # a fork's join waits on suspended branches (branches.py)
+            return self._finish("interrupted", p.current, wait.reason, EXIT_SUSPENDED)
         except KeyboardInterrupt:
             return self._finish("interrupted", p.current, "interrupted (SIGINT)", EXIT_INTERRUPTED)
         except Terminated:
