@@ -629,3 +629,69 @@ def test_plain_terminal_writes_one_whole_line_per_finished_branch() -> None:
     live({"event": "loop_start", "path": ["lint"]})
     live({"event": "state_enter", "state": "lint", "path": ["lint"]})
     assert live.rows(80)[0].split() == ["lint", "running", "2.5", "s"]
+
+
+def test_ll_graph_draws_a_fork_with_its_branches_and_join(tmp_path: Path) -> None:
+    loop = write(tmp_path, "failing.yaml", FAILING)
+    drawn = ll("graph", loop, cwd=tmp_path)
+    assert drawn.returncode == 0, drawn.stderr
+    assert "parallel: lint ‖ types ‖ tests · join all" in drawn.stdout
+
+
+KILL_CHILD = """
+name: two
+initial: a
+context: {key: ~}
+outputs: {said: "${captured.b.output}"}
+states:
+  a: {action: "echo a-${context.key} >> LEDGER", next: b}
+  b:
+    action: >-
+      if [ ${context.key} = k2 ] && [ ! -e GATE ]; then touch GATE.waiting; sleep 30; fi;
+      echo b-${context.key} >> LEDGER; echo said-${context.key}
+    capture: b
+    next: done
+  done: {terminal: true}
+"""
+
+KILL_PARENT = """
+name: fan
+initial: work
+states:
+  work:
+    for_each: '[{"k": "k1"}, {"k": "k2"}, {"k": "k3"}]'
+    loop: two.yaml
+    with: {key: "${item.value.k}"}
+    max_concurrency: 3
+    capture: work
+    on_success: done
+    on_failure: done
+  done:
+    action: "echo ${captured.work.branches.2.outputs.said}"
+    terminal: true
+"""
+
+
+def test_kill_9_inside_a_loop_branch_resumes_it_from_its_last_finished_step(
+    tmp_path: Path,
+) -> None:
+    ledger, gate = tmp_path / "ledger", tmp_path / "gate"
+    write(
+        tmp_path, "two.yaml", KILL_CHILD.replace("LEDGER", str(ledger)).replace("GATE", str(gate))
+    )
+    loop = write(tmp_path, "fan.yaml", KILL_PARENT)
+    proc = subprocess.Popen([*LL, "run", str(loop), "--quiet"], cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while not (Path(f"{gate}.waiting").exists() and len(_lines(ledger)) >= 5):
+        assert proc.poll() is None, "ll ended before the kill point"
+        assert time.monotonic() < deadline, "timed out waiting for the kill point"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert sorted(_lines(ledger)) == ["a-k1", "a-k2", "a-k3", "b-k1", "b-k3"]
+    gate.touch()
+    resumed = ll("resume", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    # k2 went on from its step b: no step ran twice
+    assert sorted(_lines(ledger)) == ["a-k1", "a-k2", "a-k3", "b-k1", "b-k2", "b-k3"]
+    assert "said-k2" in resumed.stdout
