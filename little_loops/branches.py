@@ -349,7 +349,7 @@ class ForkCalls:
         )
         branch_scope = Scope(base.scope)
         wrapped = BranchActions(layer, branch_scope, base.jobs)
-        listeners = [subloop.forward(listener, path) for listener in self._listeners]
+        listeners = [_serial(subloop.forward(one, path), one) for one in self._listeners]
         if not isinstance(layer, Processes) and callable(layer):
             listeners.append(layer)
         limits = [t for t in (child.timeout, None if work.action else work.timeout) if t]
@@ -509,9 +509,26 @@ class _Fork:
             return None
         try:
             record = json.loads((root / RESULT).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            record = {"verdict": "error", "outcome": data.get("outcome")}
+        except (OSError, ValueError):  # killed between its end and its record: from its files
+            record = self._read_back(item, root, data)
+            _write_result(root, record)
         return BranchEnd(str(record.get("verdict")), str(record.get("outcome") or ""), record)
+
+    def _read_back(self, item: Item, root: Path, data: dict[str, Any]) -> dict[str, Any]:
+        outcome = str(data.get("outcome") or "error")
+        final = str(data.get("final_state") or "")
+        verdict = {"timeout": "timeout", "error": "error", "budget": "error"}.get(outcome, final)
+        work = self.state.parallel[item.key] if self.state.parallel else self.state
+        if work.loop is None:  # an action branch: its evaluator's verdict, from its events
+            lines = (root / "events.jsonl").read_text(encoding="utf-8").splitlines()
+            for line in reversed(lines):
+                event = json.loads(line) if line.strip() else {}
+                if event.get("event") == "evaluate" and "path" not in event:
+                    verdict = str(event.get("verdict"))
+                    break
+        record = {key: data.get(key) for key in ("run_id", "final_state", "exit_code")}
+        record.update(verdict=verdict, outcome=outcome, key=item.key, index=item.index)
+        return {**record, "item": item.text, "outputs": data.get("outputs") or {}}
 
     def _end(self, job: _Job) -> BranchEnd:
         result = job.result
@@ -588,6 +605,23 @@ class _Root:
     def __init__(self, inner: ActionLayer, jobs: threading.Semaphore) -> None:
         self.inner, self.jobs = inner, jobs
         self.scope: Scope | None = None
+
+
+_LISTENER_LOCKS: dict[int, threading.Lock] = {}
+_LOCKS_LOCK = threading.Lock()
+
+
+def _serial(send: Listener, listener: Listener) -> Listener:
+    """`send`, called by one branch at a time: a listener of the root (a renderer, a report)
+    sees the events of concurrent branches one after another, never two at once."""
+    with _LOCKS_LOCK:
+        lock = _LISTENER_LOCKS.setdefault(id(listener), threading.Lock())
+
+    def call(event: ev.Event) -> None:
+        with lock:
+            send(event)
+
+    return call
 
 
 def _settled(ends: dict[str, BranchEnd]) -> dict[str, BranchEnd]:

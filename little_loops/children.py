@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import Diagnostic
@@ -57,7 +57,12 @@ def follow(
     # A fork's `loop:` work (its own, or a branch's) is followed too; the fork's verdicts
     # are its join's (success, failure, error), so the child's terminals need no routes.
     work = [s for s in loop.states.values() if s.is_fork and s.loop is not None]
-    work += [b for s in loop.states.values() for b in s.parallel.values() if b.loop is not None]
+    work += [
+        replace(b, name=f"{s.name}/{key}")  # a branch: named, and found, under its fork
+        for s in loop.states.values()
+        for key, b in s.parallel.items()
+        if b.loop is not None
+    ]
     if not calls and not work:
         return []
     me = loop.path.resolve()
@@ -77,6 +82,12 @@ def follow(
             _TREE.cache.clear()
 
 
+def _where(state: State) -> NodePath:
+    """Where a state (or a fork's branch, named `fork/key`) is in the file."""
+    fork, slash, key = state.name.partition("/")
+    return ("states", fork, "parallel", key) if slash else ("states", state.name)
+
+
 def child_path(parent: Loop, state: State) -> Path:
     """The absolute path of the file a `loop:` state runs: relative to the parent's directory."""
     return (parent.dir / (state.loop or "")).resolve()
@@ -92,7 +103,7 @@ def _follow_state(
     ctx: Ctx, state: State, *, file: str, load: LoadChild, coverage: bool
 ) -> list[Diagnostic]:
     written = state.loop or ""
-    at: NodePath = ("states", state.name, "loop")
+    at: NodePath = (*_where(state), "loop")
     pos = ctx.locate(at)
     if "${" in written:
         return [
@@ -184,7 +195,7 @@ def _follow_state(
 def _check_with(ctx: Ctx, state: State, child: Loop) -> Iterator[Diagnostic]:
     inputs = child.inputs
     for key, value in state.with_.items():
-        at: NodePath = ("states", state.name, "with", key)
+        at: NodePath = (*_where(state), "with", key)
         spec = inputs.get(key)
         if spec is None:
             known = ", ".join(sorted(inputs)) or "none"
@@ -210,7 +221,7 @@ def _check_with(ctx: Ctx, state: State, child: Loop) -> Iterator[Diagnostic]:
         if spec.required and key not in state.with_:
             about = f" ({spec.description})" if spec.description else ""
             yield ctx.diag(
-                ctx.locate(("states", state.name, "loop")),
+                ctx.locate((*_where(state), "loop")),
                 "error",
                 "missing-input",
                 f"state '{state.name}' runs '{state.loop}' without its required context key "
@@ -281,7 +292,7 @@ def _check_terminals(
         reserved = name in ERROR_VERDICTS or (name in OUTCOMES and name != outcome)
         if reserved:
             yield ctx.diag(
-                ctx.locate(("states", state.name, "loop")),
+                ctx.locate((*_where(state), "loop")),
                 "error",
                 "reserved-terminal",
                 f"'{written}' has a terminal named '{name}' (outcome {outcome}), which a "

@@ -78,7 +78,10 @@ class Rig:
         state = loop.states[p.current]
         step = p.step + 1
         head = f"next: {state.name} (step {step})"
-        if state.action is not None:
+        if state.is_fork:  # its work runs per branch, in the branch's scope
+            branches = ", ".join(state.parallel) or f"for_each of {state.loop or state.action}"
+            head += f"  fork: {branches}"
+        elif state.action is not None:
             shell = state.action_type == "shell"
             templates = runner.steps.templates
             try:
@@ -91,7 +94,11 @@ class Rig:
         if state.terminal:
             return f"{head}\n      terminal: the run ends with outcome '{state.outcome}'\n"
         routes = []
-        verdicts = possible_verdicts(state.evaluate, action_type=state.action_type)
+        verdicts = (
+            {"success", "failure", "error"}
+            if state.is_fork
+            else possible_verdicts(state.evaluate, action_type=state.action_type)
+        )
         for verdict in sorted(verdicts):
             decision = router.route(loop, state, verdict)
             if decision is None:

@@ -485,6 +485,9 @@ def test_matrix_round_trip_as_two_jobs_in_separate_directories(tmp_path: Path) -
         assert list((job / ".loops" / "runs").glob("*/branch.json")), ran.stdout + ran.stderr
     assert codes == {"eu-west": 0, "us-east": 1}
     assert sorted(_lines(ledger)) == ["built", "eu-west", "us-east"]
+    # a branch killed between its end and its record: read back from its own files
+    for gone in (tmp_path / "job-eu-west" / ".loops").rglob("result.json"):
+        gone.unlink()
     run_id = run_root(parent).name
     joined = ll(
         "join", run_id, "--from", tmp_path / "job-eu-west", "--from", tmp_path / "job-us-east",
@@ -695,3 +698,30 @@ def test_kill_9_inside_a_loop_branch_resumes_it_from_its_last_finished_step(
     # k2 went on from its step b: no step ran twice
     assert sorted(_lines(ledger)) == ["a-k1", "a-k2", "a-k3", "b-k1", "b-k2", "b-k3"]
     assert "said-k2" in resumed.stdout
+
+
+def test_validate_checks_a_loop_branch_against_its_child_at_the_branchs_line(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "child.yaml", "name: c\ninitial: a\ncontext: {suite: ~}\nstates:\n"
+          "  a: {action: 'echo ${context.suite}', next: done}\n  done: {terminal: true}\n")  # fmt: skip
+    loop = write(
+        tmp_path,
+        "pl.yaml",
+        """
+        name: pl
+        initial: checks
+        states:
+          checks:
+            parallel:
+              lint: {action: "true"}
+              tests: {loop: child.yaml, with: {suit: full}}
+            on_success: done
+            on_failure: done
+          done: {terminal: true}
+        """,
+    )
+    checked = ll("validate", loop, cwd=tmp_path)
+    assert checked.returncode == 2
+    assert "pl.yaml:8:" in checked.stdout
+    assert "state 'checks/tests' passes 'suit'" in checked.stdout
