@@ -193,6 +193,9 @@ class ForkCalls:
     def _budget_left(self) -> float | None:
         raise NotImplementedError
 
+    def _check_budget(self, state_name: str) -> None:
+        raise NotImplementedError
+
     def _fork(self, step: int, state: State) -> StepResult:
         """Run (or resume) every branch; the join of their verdicts is the state's verdict."""
         root = subloop.child_dir(self.run_dir.root, step, state.name)
@@ -596,6 +599,7 @@ class _Fork:
             )
         )
         run.steps.spend(cost)
+        run._check_budget(self.state.name)  # spent: the other branches stop, the run ends
         return end
 
 

@@ -703,8 +703,9 @@ def test_kill_9_inside_a_loop_branch_resumes_it_from_its_last_finished_step(
 def test_validate_checks_a_loop_branch_against_its_child_at_the_branchs_line(
     tmp_path: Path,
 ) -> None:
-    write(tmp_path, "child.yaml", "name: c\ninitial: a\ncontext: {suite: ~}\nstates:\n"
-          "  a: {action: 'echo ${context.suite}', next: done}\n  done: {terminal: true}\n")  # fmt: skip
+    child = "name: c\ninitial: a\ncontext: {suite: ~}\nstates:\n"
+    child += "  a: {action: 'echo ${context.suite}', next: done}\n  done: {terminal: true}\n"
+    write(tmp_path, "child.yaml", child)
     loop = write(
         tmp_path,
         "pl.yaml",
@@ -725,3 +726,33 @@ def test_validate_checks_a_loop_branch_against_its_child_at_the_branchs_line(
     assert checked.returncode == 2
     assert "pl.yaml:8:" in checked.stdout
     assert "state 'checks/tests' passes 'suit'" in checked.stdout
+
+
+BUDGET = """
+name: budget
+initial: fan
+max_cost_usd: 0.5
+states:
+  fan:
+    parallel:
+      a: {action: "/ll:do a"}
+      b: {action: "/ll:do b"}
+      c: {action: "/ll:do c"}
+    on_success: done
+    on_failure: done
+  done: {terminal: true}
+"""
+
+
+def test_the_roots_budget_spent_by_branches_stops_the_fork_with_exit_5(tmp_path: Path) -> None:
+    loop = write(tmp_path, "budget.yaml", BUDGET)
+    script = write(
+        tmp_path,
+        "budget.sim.yaml",
+        "states:\n" + "".join(f"  fan/{k}: {{verdict: success, cost_usd: 0.4}}\n" for k in "abc"),
+    )
+    done = ll("run", loop, "--simulate", script, cwd=tmp_path)
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "passed max_cost_usd" in done.stdout
+    root = run_root(tmp_path)
+    assert not (root / "sub" / "0001-fan" / "c").exists()  # never started
