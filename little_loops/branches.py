@@ -115,8 +115,16 @@ class BranchActions:
     """The action layer of a branch: each action holds one of the tree's `--jobs` slots and
     is registered in the branch's scope, so a stop kills it."""
 
-    def __init__(self, inner: ActionLayer, scope: Scope, jobs: threading.Semaphore) -> None:
+    def __init__(
+        self,
+        inner: ActionLayer,
+        scope: Scope,
+        jobs: threading.Semaphore,
+        verbose: tuple[str, Any] | None = None,
+    ) -> None:
         self.inner, self.scope, self.jobs = inner, scope, jobs
+        # `--verbose`: (the branch's path, the root's output hook): whole lines, prefixed.
+        self.verbose = verbose
 
     def run_shell(self, command: str, **kwargs: Any) -> Any:
         return self._run(self.inner.run_shell, command, kwargs)
@@ -133,10 +141,15 @@ class BranchActions:
             started.append(pid)
             self.scope.started(pid)
 
+        lines = _Lines(*self.verbose) if self.verbose and not kwargs.get("on_output") else None
+        if lines is not None:
+            kwargs["on_output"] = lines.feed
         try:
             GATE.raise_pending()
             return run(text, on_start=on_start, **kwargs)
         finally:
+            if lines is not None:
+                lines.close()
             for pid in started:
                 self.scope.ended(pid)
             self.jobs.release()
@@ -145,10 +158,10 @@ class BranchActions:
         self.inner.kill_orphans()
 
     def child(self, state: str, loop: Loop) -> BranchActions:
-        return BranchActions(self.inner.child(state, loop), self.scope, self.jobs)
+        return BranchActions(self.inner.child(state, loop), self.scope, self.jobs, self.verbose)
 
     def resumed(self, events_path: Path) -> BranchActions:
-        return BranchActions(self.inner.resumed(events_path), self.scope, self.jobs)
+        return BranchActions(self.inner.resumed(events_path), self.scope, self.jobs, self.verbose)
 
     def stub_child(self, state: str, child: Loop) -> dict[str, Any] | None:
         return self.inner.stub_child(state, child)
@@ -156,6 +169,25 @@ class BranchActions:
     def __call__(self, event: Any) -> None:
         if callable(self.inner):  # a simulation learns which state acts from the events
             self.inner(event)
+
+
+class _Lines:
+    """An action's output for `--verbose` in a fork: each whole line, prefixed with the branch's
+    path (`[rollout/us-east] …`), so concurrent branches never split each other's lines."""
+
+    def __init__(self, label: str, out: Any) -> None:
+        self.prefix, self.out = f"[{label}] ".encode(), out
+        self.rest = {"stdout": b"", "stderr": b""}
+
+    def feed(self, name: str, chunk: bytes) -> None:
+        *whole, self.rest[name] = (self.rest.get(name, b"") + chunk).split(b"\n")
+        for line in whole:
+            self.out(name, self.prefix + line + b"\n")
+
+    def close(self) -> None:
+        for name, rest in self.rest.items():
+            if rest:
+                self.out(name, self.prefix + rest + b"\n")
 
 
 @dataclasses.dataclass
@@ -351,7 +383,10 @@ class ForkCalls:
             )
         )
         branch_scope = Scope(base.scope)
-        wrapped = BranchActions(layer, branch_scope, base.jobs)
+        # `--verbose` output goes to the root's hook, each line under this branch's path.
+        out = self.options.on_output if base.verbose is None else base.verbose[1]
+        verbose = ("/".join(path), out) if out is not None else None
+        wrapped = BranchActions(layer, branch_scope, base.jobs, verbose)
         listeners = [_serial(subloop.forward(one, path), one) for one in self._listeners]
         if not isinstance(layer, Processes) and callable(layer):
             listeners.append(layer)
@@ -609,6 +644,7 @@ class _Root:
     def __init__(self, inner: ActionLayer, jobs: threading.Semaphore) -> None:
         self.inner, self.jobs = inner, jobs
         self.scope: Scope | None = None
+        self.verbose = None
 
 
 _LISTENER_LOCKS: dict[int, threading.Lock] = {}

@@ -756,3 +756,12 @@ def test_the_roots_budget_spent_by_branches_stops_the_fork_with_exit_5(tmp_path:
     assert "passed max_cost_usd" in done.stdout
     root = run_root(tmp_path)
     assert not (root / "sub" / "0001-fan" / "c").exists()  # never started
+
+
+def test_verbose_prefixes_each_whole_line_with_its_branchs_path(tmp_path: Path) -> None:
+    loop = write(tmp_path, "failing.yaml", FAILING)
+    done = ll("run", loop, "-v", cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert "[checks/lint] lint-ok" in lines
+    assert "[checks/tests] tests-ok" in lines
+    assert "[checks/types] types broke" in lines
