@@ -765,3 +765,34 @@ def test_verbose_prefixes_each_whole_line_with_its_branchs_path(tmp_path: Path) 
     assert "[checks/lint] lint-ok" in lines
     assert "[checks/tests] tests-ok" in lines
     assert "[checks/types] types broke" in lines
+
+
+def test_a_parallel_states_timeout_is_each_action_branchs_default(tmp_path: Path) -> None:
+    loop = write(
+        tmp_path,
+        "slow.yaml",
+        """
+        name: slow
+        initial: checks
+        states:
+          checks:
+            parallel:
+              quick: {action: "true"}
+              slow: {action: "sleep 20"}
+              own: {action: "sleep 0.5", timeout: 5}
+            timeout: 0.3
+            capture: checks
+            on_success: done
+            on_failure: done
+          done:
+            action: >-
+              echo ${captured.checks.branches.slow.verdict}
+              ${captured.checks.branches.own.verdict}
+            terminal: true
+        """,
+    )
+    started = time.monotonic()
+    done = ll("run", loop, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "timeout success" in done.stdout
+    assert time.monotonic() - started < 15
