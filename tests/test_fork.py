@@ -347,7 +347,12 @@ def test_kill_9_mid_fork_then_resume_runs_no_finished_branch_again(tmp_path: Pat
     loop = write(tmp_path, "kill.yaml", text)
     proc = subprocess.Popen([*LL, "run", str(loop), "--quiet"], cwd=tmp_path)
     deadline = time.monotonic() + 30
-    while not (Path(f"{gate}.waiting").exists() and len(_lines(ledger)) >= 3):
+
+    def settled() -> bool:  # i4 waits; every other branch ran and its end is written down
+        done = {p.parent.name for p in tmp_path.glob(".loops/runs/*/sub/0001-work/*/result.json")}
+        return Path(f"{gate}.waiting").exists() and done == {"i1", "i2", "i3", "i5", "i6"}
+
+    while not settled():
         assert proc.poll() is None, "ll ended before the kill point"
         assert time.monotonic() < deadline, "timed out waiting for the kill point"
         time.sleep(0.02)
@@ -685,7 +690,11 @@ def test_kill_9_inside_a_loop_branch_resumes_it_from_its_last_finished_step(
     loop = write(tmp_path, "fan.yaml", KILL_PARENT)
     proc = subprocess.Popen([*LL, "run", str(loop), "--quiet"], cwd=tmp_path)
     deadline = time.monotonic() + 30
-    while not (Path(f"{gate}.waiting").exists() and len(_lines(ledger)) >= 5):
+
+    def recorded(key: str) -> bool:  # the branch ended and its end is written down
+        return any((tmp_path / ".loops" / "runs").glob(f"*/sub/0001-work/{key}/result.json"))
+
+    while not (Path(f"{gate}.waiting").exists() and recorded("1") and recorded("3")):
         assert proc.poll() is None, "ll ended before the kill point"
         assert time.monotonic() < deadline, "timed out waiting for the kill point"
         time.sleep(0.02)
