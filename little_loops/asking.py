@@ -49,11 +49,15 @@ class AskCalls:
     def _call(self, step: int, state: State) -> StepResult:
         raise NotImplementedError  # `ChildCalls._call`, beside this in `Runner`
 
+    def _fork(self, step: int, state: State) -> StepResult:
+        raise NotImplementedError  # `ForkCalls._fork`, beside this in `Runner`
+
     def _dispatch(self, step: int, state: State) -> StepResult:
-        """The step of `state`: its action's, its child run's (`loop:`), or its question's."""
-        if state.is_loop:
-            result = self._call(step, state)
-            # The child's questions were answered (or dropped with it): none is ours any more.
+        """The step of `state`: its action's, its child run's (`loop:`), its branches' (a
+        fork), or its question's."""
+        if state.is_loop or state.is_fork:
+            result = self._fork(step, state) if state.is_fork else self._call(step, state)
+            # The children's questions were answered (or dropped with them): none is ours now.
             inside = "/".join((*(self.parent.path if self.parent else ()), state.name)) + "/"
             pending = self.progress.pending
             self.progress.pending = [q for q in pending if not str(q.get("id")).startswith(inside)]

@@ -21,6 +21,7 @@ from .model import (
     Evaluate,
     Example,
     Input,
+    Join,
     LlmDefaults,
     Loop,
     Outcome,
@@ -214,8 +215,35 @@ class Builder:
             choices=tuple(c for c in raw.get("choices") or () if isinstance(c, str))
             if isinstance(raw.get("choices"), list)
             else (),
+            **self.fork(raw, at),
         )
         return state, entries
+
+    def fork(self, raw: Mapping[str, Any], at: NodePath) -> dict[str, Any]:
+        """The keys of a `parallel:`/`for_each:` state (fork.py runs them); none elsewhere."""
+        out: dict[str, Any] = {}
+        branches = raw.get("parallel")
+        if isinstance(branches, dict):
+            out["parallel"] = MappingProxyType(
+                {
+                    str(key): self.state(str(key), value, (*at, "parallel", key))[0]
+                    for key, value in branches.items()
+                    if isinstance(value, dict)
+                }
+            )
+        items = raw.get("for_each")
+        if isinstance(items, str):
+            out["for_each"] = items
+        elif isinstance(items, list):
+            out["for_each"] = tuple(items)
+        if "join" in raw:
+            out["join"] = join_of(raw.get("join"))
+        given = _opt_int(raw, "max_concurrency")
+        if given is not None:
+            out["max_concurrency"] = given
+        if isinstance(raw.get("fail_fast"), bool):
+            out["fail_fast"] = raw["fail_fast"]
+        return out
 
     def route_entries(self, raw: Mapping[str, Any], at: NodePath) -> list[tuple[str, Route]]:
         """Every (verdict, route) the state's keys give, in file order, duplicates kept."""
@@ -344,6 +372,20 @@ def _examples(raw: Any) -> tuple[Example, ...]:
         for item in raw
         if isinstance(item, dict)
     )
+
+
+def join_of(raw: Any) -> Join:
+    """`join:` as written: `all`, `any`, N, or `{VERDICT: all|any|N}`. A form that is none
+    of these keeps its text in `need`, for `ll validate` to name (`checks`)."""
+    if isinstance(raw, dict) and len(raw) == 1:
+        verdict, need = next(iter(raw.items()))
+        inner = join_of(need)
+        return Join(inner.need, str(verdict))
+    if isinstance(raw, bool):
+        return Join(str(raw).lower())
+    if isinstance(raw, int):
+        return Join(raw)
+    return Join(str(raw))
 
 
 def _context(raw: Any) -> tuple[dict[str, Scalar], dict[str, Input]]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from .children import input_problem, loop_verdicts
 from .errors import Diagnostic
 from .evaluators import possible_verdicts
+from .fork_checks import FORK_VERDICTS, check_fork
 from .model import ERROR_VERDICTS, Loop, Route, State
 from .router import CURRENT, route, route_hint
 from .schema import Locate
@@ -63,6 +64,7 @@ def check_loop(
         if state.ask is not None:
             out += check_template(ctx, state.ask, (*at, "ask"), captures)
         out += _check_kind(ctx, state)
+        out += check_fork(ctx, state, captures)
         if state.is_loop:
             pass  # its coverage needs the child: `children.follow`
         elif not state.terminal and state.name not in tainted and WHOLE_LOOP not in tainted:
@@ -201,6 +203,8 @@ def _check_state_keys(ctx: Ctx, state: State) -> Iterator[Diagnostic]:
 def verdicts(state: State) -> frozenset[str]:
     """Every verdict `state` can give, as far as this file tells (a `loop:` state's child
     terminals are only known once the child is loaded: `children.follow`)."""
+    if state.is_fork:
+        return FORK_VERDICTS
     if state.is_loop:
         return loop_verdicts(state, None)
     if state.is_ask:
@@ -212,6 +216,8 @@ def _check_kind(ctx: Ctx, state: State) -> Iterator[Diagnostic]:
     """A state does one thing: an action or a child loop; `with` belongs to `loop`."""
     name = state.name
     at: NodePath = ("states", name)
+    if state.is_fork:
+        return  # `check_fork`
     if state.with_ and not state.is_loop:
         yield ctx.diag(
             ctx.locate((*at, "with")),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import Diagnostic
@@ -53,8 +53,17 @@ def follow(
     problems reported at the children's files. States in `tainted` (a schema error in a key
     that routes, `checks.WHOLE_LOOP` for the whole loop) are not checked for coverage."""
     ctx = Ctx(loop, file, locate)
-    calls = [s for s in loop.states.values() if s.loop is not None]
-    if not calls:
+    calls = [s for s in loop.states.values() if s.is_loop]
+    # A fork's `loop:` work (its own, or a branch's) is followed too; the fork's verdicts
+    # are its join's (success, failure, error), so the child's terminals need no routes.
+    work = [s for s in loop.states.values() if s.is_fork and s.loop is not None]
+    work += [
+        replace(b, name=f"{s.name}/{key}")  # a branch: named, and found, under its fork
+        for s in loop.states.values()
+        for key, b in s.parallel.items()
+        if b.loop is not None
+    ]
+    if not calls and not work:
         return []
     me = loop.path.resolve()
     outer = not _TREE.stack
@@ -64,11 +73,19 @@ def follow(
         for state in calls:
             covered = state.name not in tainted and "*" not in tainted
             out += _follow_state(ctx, state, file=file, load=load, coverage=covered)
+        for state in work:
+            out += _follow_state(ctx, state, file=file, load=load, coverage=False)
         return out
     finally:
         _TREE.stack.pop()
         if outer:
             _TREE.cache.clear()
+
+
+def _where(state: State) -> NodePath:
+    """Where a state (or a fork's branch, named `fork/key`) is in the file."""
+    fork, slash, key = state.name.partition("/")
+    return ("states", fork, "parallel", key) if slash else ("states", state.name)
 
 
 def child_path(parent: Loop, state: State) -> Path:
@@ -86,7 +103,7 @@ def _follow_state(
     ctx: Ctx, state: State, *, file: str, load: LoadChild, coverage: bool
 ) -> list[Diagnostic]:
     written = state.loop or ""
-    at: NodePath = ("states", state.name, "loop")
+    at: NodePath = (*_where(state), "loop")
     pos = ctx.locate(at)
     if "${" in written:
         return [
@@ -178,7 +195,7 @@ def _follow_state(
 def _check_with(ctx: Ctx, state: State, child: Loop) -> Iterator[Diagnostic]:
     inputs = child.inputs
     for key, value in state.with_.items():
-        at: NodePath = ("states", state.name, "with", key)
+        at: NodePath = (*_where(state), "with", key)
         spec = inputs.get(key)
         if spec is None:
             known = ", ".join(sorted(inputs)) or "none"
@@ -204,7 +221,7 @@ def _check_with(ctx: Ctx, state: State, child: Loop) -> Iterator[Diagnostic]:
         if spec.required and key not in state.with_:
             about = f" ({spec.description})" if spec.description else ""
             yield ctx.diag(
-                ctx.locate(("states", state.name, "loop")),
+                ctx.locate((*_where(state), "loop")),
                 "error",
                 "missing-input",
                 f"state '{state.name}' runs '{state.loop}' without its required context key "
@@ -275,7 +292,7 @@ def _check_terminals(
         reserved = name in ERROR_VERDICTS or (name in OUTCOMES and name != outcome)
         if reserved:
             yield ctx.diag(
-                ctx.locate(("states", state.name, "loop")),
+                ctx.locate((*_where(state), "loop")),
                 "error",
                 "reserved-terminal",
                 f"'{written}' has a terminal named '{name}' (outcome {outcome}), which a "

@@ -19,6 +19,7 @@ from .cli_answer import COMMANDS as ANSWER_COMMANDS
 from .cli_answer import answer_options as _answer_options
 from .cli_inspect import COMMANDS
 from .cli_judge import COMMANDS as JUDGE_COMMANDS
+from .cli_matrix import COMMANDS as MATRIX_COMMANDS
 from .cli_migrate import COMMANDS as MIGRATE_COMMANDS
 from .cli_sim import COMMANDS as SIM_COMMANDS
 from .errors import EXIT_SUSPENDED, LoadError, LoopError
@@ -129,6 +130,19 @@ def _parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
     help="Answer every action from SCRIPT (YAML); nothing runs, nothing sleeps.",
 )
 @_answer_options
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=8,
+    envvar="LL_JOBS",
+    show_default=True,
+    help="Actions running at once in the whole run, forks included (also LL_JOBS).",
+)
+@click.option(
+    "--branch",
+    metavar="STATE=KEY",
+    help="Run only this branch of a for_each/parallel state (a matrix job: ll plan-matrix).",
+)
 @click.option("--run-id", hidden=True)
 def run(
     file: str,
@@ -153,6 +167,8 @@ def run(
     simulate: str | None,
     answers: tuple[str, ...],
     no_input: bool,
+    jobs: int,
+    branch: str | None,
     run_id: str | None,
 ) -> None:
     """Run a loop until a terminal state or a limit.
@@ -220,7 +236,13 @@ def run(
         fsync=fsync,
         allow_concurrent=allow_concurrent or simulate is not None,  # a simulation takes no lock
         answers=preset,
+        jobs=jobs,
     )
+    if branch is not None:
+        from .cli_matrix import run_branch
+
+        run_branch(loop, options, branch, run_id, json_mode=json_mode, quiet=quiet)
+        return
     display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input)
     rig = None
     if simulate:
@@ -394,7 +416,14 @@ def _execute(
     sys.exit(result.exit_code)
 
 
-for _command in (*COMMANDS, *SIM_COMMANDS, *JUDGE_COMMANDS, *ANSWER_COMMANDS, *MIGRATE_COMMANDS):
+for _command in (
+    *COMMANDS,
+    *SIM_COMMANDS,
+    *JUDGE_COMMANDS,
+    *ANSWER_COMMANDS,
+    *MIGRATE_COMMANDS,
+    *MATRIX_COMMANDS,
+):
     main.add_command(_command)
 
 

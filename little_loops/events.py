@@ -216,6 +216,12 @@ class ChildStart(RunEvent):
     attempt: int = 1
     with_: Mapping[str, Any] = field(default_factory=dict, metadata={"wire": "with"})
     resumed: bool = False
+    # A fork's branch (`kind: branch`): its key, 1-based index and item (cut, redacted).
+    branch: str | None = field(default=None, metadata=_OMIT_NONE)
+    index: int | None = field(default=None, metadata=_OMIT_NONE)
+    item: str | None = field(default=None, metadata=_OMIT_NONE)
+    fork: str | None = field(default=None, metadata=_OMIT_NONE)  # parallel | for_each
+    total: int | None = field(default=None, metadata=_OMIT_NONE)  # the fork's branches
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -232,6 +238,8 @@ class ChildComplete(RunEvent):
     duration_ms: int | None = None
     cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
     outputs: Mapping[str, Any] = field(default_factory=dict)
+    branch: str | None = field(default=None, metadata=_OMIT_NONE)  # a fork's branch key
+    reason: str | None = field(default=None, metadata=_OMIT_NONE)  # why it did not succeed
 
 
 @dataclass(frozen=True, kw_only=True)

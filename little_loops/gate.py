@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -11,6 +12,14 @@ from .errors import EXIT_INTERRUPTED, EXIT_TERMINATED
 
 class Terminated(BaseException):
     """Raised in the main thread by the SIGTERM handler, so running actions are killed."""
+
+
+class GateState:
+    """One thread's gate: whether signals are held, and the one that came meanwhile."""
+
+    def __init__(self) -> None:
+        self.held = False
+        self.pending: int | None = None
 
 
 class _SignalGate:
@@ -23,8 +32,34 @@ class _SignalGate:
     """
 
     def __init__(self) -> None:
-        self.held = False
-        self.pending: int | None = None
+        self._main = GateState()
+        self._local = threading.local()
+
+    # A branch of a fork runs in a thread of its own, with its own gate state (`adopt`):
+    # the main thread's handler never reaches it; a fork stops it by setting its `pending`.
+    def _state(self) -> GateState:
+        state: GateState | None = getattr(self._local, "state", None)
+        return state if state is not None else self._main
+
+    def adopt(self, state: GateState) -> None:
+        """This thread (a fork's branch) uses `state` from now on."""
+        self._local.state = state
+
+    @property
+    def held(self) -> bool:
+        return self._state().held
+
+    @held.setter
+    def held(self, value: bool) -> None:
+        self._state().held = value
+
+    @property
+    def pending(self) -> int | None:
+        return self._state().pending
+
+    @pending.setter
+    def pending(self, value: int | None) -> None:
+        self._state().pending = value
 
     def arrived(self, signum: int) -> None:
         """The handler's half: raise now, or remember the signal for the end of the hold."""
@@ -55,6 +90,8 @@ class _SignalGate:
             yield
         finally:
             self.held = was
+        if self._state() is not self._main:
+            self.raise_pending()  # a branch is stopped when its wait ends (the fork killed it)
 
     def raise_pending(self) -> None:
         if self.pending is not None:

@@ -63,6 +63,25 @@ def route_kind(verdict: str) -> EdgeKind:
     return "normal"
 
 
+def _fork_detail(state: State) -> str:
+    """`parallel: lint ‖ types · join all` or `for_each: deploy.yaml · join all, 2 at a time`."""
+    join = state.join
+    need = (
+        "all"
+        if join is None
+        else f"{join.verdict}: {join.need}"
+        if join.verdict
+        else str(join.need)
+    )
+    if state.parallel:
+        what = "parallel: " + " ‖ ".join(state.parallel)
+    else:
+        what = f"for_each: {state.loop or state.action or ''}"
+    pace = f", {state.max_concurrency} at a time" if state.max_concurrency else ""
+    fast = ", fail_fast" if state.fail_fast else ""
+    return f"{what} · join {need}{pace}{fast}"
+
+
 def picture(
     loop: Loop,
     visits: Mapping[str, int] | None,
@@ -76,10 +95,13 @@ def picture(
         if state.terminal:
             node_kind = "failure" if state.outcome == "failure" else "success"
         detail = state.description
+        if state.is_fork:  # a fork: its branches (or its items) and its join, under its name
+            detail = _fork_detail(state) + (f" · {detail}" if detail else "")
         if detail is not None:
             detail = " ".join(detail.split())
-            if len(detail) > _DESCRIPTION_CHARS:
-                detail = detail[: _DESCRIPTION_CHARS - 1] + "…"
+            room = 2 * _DESCRIPTION_CHARS if state.is_fork else _DESCRIPTION_CHARS
+            if len(detail) > room:
+                detail = detail[: room - 1] + "…"
         count = None if visits is None else int(visits.get(name, 0))
         nodes.append(Node(ids[name], name, node_kind, detail or None, count))
 

@@ -14,7 +14,7 @@ from .model import Scalar
 from .shell_quote import ShellLexer, UnsafeValue
 from .shell_quote import single_quote as single_quote  # part of this module's surface
 
-NAMESPACES = ("context", "captured", "prev", "state", "loop", "env")
+NAMESPACES = ("context", "captured", "prev", "state", "loop", "env", "item")
 MODIFIERS = ("raw", "q")
 
 # Inside ${...}: a dotted path of names, an optional |modifier, an optional :default=TEXT
@@ -132,7 +132,7 @@ def placeholders(text: str) -> list[Placeholder]:
 
 # --------------------------------------------------------------------------- rendering
 
-_ESCAPED_NAMESPACES = frozenset({"captured", "prev"})
+_ESCAPED_NAMESPACES = frozenset({"captured", "prev", "item"})  # item: a fork's (fork.py)
 
 
 @dataclass(frozen=True)

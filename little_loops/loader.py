@@ -153,7 +153,7 @@ def _from_document(
         route_entries=route_entries,
         tainted=tainted,
     )
-    if _FOLLOW.get() and any(s.is_loop for s in loop.states.values()):
+    if _FOLLOW.get() and any(s.is_loop or s.is_fork for s in loop.states.values()):
         from .children import follow
 
         found += follow(loop, file=file, locate=smap.value, load=_load_child, tainted=tainted)

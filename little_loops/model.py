@@ -199,11 +199,23 @@ class State:
     # state's verdicts (none: free text, verdict success). `timeout` is when it expires.
     ask: str | None = None
     choices: tuple[str, ...] = ()
+    # A fork (fork.py): `parallel:` branches (each a State: an action, or a `loop:`), or
+    # `for_each:` items (a template, or a literal list) over this state's own work.
+    parallel: Mapping[str, State] = field(default_factory=lambda: EMPTY)
+    for_each: str | tuple[Any, ...] | None = None
+    join: Join | None = None
+    max_concurrency: int | None = None
+    fail_fast: bool = False
 
     @property
     def is_loop(self) -> bool:
         """True for a state that runs a child loop (`loop:`) instead of an action."""
-        return self.loop is not None
+        return self.loop is not None and not self.is_fork
+
+    @property
+    def is_fork(self) -> bool:
+        """True for a `parallel:` or `for_each:` state: its branches are child runs."""
+        return bool(self.parallel) or self.for_each is not None
 
     @property
     def is_ask(self) -> bool:
@@ -217,6 +229,16 @@ class State:
         if self.timeout is not None:
             out.add("timeout")
         return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Join:
+    """`join:` of a fork: how many branches must give `verdict` (None: succeed).
+
+    `need` is "all", "any" or a number of branches."""
+
+    need: str | int = "all"
+    verdict: str | None = None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from little_loops.reaper import GUARD, KILL_GRACE_S, KILL_WAIT_S, ORPHANS, group_alive
+from little_loops.reaper import (
+    GUARD,
+    KILL_GRACE_S,
+    KILL_WAIT_S,
+    ORPHANS,
+    SPAWNING,
+    group_alive,
+)
 from little_loops.store import StepLog
 
 OutputHook = Callable[[str, bytes], None]
@@ -206,16 +213,23 @@ def execute(
     pipes = _Pipes()
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=None if env is None else GUARD.marked(env),
-            stdin=_devnull() if stdin is None else stdin,
-            pass_fds=pass_fds,
-            stdout=pipes.out_w,
-            stderr=pipes.err_w,
-            start_new_session=True,
-        )
+        # Watched before another thread's sweep could take it for an escaped orphan.
+        with SPAWNING:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=None if env is None else GUARD.marked(env),
+                stdin=_devnull() if stdin is None else stdin,
+                pass_fds=pass_fds,
+                stdout=pipes.out_w,
+                stderr=pipes.err_w,
+                start_new_session=True,
+            )
+            try:
+                GUARD.watch(proc.pid)
+            except BaseException:
+                _stop(proc)
+                raise
     except BaseException:
         pipes.close()
         raise
@@ -223,7 +237,6 @@ def execute(
     sink: _Sink | None = None
     try:
         pipes.close_writers()  # the child has them: end of file comes when its group is done
-        GUARD.watch(proc.pid)
         # Everything from here to the wait overlaps the child's start-up.
         sink = _Sink(Tail(tail_bytes), Tail(tail_bytes), log_path, on_output, on_stdout)
         sink.attach(pipes.out_r, pipes.err_r, proc.pid)

@@ -49,6 +49,8 @@ class RunOptions:
     # the terminal prompt (None: a question without an answer suspends the run).
     answers: Mapping[str, str] = field(default_factory=dict)
     prompt: Callable[..., dict[str, Any] | None] | None = None
+    jobs: int = 8  # --jobs: actions running at once in a whole tree of forks (branches.py)
+    branch: tuple[str, str] | None = None  # --branch STATE=KEY: only that branch of the fork
 
 
 @dataclass

@@ -19,6 +19,9 @@ from collections.abc import Mapping
 KILL_GRACE_S = 0.75  # between SIGTERM and SIGKILL of a process group
 KILL_WAIT_S = 2.0  # for SIGKILLed members to be gone (bounded: a process stuck in D state)
 MARK_VAR = "LL_ACTION_OWNER"
+# Held from an action's start until the guard watches it: a sweep in another thread (a fork's
+# branches run actions at once) then never takes a just-started action for an orphan.
+SPAWNING = threading.Lock()
 
 _PROC = "/proc"
 
@@ -191,6 +194,12 @@ class _Orphans:
             grace = 0.0  # what appears later is killed at once
 
     def _orphans(self) -> list[int]:
+        with SPAWNING, GUARD.lock:
+            running = set(GUARD.groups)  # actions of other threads, still running
+            found = self._children()
+        return [pid for pid in found if pid != GUARD.pid and pid not in running]
+
+    def _children(self) -> list[int]:
         me = os.getpid()
         found: list[int] = []
         try:
@@ -203,7 +212,7 @@ class _Orphans:
                     found += [int(pid) for pid in fh.read().split()]
             except OSError:
                 continue
-        return [pid for pid in found if pid != GUARD.pid]
+        return found
 
     def _reap(self, pids: list[int]) -> bool:
         """Collect the exit of those that are our children; True while any is still alive."""

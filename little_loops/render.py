@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import IO, Any
 
 from .events import Event
+from .fork_view import ForkView, branch_line, header
 from .heartbeat import Heartbeat
 from .history import History
 from .terminal_text import age, elapsed, last_line, printable
@@ -89,7 +90,9 @@ class PlainRenderer:
         self.since = 0.0
         self._chunks: tuple[bytes, ...] = (b"", b"")
         self._heartbeat = Heartbeat(heartbeat, self._beat, clock) if heartbeat > 0 else None
-        self._children: dict[str, _ChildView] = {}  # a running child run's view, by state
+        # A running child run's view (a fork's: its running branches), by state.
+        self._children: dict[str, _ChildView | ForkView] = {}
+        self.fork: ForkView | None = None  # the running fork's, for a terminal's live block
 
     def __call__(self, event: Event) -> None:
         path = event.get("path")
@@ -163,6 +166,7 @@ class PlainRenderer:
 
     def on_evaluate(self, event: Event) -> None:
         self._end()
+        self.fork = None
         if self._shown != event.get("step"):
             self._header(event, "(no action)")
         self._verdict = event
@@ -196,6 +200,14 @@ class PlainRenderer:
 
     def on_child_start(self, event: Event) -> None:
         """A `loop:` state: its line, then its child's steps inline, indented below it."""
+        if event.get("kind") == "branch":  # a fork's: its line once, its branches at their end
+            name = str(event.get("state"))
+            if self._shown != event.get("step") or not isinstance(
+                self._children.get(name), ForkView
+            ):
+                self._header(event, header(event))
+                self.fork = self._children[name] = ForkView(self.clock)
+            return
         given = event.get("with") or {}
         bound = " ".join(f"{k}={v}" for k, v in given.items()) if isinstance(given, dict) else ""
         resumed = ", resumed" if event.get("resumed") else ""
@@ -206,6 +218,14 @@ class PlainRenderer:
         )
         name = str(event.get("state"))
         self._children[name] = _ChildView(self, name)
+
+    def on_child_complete(self, event: Event) -> None:
+        if event.get("branch") is not None:
+            name = str(event.get("state"))
+            if self._shown != event.get("step"):  # a resumed fork: its branches read back
+                self._header(event, "fork, resumed")
+                self.fork = self._children[name] = ForkView(self.clock)
+            self.write(branch_line(event, self.width), _style(str(event.get("verdict"))))
 
     def _child_event(self, path: list[Any], event: Event) -> None:
         view = self._children.get(str(path[0]))
@@ -360,7 +380,7 @@ _CHILD_INDENT = " " * 6
 
 def _style(verdict: str) -> str:
     base = verdict.removesuffix("_uncertain")
-    if verdict.endswith("_uncertain") or verdict == "timeout":
+    if verdict.endswith("_uncertain") or verdict in ("timeout", "cancelled"):
         return "yellow"
     return "red" if base in BAD else "green"
 
@@ -375,6 +395,8 @@ class _Spinning:
         from rich.text import Text
 
         r = self.renderer
+        if r.fork is not None:  # a fork: a row per running branch
+            return Text("\n".join(r.fork.rows(r.width)), style="dim")
         text = Text(r.progress_text() if r.running else "")
         latest = r.latest_line if r.running else ""
         if latest:
@@ -426,6 +448,19 @@ class RichRenderer(PlainRenderer):
     def on_evaluate(self, event: Event) -> None:
         self._stop()
         super().on_evaluate(event)
+
+    def on_child_start(self, event: Event) -> None:
+        super().on_child_start(event)
+        if event.get("kind") == "branch":
+            self._spin()
+
+    def on_child_complete(self, event: Event) -> None:
+        if event.get("branch") is None:
+            return
+        self._stop()  # the line goes above the block, which is drawn again below it
+        super().on_child_complete(event)
+        if self.fork is not None and self.fork.rows(self.width):
+            self._spin()
 
     def _spin(self) -> None:
         if not self.quiet and self._status is None:

@@ -19,6 +19,7 @@ from . import events as ev
 from . import router
 from .action_layer import ActionLayer, Processes
 from .asking import AskCalls
+from .branches import ForkCalls
 from .calls import ChildCalls
 from .errors import (
     EXIT_INTERNAL,
@@ -54,7 +55,7 @@ __all__ = [
 ]
 
 
-class Runner(ChildCalls, AskCalls):
+class Runner(ChildCalls, ForkCalls, AskCalls):
     """Runs one loop to its end, or to a limit, writing every step to the run directory."""
 
     def __init__(
@@ -206,7 +207,7 @@ class Runner(ChildCalls, AskCalls):
                     return self._finish("interrupted", p.current, why, EXIT_SUSPENDED)
         except Finish as end:
             return self._finish(end.outcome, end.final_state, end.error)
-        except Suspended as waiting:  # a question (here or in a child) has no answer yet
+        except Suspended as waiting:  # a question (here, in a child or a fork's branch) waits
             return self._suspend(waiting.pending)
         except LoopError as exc:
             return self._finish("error", p.current, exc.message)
@@ -249,7 +250,7 @@ class Runner(ChildCalls, AskCalls):
     def _next_step(self) -> None:
         """One step, in the order things happen."""
         step, state = self._enter()
-        result = self._dispatch(step, state)  # an action's step, a child run, or a question
+        result = self._dispatch(step, state)  # an action, a child run, a fork, or a question
         self._remember(step, state, result)
         route = self._route(state, result)
         self._record(step, state, route)
@@ -270,7 +271,7 @@ class Runner(ChildCalls, AskCalls):
     def _route(self, state: State, result: StepResult) -> dict[str, str]:
         """Where the run goes next; `Finish` when it ends here."""
         verdict = result.verdict.verdict
-        if state.is_loop:
+        if state.is_loop or state.is_fork:
             self._check_budget(state.name)  # the child's cost, or an ancestor's budget, ends us
         if self.steps.ends_run(state):
             return self._after_terminal(state, result)

@@ -98,6 +98,13 @@ class Script:
                 raise ScriptError(self.file, line, f"the loop has no state '{head}'{hint}")
             if "/" in key:
                 continue  # inside a child: checked when the child runs
+            if state.is_fork:
+                raise ScriptError(
+                    self.file,
+                    line,
+                    f"state '{head}' is a fork: its join gives the verdict; answer its "
+                    f"branches instead, as '{head}/KEY' (or '{head}/*')",
+                )
             if state.is_loop:
                 continue  # the child's end, stubbed: checked against the child when it is called
             if state.is_ask:  # the person's answers, one a visit

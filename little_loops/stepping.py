@@ -78,7 +78,10 @@ class Rig:
         state = loop.states[p.current]
         step = p.step + 1
         head = f"next: {state.name} (step {step})"
-        if state.action is not None:
+        if state.is_fork:  # its work runs per branch, in the branch's scope
+            branches = ", ".join(state.parallel) or f"for_each of {state.loop or state.action}"
+            head += f"  fork: {branches}"
+        elif state.action is not None:
             shell = state.action_type == "shell"
             templates = runner.steps.templates
             try:
@@ -100,6 +103,8 @@ class Rig:
         verdicts: frozenset[str] | set[str]
         if state.loop is not None:
             verdicts = set(ends) | {"error", "timeout"}
+        elif state.is_fork:
+            verdicts = {"success", "failure", "error"}
         elif state.is_ask:
             verdicts = state.ask_verdicts()
         else:

@@ -11,7 +11,7 @@ from .errors import Diagnostic, Severity
 from .evaluators.deterministic import OPERATORS
 from .evaluators.jsonpath import parse_json_path
 from .interpolate import Placeholder, PlaceholderError, scan
-from .model import PASS_FAIL_SCHEMA, Evaluate, Loop, Pos
+from .model import PASS_FAIL_SCHEMA, Evaluate, Loop, Pos, State
 from .schema import Locate
 from .wording import NodePath, did_you_mean, subject
 
@@ -29,7 +29,18 @@ FIELDS: Mapping[str, tuple[str, ...]] = {
     "prev": ("output", "stderr", "exit_code", "duration_ms", "state", "verdict"),
     "state": ("name", "iteration", "attempt"),
     "loop": ("name", "run_id", "run_dir", "dir", "started_at", "elapsed_ms", "elapsed"),
+    "item": ("value", "index", "key"),
 }
+
+# What a `capture:` on a fork (`parallel:`/`for_each:`) keeps, and of each of its branches.
+FORK_FIELDS = (
+    "verdict", "total", "succeeded", "failed", "cancelled", "succeeded_items", "failed_items",
+    "cancelled_items", "failed_keys", "output", "join", "duration_ms",
+)  # fmt: skip
+BRANCH_FIELDS = (
+    "verdict", "outcome", "exit_code", "final_state", "run_id", "duration_ms", "output",
+    "stderr", "steps", "cost_usd", "item", "index",
+)  # fmt: skip
 
 # What a `capture:` on a `loop:` state keeps besides `outputs.K` (a child's output `K`).
 CHILD_FIELDS = ("output", "stderr", "exit_code", "duration_ms", "verdict", "final_state", "outcome")
@@ -222,6 +233,11 @@ def _placeholder_problem(ctx: Ctx, part: Placeholder, captures: set[str]) -> tup
                 f"no state has 'capture: {path[0]}'{suggest(path[0], captures)}",
             )
         fields = FIELDS["captured"]
+        fork = next(
+            (s for s in ctx.loop.states.values() if s.capture == path[0] and s.is_fork), None
+        )
+        if fork is not None:
+            return _fork_field_problem(fork, path)
         if any(s.capture == path[0] and s.is_loop for s in ctx.loop.states.values()):
             if len(path) == 3 and path[1] == "outputs":
                 return None  # the child's outputs are checked with the child: `children`
@@ -235,6 +251,8 @@ def _placeholder_problem(ctx: Ctx, part: Placeholder, captures: set[str]) -> tup
                 f"name one of {', '.join(fields)} after the capture name, not {got}",
             )
         return None
+    if ns == "item" and path[0] == "value":
+        return None  # an object item: `${item.value.name}`
     offered = FIELDS.get(ns)
     if offered is not None and (len(path) != 1 or path[0] not in offered):
         return (
@@ -243,6 +261,35 @@ def _placeholder_problem(ctx: Ctx, part: Placeholder, captures: set[str]) -> tup
             f"it offers: {', '.join(offered)}",
         )
     return None
+
+
+def _fork_field_problem(fork: State, path: tuple[str, ...]) -> tuple[str, str] | None:
+    if len(path) == 2 and path[1] in FORK_FIELDS:
+        return None
+    if len(path) >= 3 and path[1] == "branches":
+        key = path[2]
+        if fork.parallel and key not in fork.parallel:
+            names = ", ".join(fork.parallel)
+            return (
+                "unknown-output",
+                f"state '{fork.name}' has no branch '{key}'{suggest(key, fork.parallel)}; "
+                f"its branches: {names}",
+            )
+        if len(path) == 4 and path[3] in BRANCH_FIELDS:
+            return None
+        if len(path) == 5 and path[3] == "outputs":
+            return None
+        return (
+            "unknown-field",
+            f"name one of {', '.join(BRANCH_FIELDS)} or outputs.NAME after "
+            f"'branches.{key}', not '{'.'.join(path[3:]) or 'nothing'}'",
+        )
+    got = f"'{'.'.join(path[1:])}'" if len(path) > 1 else "nothing"
+    return (
+        "unknown-field",
+        f"name one of {', '.join(FORK_FIELDS)} or branches.KEY.FIELD after the capture "
+        f"name of a fork, not {got}",
+    )
 
 
 # Set once the state's evaluator has given its verdict, so that evaluator cannot read them.

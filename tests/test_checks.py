@@ -45,8 +45,9 @@ CASES = {
         [
             "loop.yaml:8:5: error: unknown key 'on_falure' in state 'check' (did you mean "
             "'on_failure'?); valid keys: action, action_type, ask, capture, choices, description, "
-            "evaluate, loop, next, on_error, on_failure, on_maintain, on_success, on_timeout, "
-            "outcome, retry, route, terminal, timeout, with",
+            "evaluate, fail_fast, for_each, join, loop, max_concurrency, next, on_error, "
+            "on_failure, on_maintain, on_success, on_timeout, outcome, parallel, retry, route, "
+            "terminal, timeout, with",
         ],
     ),
     "unknown-top-key": (
@@ -285,7 +286,7 @@ CASES = {
         OK.replace("action: make fix", "action: make fix ${secrets.token}"),
         [
             "loop.yaml:10:13: error: unknown namespace 'secrets' in '${secrets.token}'; use one "
-            "of: context, captured, prev, state, loop, env (in 'action' of state 'fix')",
+            "of: context, captured, prev, state, loop, env, item (in 'action' of state 'fix')",
         ],
     ),
     "no-terminal": (
@@ -930,8 +931,9 @@ def test_a_misspelt_key_hides_nothing_else_in_its_state(tmp_path: Path) -> None:
         "context key 'target'; define it under 'context:'",
         "loop.yaml:8:5: error: unknown key 'descripton' in state 'check' (did you mean "
         "'description'?); valid keys: action, action_type, ask, capture, choices, description, "
-        "evaluate, loop, next, on_error, on_failure, on_maintain, on_success, on_timeout, "
-        "outcome, retry, route, terminal, timeout, with",
+        "evaluate, fail_fast, for_each, join, loop, max_concurrency, next, on_error, "
+        "on_failure, on_maintain, on_success, on_timeout, outcome, parallel, retry, route, "
+        "terminal, timeout, with",
         "loop.yaml:9:3: warning: state 'fix' cannot be reached from initial state 'check'",
     ]
 

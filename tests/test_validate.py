@@ -354,8 +354,9 @@ states:
         "context key 'target'; define it under 'context:'",
         "loop.yaml:8:5: error: unknown key 'descripton' in state 'check' (did you mean "
         "'description'?); valid keys: action, action_type, ask, capture, choices, description, "
-        "evaluate, loop, next, on_error, on_failure, on_maintain, on_success, on_timeout, "
-        "outcome, retry, route, terminal, timeout, with",
+        "evaluate, fail_fast, for_each, join, loop, max_concurrency, next, on_error, "
+        "on_failure, on_maintain, on_success, on_timeout, outcome, parallel, retry, route, "
+        "terminal, timeout, with",
         "loop.yaml:11:11: error: state 'fix' has 'next' naming unknown state 'chekc' (did you "
         "mean 'check'?)",
     ]
