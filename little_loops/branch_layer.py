@@ -125,6 +125,9 @@ class BranchActions:
     def stub_child(self, state: str, child: Loop) -> dict[str, Any] | None:
         return self.inner.stub_child(state, child)
 
+    def stub_answer(self, state: str) -> dict[str, Any] | None:
+        return self.inner.stub_answer(state)
+
     def __call__(self, event: Any) -> None:
         if callable(self.inner):  # a simulation learns which state acts from the events
             self.inner(event)

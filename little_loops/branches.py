@@ -249,6 +249,9 @@ class ForkCalls:
             max_iterations=None,
             on_terminal_output=None,
             on_output=None,
+            # Branches run at once: a question in one waits for `ll answer`/`ll resume
+            # --answer` rather than a terminal prompt two threads would share.
+            prompt=None,
         )
         runner = self._child_runner(
             child,

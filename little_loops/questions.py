@@ -178,11 +178,16 @@ def check_not_expired(question: Mapping[str, Any], now: float, run_id: str) -> N
 
 
 def tree_root(run_root: Path) -> Path:
-    """The root run's directory of a (child) run directory: `<root>/sub/<x>/sub/<y>` -> root."""
+    """The root run's directory of a (child) run directory: `<root>/sub/<x>/sub/<y>` -> root,
+    and a fork's branch, `<root>/sub/<step>-<state>/<key>` -> root."""
     root = run_root
-    while root.parent.name == "sub":
-        root = root.parent.parent
-    return root
+    while True:
+        if root.parent.name == "sub":
+            root = root.parent.parent
+        elif root.parent.parent.name == "sub":
+            root = root.parent.parent.parent
+        else:
+            return root
 
 
 def _file(qid: str) -> str:

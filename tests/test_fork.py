@@ -809,3 +809,57 @@ def test_a_parallel_states_timeout_is_each_action_branchs_default(tmp_path: Path
     assert done.returncode == 0, done.stdout + done.stderr
     assert "timeout success" in done.stdout
     assert time.monotonic() - started < 15
+
+
+def test_a_join_waiting_on_branch_questions_suspends_and_resumes_with_their_answers(
+    tmp_path: Path,
+) -> None:
+    """Each branch asks; nothing else can progress, so the run suspends (exit 6) with both
+    questions; answered one by one (`ll answer`), `ll resume` finishes the fork."""
+    write(
+        tmp_path,
+        "gate.yaml",
+        """
+        name: gate
+        initial: approve
+        context: {region: ~}
+        states:
+          approve:
+            ask: "Deploy ${context.region}?"
+            choices: [approve, reject]
+            route: {approve: done, reject: stopped}
+          done: {terminal: true}
+          stopped: {terminal: true, outcome: failure}
+        """,
+    )
+    parent = write(
+        tmp_path,
+        "rollout.yaml",
+        """
+        name: rollout
+        initial: regions
+        states:
+          regions:
+            for_each: [eu, us]
+            loop: gate.yaml
+            with: {region: "${item.value}"}
+            route: {success: shipped, failure: held}
+          shipped: {action: echo shipped, terminal: true}
+          held: {action: echo held, terminal: true, outcome: failure}
+        """,
+    )
+    waiting = ll("run", parent, cwd=tmp_path)
+    assert waiting.returncode == 6, waiting.stdout + waiting.stderr
+    assert "waiting for an answer to regions/eu/approve@1, regions/us/approve@1" in (
+        waiting.stderr + waiting.stdout
+    )
+    root = run_root(tmp_path)
+    assert state(root)["status"] == "suspended"
+    for qid in ("regions/eu/approve", "regions/us/approve"):
+        answered = ll("answer", root.name, f"{qid}=approve", cwd=tmp_path)
+        assert answered.returncode == 0, answered.stdout + answered.stderr
+    done = ll("resume", root.name, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [e["to"] for e in events(root) if e["event"] == "route"] == ["shipped"]
+    for key in ("eu", "us"):
+        assert state(root / "sub" / "0001-regions" / key)["final_state"] == "done"
