@@ -200,18 +200,7 @@ class ChildCalls:
             raise Suspended(runner.progress.pending)
         if result.outcome == "interrupted":  # the parent stops with it, and resumes it
             raise Terminated() if result.exit_code == EXIT_TERMINATED else KeyboardInterrupt()
-        return ChildEnd(
-            run_id=run_id,
-            final_state=result.final_state,
-            outcome=result.outcome,
-            exit_code=result.exit_code,
-            steps=result.steps,
-            duration_ms=result.duration_ms,
-            cost_usd=runner.progress.cost_usd,
-            outputs=runner.progress.outputs or {},
-            error=result.error,
-            via_terminal=subloop.ended_at_terminal(child, result.final_state, result.outcome),
-        )
+        return ChildEnd.of_run(run_id, result, runner.progress, child)
 
     def _child_verdict(
         self,

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from . import events as ev
-from . import subloop
 from .action_layer import Processes
 from .branch_layer import BranchActions, Scope, TreeSlots
 from .errors import EXIT_SUSPENDED, EXIT_TERMINATED
@@ -191,18 +190,7 @@ class Fork:
             record.update(key=job.item.key, index=job.item.index, item=job.item.text)
             write_result(job.root, record)
             return BranchEnd(CANCELLED, CANCELLED, record)
-        end = ChildEnd(
-            run_id=job.run_id,
-            final_state=result.final_state,
-            outcome=result.outcome,
-            exit_code=result.exit_code,
-            steps=result.steps,
-            duration_ms=result.duration_ms,
-            cost_usd=runner.progress.cost_usd,
-            outputs=runner.progress.outputs or {},
-            error=result.error,
-            via_terminal=subloop.ended_at_terminal(job.child, result.final_state, result.outcome),
-        )
+        end = ChildEnd.of_run(job.run_id, result, runner.progress, job.child)
         record = loop_record(end, job.item)
         verdict = end.verdict
         prev = runner.progress.prev

@@ -198,6 +198,23 @@ class ChildEnd:
         return f"sub-loop ended {self.outcome} at '{self.final_state}'{why}"
 
     @classmethod
+    def of_run(cls, run_id: str, result: Any, progress: Any, child: Loop) -> ChildEnd:
+        """The end of a child run that just returned `result` (a `RunResult`), with its
+        `progress` (cost, outputs)."""
+        return cls(
+            run_id=run_id,
+            final_state=result.final_state,
+            outcome=result.outcome,
+            exit_code=result.exit_code,
+            steps=result.steps,
+            duration_ms=result.duration_ms,
+            cost_usd=progress.cost_usd,
+            outputs=progress.outputs or {},
+            error=result.error,
+            via_terminal=ended_at_terminal(child, result.final_state, result.outcome),
+        )
+
+    @classmethod
     def from_state(cls, data: Mapping[str, Any], child: Loop) -> ChildEnd:
         """A finished child, from its state.json (a parent resumed after the child ended)."""
         outputs = data.get("outputs")
