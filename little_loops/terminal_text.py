@@ -60,7 +60,10 @@ def summary_line(event: Event) -> str:
     plural = "s" if steps != 1 else ""
     outcome = str(event.get("outcome"))
     error = event.get("error") if isinstance(event.get("error"), str) else ""
-    if error and error.startswith(outcome):
+    if outcome == "interrupted" and event.get("exit_code") == 6:
+        # `ll step` stopped it on purpose (exit 6): "paused at 'x' ...: by ll step after step 2"
+        outcome, error = "paused", error.removeprefix("paused ")
+    elif error and error.startswith(outcome):
         # "interrupted (SIGINT)" says the outcome already: say it once.
         outcome, error = error, ""
     line = (

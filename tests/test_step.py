@@ -149,6 +149,8 @@ def test_the_next_loop_state_shows_its_child_inputs_and_terminal_routes(
     release = Path(__file__).resolve().parent.parent / "loops" / "release.yaml"
     paused = ll(ll_cmd, tmp_path, "step", str(release), "-n", "2")
     assert paused.returncode == 6, paused.stdout + paused.stderr
+    assert "ll: paused at 'us' after 2 steps in " in paused.stdout + paused.stderr
+    assert ": by ll step after step 2" in paused.stdout + paused.stderr
     lines = paused.stdout.splitlines()
     at = lines.index(
         "next: us (step 3)  loop: lib/deploy-region.yaml"
