@@ -20,7 +20,7 @@ from . import events as ev
 from . import subloop
 from .action_layer import Processes
 from .branch_layer import BranchActions, Scope, serial
-from .errors import LoopError
+from .errors import LoopError, SimulationError
 from .events import Listener
 from .fork import (
     BranchEnd,
@@ -184,8 +184,8 @@ class ForkCalls:
                     k: render(t, scope, shell=False, where=where) for k, t in work.with_.items()
                 }
                 subloop.bind_inputs(child, values, work.loop)
-                layer = raw.child(state.name, child).child(item.key, child)
-                stub = raw.child(state.name, child).stub_child(item.key, child)
+                layer = raw.child(state.name, None).child(item.key, child)
+                stub = raw.child(state.name, None).stub_child(item.key, child)
             else:
                 shell = work.action_type == "shell"
                 assert work.action is not None
@@ -195,6 +195,8 @@ class ForkCalls:
                 # unanswered terminal's silent success.
                 layer = raw.child(state.name, None)
         except (ChildError, LoopError) as exc:
+            if isinstance(exc, SimulationError):
+                raise  # the script is wrong, not the branch: the run stops
             reason = str(exc.message if isinstance(exc, LoopError) else exc)
             record = {"verdict": "error", "error": reason, "key": item.key, "index": item.index}
             return BranchEnd("error", "error", record)

@@ -68,6 +68,11 @@ class LoadError(LoopError):
         super().__init__(first, exit_code=EXIT_USAGE)
 
 
+class SimulationError(LoopError):
+    """A simulation script that does not fit the loop it runs: it stops the run, and is never
+    taken for a step's (or a fork branch's) verdict."""
+
+
 class RunError(LoopError):
     """The run cannot go on: unrouted verdict, undefined variable, corrupt run state."""
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import EXIT_USAGE, LoopError
+from .errors import EXIT_USAGE, LoopError, SimulationError
 from .evaluators import possible_verdicts
 from .model import Loop, State
 from .wording import did_you_mean
@@ -64,6 +64,24 @@ class Script:
     expect_lines: dict[str, int] = field(default_factory=dict)
     line_of_loop: int = 1
     replay: str | None = None  # `ll test`: the judge's cassette, relative to the script
+
+    def check_child(self, prefix: str, child: Loop) -> None:
+        """The keys under `prefix` (`deploy/`, `rollout/eu/`) name states of `child`, the
+        loop that run starts: a misspelt one would never be used, and the run would go on
+        real or unanswered. Checked when the child starts (its file is known only then)."""
+        for key in self.states:
+            if not key.startswith(prefix):
+                continue
+            head = key[len(prefix) :].split("/", 1)[0]
+            if "*" in head or head in child.states:
+                continue
+            hint = did_you_mean(head, sorted(child.states))
+            raise ScriptError(
+                self.file,
+                self.lines.get(key, 1),
+                f"'{key}': the loop {child.path.name} (run by '{prefix.rstrip('/')}') has no "
+                f"state '{head}'{hint}",
+            )
 
     def entries_for(self, path: str) -> list[Entry] | None:
         """The entries of a state path; an exact key wins over a pattern with `*`."""
@@ -131,7 +149,7 @@ class Script:
             )
 
 
-class ScriptError(LoopError):
+class ScriptError(SimulationError):
     """A simulation script that cannot be used: one line with its file and line."""
 
     def __init__(self, file: str, line: int, message: str) -> None:

@@ -67,7 +67,10 @@ class SimulatedActions:
         """The layer a child run started by `state` uses: its states under `state/`."""
         layer = SimulatedActions(self.script, self.clock, prefix=f"{self.prefix}{state}/")
         layer.visits = self.visits  # one count a state path over the whole tree
-        return layer.for_loop(loop) if loop is not None else layer
+        if loop is None:
+            return layer
+        self.script.check_child(layer.prefix, loop)
+        return layer.for_loop(loop)
 
     def resumed(self, events_path: Path) -> SimulatedActions:
         """Continue the visit counts of a run's earlier sessions, read from its events."""

@@ -59,7 +59,7 @@ def summary_line(event: Event) -> str:
     steps = event.get("steps")
     plural = "s" if steps != 1 else ""
     outcome = str(event.get("outcome"))
-    error = event.get("error") if isinstance(event.get("error"), str) else ""
+    error = str(event.get("error")) if isinstance(event.get("error"), str) else ""
     if outcome == "interrupted" and event.get("exit_code") == 6:
         # `ll step` stopped it on purpose (exit 6): "paused at 'x' ...: by ll step after step 2"
         outcome, error = "paused", error.removeprefix("paused ")

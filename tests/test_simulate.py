@@ -349,3 +349,49 @@ def test_a_script_entry_for_a_loop_state_stands_for_its_whole_child(
         run.stdout + run.stderr
     )
     assert "Traceback" not in run.stderr
+
+
+ASKING_CHILD = """\
+name: gate
+initial: approve
+states:
+  approve:
+    ask: "Go?"
+    choices: [approve, reject]
+    route: {approve: done, reject: stopped}
+  done: {terminal: true}
+  stopped: {terminal: true, outcome: failure}
+"""
+
+
+@pytest.mark.parametrize(
+    ("parent", "key"),
+    [
+        (
+            "name: fa\ninitial: r\nstates:\n  r:\n    parallel:\n      eu: {loop: ask.yaml}\n"
+            "      us: {loop: ask.yaml}\n    route: {success: ok, failure: ok}\n"
+            "  ok: {terminal: true}\n",
+            "r/eu/aprove",
+        ),
+        (
+            "name: sub\ninitial: c\nstates:\n"
+            "  c: {loop: ask.yaml, route: {done: ok, stopped: ok}}\n  ok: {terminal: true}\n",
+            "c/aprove",
+        ),
+    ],
+    ids=["fork-branch", "loop-child"],
+)
+def test_a_misspelt_state_inside_a_child_stops_the_simulated_run(
+    ll_cmd: list[str], tmp_path: Path, parent: str, key: str
+) -> None:
+    """A script key for a child's state that the child lacks would never be used: the run
+    stops naming it (before, a fork took it for a failed branch and the run ended green)."""
+    write(tmp_path, "ask.yaml", ASKING_CHILD)
+    loop = write(tmp_path, "parent.yaml", parent)
+    script = write(tmp_path, "t.yaml", f"states:\n  {key}: approve\n")
+    done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
+    assert done.returncode == 3, done.stdout + done.stderr
+    out = done.stdout + done.stderr
+    assert f"t.yaml:2: '{key}': the loop ask.yaml" in out
+    assert "has no state 'aprove' (did you mean 'approve'?)" in out
+    assert "success at" not in out
