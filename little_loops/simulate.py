@@ -102,12 +102,9 @@ class SimulatedActions:
         `final_state` or terminal `verdict`, `outputs`, `duration_ms`, `cost_usd`); None runs
         the child, its states answered under `state/`."""
         path = self.prefix + state
-        entries = self.script.entries_for(path)
-        if entries is None:
+        entry = self._visit(path)
+        if entry is None:
             return None
-        visit = self.visits.get(path, 0)
-        self.visits[path] = visit + 1
-        entry = entries[min(visit, len(entries) - 1)]
         self.clock.sleep(entry.duration_ms / 1000.0)
         name = entry.final_state or entry.verdict or "success"
         end: dict[str, Any] = {
@@ -134,14 +131,20 @@ class SimulatedActions:
     def stub_answer(self, state: str) -> dict[str, Any] | None:
         """The answer the script gives the `ask` state `state` of this run: `verdict` (the
         choice), `note` (its `output`), `duration_ms`; None when unscripted."""
-        path = self.prefix + state
+        entry = self._visit(self.prefix + state)
+        if entry is None:
+            return None
+        return {"verdict": entry.verdict, "note": entry.output, "duration_ms": entry.duration_ms}
+
+    def _visit(self, path: str) -> Entry | None:
+        """The script's entry for this visit of `path` (the last one repeats), counted; None
+        (and not counted) when the script leaves `path` out."""
         entries = self.script.entries_for(path)
         if entries is None:
             return None
         visit = self.visits.get(path, 0)
         self.visits[path] = visit + 1
-        entry = entries[min(visit, len(entries) - 1)]
-        return {"verdict": entry.verdict, "note": entry.output, "duration_ms": entry.duration_ms}
+        return entries[min(visit, len(entries) - 1)]
 
     def run_shell(self, command: str, *, timeout: float | None, **_: Any) -> ActionResult:
         return self._answer(timeout)
