@@ -16,6 +16,7 @@ import re
 import secrets
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -575,16 +576,41 @@ def _read_owner(fd: int) -> dict[str, Any]:
 def list_runs(base: Path) -> list[RunDir]:
     """Every run directory under `base`, oldest first.
 
-    Run ids start with the second the run began; runs begun within the same second are
-    ordered by the millisecond start time in their state file.
+    Run ids start with the second the run began, so their names sort by time; only runs begun
+    within the same second are ordered by the millisecond start time in their state file.
     """
-    root = base / RUNS
-    if not root.is_dir():
+    return list(reversed(list(newest_first(base))))
+
+
+def _names(base: Path) -> list[str]:
+    """The names under `.loops/runs/`, newest first by name (no state file read)."""
+    try:
+        names = os.listdir(base / RUNS)
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    runs = [
-        RunDir(p) for p in root.iterdir() if not p.is_symlink() and (p / "state.json").is_file()
-    ]
-    return sorted(runs, key=lambda r: (r.run_id[:15], _started_at(r), r.run_id))
+    except OSError as exc:
+        raise RunError(cannot("read", base / RUNS, exc)) from None
+    return sorted(names, reverse=True)
+
+
+def newest_first(base: Path, names: list[str] | None = None) -> Iterator[RunDir]:
+    """The runs under `base`, newest first, read lazily: a caller that stops at the first
+    run it wants opens only that run's files and its same-second neighbours', however many
+    runs there are (`ll status`, `ll resume`, a run id's prefix)."""
+    root = base / RUNS
+    ordered = _names(base) if names is None else names
+    i = 0
+    while i < len(ordered):
+        # Names that share their first 15 characters began in the same second.
+        j = i + 1
+        while j < len(ordered) and ordered[j][:15] == ordered[i][:15]:
+            j += 1
+        group = [RunDir(root / name) for name in ordered[i:j]]
+        group = [r for r in group if not r.root.is_symlink() and r.state_path.is_file()]
+        if len(group) > 1:
+            group.sort(key=lambda r: (_started_at(r), r.run_id), reverse=True)
+        yield from group
+        i = j
 
 
 def _started_at(run: RunDir) -> str:
@@ -596,18 +622,24 @@ def _started_at(run: RunDir) -> str:
 
 
 def find_run(base: Path, run_id: str | None) -> RunDir:
-    """A run by id (or a unique prefix of one); the latest run when `run_id` is None."""
+    """A run by id (or a unique prefix of one); the latest run when `run_id` is None.
+
+    Neither reads more than the runs it names: an exact id is one directory, a prefix the
+    names that start with it, the latest the newest name (and its same-second neighbours).
+    """
     if run_id is not None and os.sep not in run_id:
-        RunDir(base / RUNS / run_id).check_links()  # `list_runs` skips it: say why
-    runs = list_runs(base)
-    if not runs:
-        raise RunError(f"no runs under {base / RUNS}; start one with 'll run FILE'")
+        RunDir(base / RUNS / run_id).check_links()  # `newest_first` skips it: say why
+        exact = RunDir(base / RUNS / run_id)
+        if run_id not in ("", ".", "..") and exact.state_path.is_file():
+            return exact
     if run_id is None:
-        return runs[-1]
-    exact = [r for r in runs if r.run_id == run_id]
-    if exact:
-        return exact[0]
-    matches = [r for r in runs if r.run_id.startswith(run_id)]
+        for run in newest_first(base):
+            return run
+        raise RunError(f"no runs under {base / RUNS}; start one with 'll run FILE'")
+    names = [n for n in _names(base) if n.startswith(run_id)]
+    matches = list(newest_first(base, names))
+    if not matches and not any(newest_first(base)):
+        raise RunError(f"no runs under {base / RUNS}; start one with 'll run FILE'")
     if len(matches) == 1:
         return matches[0]
     if matches:

@@ -339,6 +339,35 @@ def test_list_runs_tolerates_a_corrupt_state_file(tmp_path: Path) -> None:
     ]
 
 
+def test_a_lookup_reads_only_the_runs_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ll status`, `ll resume RUN`, a prefix: no state.json of another second is read."""
+    for i in range(40):
+        make_run(tmp_path, f"20260101-0000{i:02d}-x-0000", f"2026-01-01T00:00:{i:02d}.000Z")
+    make_run(tmp_path, "20260102-000000-x-ffff", "2026-01-02T00:00:00.100Z")
+    make_run(tmp_path, "20260102-000000-x-aaaa", "2026-01-02T00:00:00.500Z")
+    read: list[str] = []
+    real = store._started_at
+
+    def counting(run: RunDir) -> str:
+        read.append(run.run_id)
+        return real(run)
+
+    monkeypatch.setattr(store, "_started_at", counting)
+    assert find_run(tmp_path, None).run_id == "20260102-000000-x-aaaa"
+    assert sorted(read) == ["20260102-000000-x-aaaa", "20260102-000000-x-ffff"]
+    read.clear()
+    assert find_run(tmp_path, "20260101-000007-x-0000").run_id == "20260101-000007-x-0000"
+    assert find_run(tmp_path, "20260101-000039").run_id == "20260101-000039-x-0000"
+    assert read == []
+    assert [r.run_id for r in store.newest_first(tmp_path)][:3] == [
+        "20260102-000000-x-aaaa",
+        "20260102-000000-x-ffff",
+        "20260101-000039-x-0000",
+    ]
+
+
 def test_find_run(tmp_path: Path) -> None:
     with pytest.raises(RunError) as exc:
         find_run(tmp_path, None)
