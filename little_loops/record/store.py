@@ -162,13 +162,12 @@ class RunDir:
         # Paths used every step are built once.
         self.state_path = root / "state.json"
         self.events_path = root / "events.jsonl"
-        self._steps = os.fspath(root / "steps")
+        self.log = RunLog(root)
         self._state = os.fspath(self.state_path)
         self._spare = os.fspath(root / ".state.next")
         self._state_b, self._spare_b = os.fsencode(self._state), os.fsencode(self._spare)
         self._fds: list[int] | None = None  # [spare, state] while swapping
         self._sizes: list[int] = [0, 0]
-        self._safe: dict[str, str] = {}
 
     @classmethod
     def create(cls, base: Path, run_id: str) -> RunDir:
@@ -176,7 +175,7 @@ class RunDir:
         if (root / "state.json").exists():
             raise RunError(f"run '{run_id}' already exists under {base / RUNS}")
         try:
-            (root / "steps").mkdir(parents=True, exist_ok=True)
+            root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RunError(cannot("create", root, exc)) from None
         run = cls(root)
@@ -195,7 +194,7 @@ class RunDir:
         return self.root.name
 
     def check_links(self) -> None:
-        """Refuse a run directory (or its `steps/`) that is a symbolic link.
+        """Refuse a run directory (or the `steps/` an older ll made) that is a symbolic link.
 
         Whoever can write to `.loops/` could otherwise point a run's files at any file the
         user can write (`~/.bashrc`), and the run would overwrite it. The files inside are
@@ -207,14 +206,6 @@ class RunDir:
                     f"{path} is a symbolic link; ll does not follow links inside .loops/ "
                     "(someone may have planted it): remove it, or start a new run"
                 )
-
-    def step_log(self, step: int, state: str, attempt: int = 1) -> str:
-        """The path of a step's log under `steps/` (a string: it is made every step)."""
-        suffix = f"-attempt{attempt}" if attempt > 1 else ""
-        safe = self._safe.get(state)
-        if safe is None:
-            safe = self._safe[state] = re.sub(r"[^A-Za-z0-9_.-]+", "_", state)
-        return f"{self._steps}{os.sep}{step:04d}-{safe}{suffix}.log"
 
     def write_state(self, data: dict[str, Any], *, fsync: bool = False) -> None:
         """Replace state.json whole: readers and a `kill -9` see the old file or the new one.
@@ -267,10 +258,11 @@ class RunDir:
         return True
 
     def close(self) -> None:
-        """Close the state files kept open between steps."""
+        """Close the state files kept open between steps, and the run's log."""
         for fd in self._fds or ():
             os.close(fd)
         self._fds = None
+        self.log.close()
 
     def read_state(self) -> dict[str, Any]:
         """The run's state; a corrupt, truncated or future-version file is a clear error."""
@@ -411,6 +403,112 @@ class StepLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+LOG_NAME = "steps.log"
+
+
+class RunLog:
+    """`steps.log`: everything the run's actions printed, one attempt after another, in one
+    append-only file opened once (at the first byte) instead of a file a step.
+
+    A run acts one step at a time, so an attempt's bytes are contiguous: its `action_start`
+    event records where they begin (`log_at`), and they end where the next attempt's begin
+    (or at the end of the file). An attempt cut off by a crash leaves its bytes where they
+    were; the step run again on resume writes after them.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.path = os.fspath(root / LOG_NAME)
+        self._fd: int | None = None
+        self._end: int | None = None
+
+    def offset(self) -> int:
+        """Where the next byte goes: the end of the file (0 before it exists)."""
+        if self._end is None:
+            try:
+                self._end = os.stat(self.path, follow_symlinks=False).st_size
+            except FileNotFoundError:
+                self._end = 0
+            except OSError as exc:
+                raise RunError(cannot("read", self.path, exc)) from None
+        return self._end
+
+    def attempt(self, limit: int | None = None) -> LogSegment:
+        """A writer for one attempt's output, cut at `limit` bytes (`LL_MAX_LOG_BYTES`)."""
+        return LogSegment(self, self.offset(), max_log_bytes() if limit is None else limit)
+
+    def append(self, data: bytes) -> None:
+        if self._fd is None:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                self._fd = os.open(self.path, flags, 0o644)
+            except OSError as exc:
+                raise RunError(cannot("open the run's log", self.path, exc)) from None
+            self._end = os.fstat(self._fd).st_size
+        _write_all(self._fd, data, self.path)
+        self._end = self.offset() + len(data)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._end = None
+
+    @staticmethod
+    def read(root: Path, start: int, end: int | None) -> bytes:
+        """Bytes `start` to `end` (None: to the end) of a run's `steps.log`."""
+        path = root / LOG_NAME
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return b""
+        except OSError as exc:
+            raise RunError(cannot("read", path, exc)) from None
+        try:
+            size = os.fstat(fd).st_size if end is None else end
+            chunks, at = [], start
+            while at < size:
+                chunk = os.pread(fd, min(size - at, 1 << 20), at)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                at += len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+
+class LogSegment:
+    """One attempt's part of the run's log: `write` as a step log's, with the same cut."""
+
+    def __init__(self, log: RunLog, start: int, limit: int) -> None:
+        self.start = start
+        self.limit = limit
+        self.size = 0
+        self.cut = False
+        self._log = log
+
+    def write(self, chunk: bytes) -> int:
+        if self.cut:
+            return len(chunk)
+        room = self.limit - self.size if self.limit else len(chunk)
+        if len(chunk) <= room:
+            self._log.append(chunk)
+            self.size += len(chunk)
+            return len(chunk)
+        kept = chunk[: max(room, 0)]
+        marker = (
+            f"\n[ll: log cut at {self.limit} bytes (LL_MAX_LOG_BYTES); "
+            "the rest of this step's output was not kept]\n"
+        )
+        self._log.append(kept + marker.encode())
+        self.size += len(kept)
+        self.cut = True
+        return len(chunk)
+
+    def close(self) -> None:
+        """Nothing to release: the run's log stays open for the next step."""
 
 
 def pid_alive(pid: int) -> bool:
