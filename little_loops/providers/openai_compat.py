@@ -20,7 +20,6 @@ from . import (
     JudgeRequest,
     ProviderError,
     RetryPolicy,
-    before_deadline,
     is_retryable_status,
     parse_retry_after,
     status_flags,
@@ -57,7 +56,6 @@ class OpenAICompatProvider:
                 "OpenAI-compatible server",
                 flags={"no_api_key": True},
             )
-        until = time.monotonic() + request.timeout  # the schema transform's wait counts too
         body: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,
@@ -70,15 +68,11 @@ class OpenAICompatProvider:
                 "json_schema": {
                     "name": "evaluate",
                     "strict": True,
-                    "schema": before_deadline(
-                        lambda: strict_schema(request.schema, openai_schema),
-                        request.deadline,
-                        "loading the Anthropic SDK for the schema transform",
-                        budget=request.timeout,
-                    ),
+                    "schema": strict_schema(request.schema, openai_schema),
                 },
             },
         }
+        until = time.monotonic() + request.timeout
         send_temperature = (
             request.temperature is not None and request.model not in self._fixed_temperature
         )
