@@ -204,12 +204,37 @@ SAMPLING_FREE_VERSION = "2026-10-21"
 SAMPLING = ("temperature", "top_p", "top_k")
 
 
-def sampling_problem(path: str, headers: Mapping[str, str], body: Any) -> Reply | None:
+# OpenAI's reasoning models: only the default temperature, and max_completion_tokens.
+REASONING_PREFIXES: tuple[str, ...] = ("gpt-5", "o1", "o3", "o4")
+
+
+def openai_error(message: str, param: str, code: str) -> Reply:
+    """An OpenAI-style 400 naming the parameter it refuses."""
+    return Reply(
+        status=400,
+        body={
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": param,
+                "code": code,
+            }
+        },
+    )
+
+
+def sampling_problem(
+    path: str,
+    headers: Mapping[str, str],
+    body: Any,
+    reasoning: tuple[str, ...] = REASONING_PREFIXES,
+) -> Reply | None:
     """The 400 the real APIs answer to sampling parameters they refuse, or None.
 
     Anthropic: API version 2026-10-21 (what SDK 2.x sends) refuses temperature, top_p and
     top_k, even at 1.0; older versions refuse them for generation-5 models. OpenAI: reasoning
-    models (gpt-5*, o1, o3, o4*) take only the default temperature, 1.
+    models (gpt-5*, o1, o3, o4*) take only the default temperature, 1, and refuse
+    `max_tokens` (they take `max_completion_tokens`).
     """
     if not isinstance(body, dict):
         return None
@@ -226,20 +251,22 @@ def sampling_problem(path: str, headers: Mapping[str, str], body: Any) -> Reply 
             )
         return None
     model = str(body.get("model", ""))
-    reasoning = model.startswith(("gpt-5", "o1", "o3", "o4"))
-    if reasoning and "temperature" in body and body["temperature"] != 1:
+    if not model.startswith(reasoning):
+        return None
+    if "max_tokens" in body:
+        return openai_error(
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+            "'max_completion_tokens' instead.",
+            "max_tokens",
+            "unsupported_parameter",
+        )
+    if "temperature" in body and body["temperature"] != 1:
         value = body["temperature"]
-        return Reply(
-            status=400,
-            body={
-                "error": {
-                    "message": f"Unsupported value: 'temperature' does not support {value} with "
-                    "this model. Only the default (1) value is supported.",
-                    "type": "invalid_request_error",
-                    "param": "temperature",
-                    "code": "unsupported_value",
-                }
-            },
+        return openai_error(
+            f"Unsupported value: 'temperature' does not support {value} with this model. "
+            "Only the default (1) value is supported.",
+            "temperature",
+            "unsupported_value",
         )
     return None
 
@@ -314,6 +341,7 @@ class LlmServer:
         self.require_auth = True
         self.enforce_strict = True  # refuse strict schemas the real APIs refuse (HTTP 400)
         self.enforce_sampling = True  # refuse sampling parameters the real APIs refuse (400)
+        self.reasoning = REASONING_PREFIXES  # models refusing max_tokens and a temperature
         self._checks: list[Any] = []
 
     def expect(self, *checks: Any) -> None:
@@ -392,7 +420,11 @@ class LlmServer:
             problem = next(
                 (f"test server: {p}" for p in (c(h.path, body) for c in self._checks) if p), None
             )
-        refused = sampling_problem(h.path, headers, body) if self.enforce_sampling else None
+        refused = (
+            sampling_problem(h.path, headers, body, self.reasoning)
+            if self.enforce_sampling
+            else None
+        )
         if problem is not None:
             reply = api_error(400, "invalid_request_error", problem)
         elif refused is not None:

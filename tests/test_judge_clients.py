@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from llm_server import (
+    SUCCESS,
     LlmServer,
     chat,
     llm_server_fixture,  # noqa: F401  (the llm_server fixture)
@@ -77,3 +78,42 @@ def test_an_openai_judge_never_imports_the_anthropic_sdk(
     assert sent["properties"]["confidence"]["anyOf"][0]["description"] == (
         "{minimum: 0, maximum: 1}"
     )
+
+
+# -- 2. openai:// and reasoning models --------------------------------------------------------
+
+
+def test_reasoning_models_get_max_completion_tokens(
+    tmp_path: Path, llm_server: LlmServer
+) -> None:
+    """gpt-5* refuses `max_tokens` (400, as the real API): it is sent max_completion_tokens.
+    A model the client does not know as a reasoning one is asked again with it after that
+    400, once; the next step asks it right at once."""
+    llm_server.reasoning = ("gpt-5", "o1", "o3", "o4", "acme-reasoner")
+    loop = tmp_path / "loop.yaml"
+    loop.write_text(
+        "name: reasoning\ninitial: a\nstates:\n"
+        "  a:\n    action: echo ok\n"
+        "    evaluate: {type: llm_structured, model: 'openai://gpt-5-mini', max_tokens: 900}\n"
+        "    route: {_: b, error: b}\n"
+        "  b:\n    action: echo ok\n"
+        "    evaluate: {type: llm_structured, model: 'openai://acme-reasoner'}\n"
+        "    route: {_: c, error: c}\n"
+        "  c:\n    action: echo again\n"
+        "    evaluate: {type: llm_structured, model: 'openai://acme-reasoner'}\n"
+        "    route: {_: done, error: done}\n"
+        "  done: {terminal: true}\n",
+        encoding="utf-8",
+    )
+    llm_server.script(then=chat(json.dumps(SUCCESS)))
+    run = ll_run(tmp_path, loop, llm_server, "--no-cache")
+    assert run.verdicts() == ["success"] * 3, [e["details"].get("error") for e in run.judged()]
+    sent = [
+        (r.body["model"], "max_tokens" in r.body, r.body.get("max_completion_tokens"))
+        for r in llm_server.requests
+    ]
+    # gpt-5-mini: at once; acme-reasoner: refused, asked again (temperature dropped, then
+    # max_tokens renamed), and asked right in the next step.
+    assert sent[0] == ("gpt-5-mini", False, 900)
+    assert sent[-1] == ("acme-reasoner", False, 256)
+    assert ("acme-reasoner", True, None) in sent
