@@ -179,22 +179,86 @@ def strict_problem(schema: Any, where: str, *, all_required: bool = False) -> st
     return None
 
 
+def _walk(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def limits_problem(schema: Any, where: str) -> str | None:
+    """The documented limits of strict schemas: refs that resolve, no recursion, at most 24
+    optional properties, no `$ref` inside `allOf`."""
+    if not isinstance(schema, dict):
+        return None
+    nodes = list(_walk(schema))
+    defs = schema.get("$defs") if isinstance(schema.get("$defs"), dict) else {}
+    for node in nodes:
+        ref = node.get("$ref")
+        if isinstance(ref, str) and not (
+            ref.startswith("#/$defs/") and ref[len("#/$defs/") :] in defs
+        ):
+            return f"{where}: $ref '{ref}' could not be resolved"
+        if any(isinstance(sub, dict) and "$ref" in sub for sub in node.get("allOf") or ()):
+            return f"{where}: 'allOf' with '$ref' is not supported"
+    for name, sub in defs.items():
+        seen, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            for node in _walk(defs.get(current)):
+                target = str(node.get("$ref", ""))[len("#/$defs/") :]
+                if target == name:
+                    return f"{where}: recursive schemas are not supported ($defs.{name})"
+                if target and target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+    optional = sum(
+        len([p for p in node["properties"] if p not in (node.get("required") or ())])
+        for node in nodes
+        if node.get("type") == "object" and isinstance(node.get("properties"), dict)
+    )
+    if optional > 24:
+        return (
+            f"{where}: Schemas contains too many optional parameters ({optional}), which would "
+            "make grammar compilation inefficient. Reduce the number of optional parameters "
+            "in your tool schemas (limit: 24)."
+        )
+    return None
+
+
+# The most output tokens each model takes as max_tokens (the Messages API refuses more).
+MAX_OUTPUT = {"claude-haiku-4-5": 64000, "claude-sonnet-4-5": 64000, "claude-opus-4-1": 32000}
+
+
 def request_problem(path: str, body: Any) -> str | None:
     """The strict-schema problem of a Messages or chat-completions request body, if any."""
     if not isinstance(body, dict):
         return None
     if path.rstrip("/").endswith("/v1/messages"):
+        limit = MAX_OUTPUT.get(str(body.get("model")))
+        if limit is not None and int(body.get("max_tokens") or 0) > limit:
+            return (
+                f"max_tokens: {body['max_tokens']} > {limit}, which is the maximum allowed "
+                f"number of output tokens for {body['model']}"
+            )
         for i, tool in enumerate(body.get("tools") or ()):
             if isinstance(tool, dict) and tool.get("strict") is True:
-                problem = strict_problem(tool.get("input_schema"), f"tools.{i}.input_schema")
+                at = f"tools.{i}.input_schema"
+                problem = strict_problem(tool.get("input_schema"), at) or limits_problem(
+                    tool.get("input_schema"), at
+                )
                 if problem:
                     return problem
         return None
     fmt = body.get("response_format")
     spec = fmt.get("json_schema") if isinstance(fmt, dict) else None
     if isinstance(spec, dict) and spec.get("strict") is True:
-        return strict_problem(
-            spec.get("schema"), "response_format.json_schema.schema", all_required=True
+        at = "response_format.json_schema.schema"
+        return strict_problem(spec.get("schema"), at, all_required=True) or limits_problem(
+            spec.get("schema"), at
         )
     return None
 

@@ -4,16 +4,24 @@ against the loopback server (as strict as the real APIs on each point) or a fake
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
+
+import pytest
 
 from llm_server import (
     SUCCESS,
     LlmServer,
     chat,
     llm_server_fixture,  # noqa: F401  (the llm_server fixture)
+    message,
 )
 from test_judge_e2e import body, ll_run, loop_file
+
+LL = [sys.executable, "-m", "little_loops"]
 
 # An `anthropic` package first on the path that takes SDK_IMPORT_SECONDS to import, then
 # hands over the real SDK: a slow import on a busy machine, nothing else changed.
@@ -117,3 +125,150 @@ def test_reasoning_models_get_max_completion_tokens(
     assert sent[0] == ("gpt-5-mini", False, 900)
     assert sent[-1] == ("acme-reasoner", False, 256)
     assert ("acme-reasoner", True, None) in sent
+
+
+# -- 3. schemas `ll validate` accepts work; what the APIs refuse is found before any step -----
+
+
+def validate(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "loop.yaml"
+    path.write_text(text, encoding="utf-8")
+    proc = subprocess.run(
+        [*LL, "validate", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def judged(schema: str, extra: str = "") -> str:
+    return (
+        "name: s\ninitial: check\nstates:\n"
+        "  check:\n    action: echo ok\n"
+        "    evaluate:\n      type: llm_structured\n" + extra + "      schema:\n"
+        + textwrap.indent(textwrap.dedent(schema), "        ")
+        + "    route: {_: done, error: broken}\n"
+        "  done: {terminal: true}\n  broken: {terminal: true, outcome: failure}\n"
+    )
+
+
+NULLABLE = """\
+type: object
+properties:
+  verdict: {type: string, enum: [success, failure]}
+  note: {type: [string, "null"], maxLength: 40}
+  where: {$ref: "#/definitions/place"}
+required: [verdict, note]
+definitions:
+  place:
+    type: object
+    properties: {file: {type: string}}
+"""
+
+
+@pytest.mark.parametrize("model", ["anthropic://claude-haiku-4-5", "openai://gpt-4o"])
+def test_a_type_list_and_draft07_definitions_work_as_validate_promised(
+    tmp_path: Path, llm_server: LlmServer, model: str
+) -> None:
+    text = judged(NULLABLE, f"      model: {model}\n")
+    assert validate(tmp_path, text).returncode == 0
+    answer = {"verdict": "success", "note": None, "where": {"file": "a.py"}}
+    if model.startswith("openai"):
+        llm_server.script(then=chat(json.dumps(answer)))
+    else:
+        llm_server.script(then=message(answer))
+    run = ll_run(tmp_path, tmp_path / "loop.yaml", llm_server, "--no-cache")
+    assert run.verdicts() == ["success"], run.judged()[0]["details"].get("error")
+    sent = body(llm_server)
+    schema = json.dumps(
+        sent["tools"][0]["input_schema"]
+        if "tools" in sent
+        else sent["response_format"]["json_schema"]["schema"]
+    )
+    assert "#/$defs/place" in schema and "#/definitions/" not in schema
+
+
+@pytest.mark.parametrize(
+    ("schema", "extra", "where", "message"),
+    [
+        (
+            "type: object\nproperties:\n  verdict: {type: string, enum: [a, b]}\n"
+            "  next: {$ref: '#/$defs/node'}\nrequired: [verdict]\n"
+            "$defs:\n  node:\n    type: object\n    properties: {child: {$ref: '#/$defs/node'}}\n",
+            "",
+            "16:13",
+            "'$defs.node' refers to itself (node -> node); strict structured outputs refuse "
+            "recursive schemas",
+        ),
+        (
+            "type: object\nproperties:\n  verdict: {type: string, enum: [a, b]}\n"
+            + "".join(f"  p{i}: {{type: string}}\n" for i in range(25))
+            + "required: [verdict]\n",
+            "",
+            "9:9",
+            "the schema has 25 optional properties; strict structured outputs take at most 24",
+        ),
+        (
+            "type: object\nproperties:\n  verdict: {type: string, enum: [a, b]}\n"
+            "  x: {allOf: [{$ref: '#/$defs/d'}]}\nrequired: [verdict]\n"
+            "$defs:\n  d: {type: string}\n",
+            "",
+            "12:23",
+            "'properties.x.allOf.0' is a $ref inside allOf, which strict structured outputs "
+            "refuse",
+        ),
+        (
+            "type: object\nproperties:\n  verdict: {type: string, enum: [a, b]}\n"
+            "required: [verdict]\n",
+            "      model: claude-haiku-4-5\n      max_tokens: 100000\n",
+            "9:19",
+            "is 100000, above the 64000 output tokens claude-haiku-4-5 accepts",
+        ),
+    ],
+    ids=["recursive", "optional", "allof-ref", "max-tokens"],
+)
+def test_what_the_api_refuses_stops_validate_located(
+    tmp_path: Path, llm_server: LlmServer, schema: str, extra: str, where: str, message: str
+) -> None:
+    proc = validate(tmp_path, judged(schema, extra))
+    assert proc.returncode == 2, proc.stdout
+    assert f"loop.yaml:{where}: error:" in proc.stdout, proc.stdout
+    assert message in proc.stdout
+    run = ll_run(tmp_path, tmp_path / "loop.yaml", llm_server)
+    assert run.code == 2 and not run.judged()
+    assert not llm_server.requests
+
+
+def test_the_server_refuses_what_the_api_documents_as_refused() -> None:
+    from llm_server import request_problem
+
+    closed = {"type": "object", "additionalProperties": False}
+    recursive = {
+        **closed,
+        "properties": {"n": {"$ref": "#/$defs/n"}},
+        "$defs": {"n": {**closed, "properties": {"c": {"$ref": "#/$defs/n"}}}},
+    }
+    wide = {**closed, "properties": {f"p{i}": {"type": "string"} for i in range(25)}}
+    dangling = {**closed, "properties": {"w": {"$ref": "#/definitions/w"}}}
+    for schema, said in [
+        (recursive, "recursive schemas are not supported"),
+        (wide, "too many optional parameters (25)"),
+        (dangling, "$ref '#/definitions/w' could not be resolved"),
+    ]:
+        tool = {"name": "evaluate", "input_schema": schema, "strict": True}
+        problem = request_problem("/v1/messages", {"model": "m", "tools": [tool]})
+        assert problem is not None and said in problem
+    assert "maximum allowed number of output tokens" in str(
+        request_problem("/v1/messages", {"model": "claude-haiku-4-5", "max_tokens": 64001})
+    )
+
+
+def test_an_optional_verdict_is_sent_as_required(tmp_path: Path, llm_server: LlmServer) -> None:
+    text = judged(
+        "type: object\nproperties:\n  verdict: {type: string, enum: [success, failure]}\n"
+        "  note: {type: string}\nrequired: [note]\n"
+    )
+    assert validate(tmp_path, text).returncode == 0
+    llm_server.script(then=message({"verdict": "success", "note": "fine"}))
+    run = ll_run(tmp_path, tmp_path / "loop.yaml", llm_server, "--no-cache")
+    assert run.verdicts() == ["success"]
+    assert body(llm_server)["tools"][0]["input_schema"]["required"] == ["note", "verdict"]

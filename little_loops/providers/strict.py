@@ -7,7 +7,8 @@ constraints an endpoint refuses are moved into the description, `additionalPrope
 to false), without importing the SDK: `ll validate` runs the same transform, and an
 `openai://` judge never loads the Anthropic SDK. Two shapes the SDK's transform cannot take are
 normalised first: a list of types (`type: [string, "null"]`) becomes an `anyOf` of one type
-each, and a draft-07 `definitions` block becomes `$defs` with its `$ref`s rewritten.
+each, and a draft-07 `definitions` block becomes `$defs` with its `$ref`s rewritten. A
+`verdict` the schema leaves optional is sent as required.
 
 OpenAI's strict mode also wants every property listed in `required`, so optional properties
 become required-but-nullable, and the nulls are dropped again before the answer is checked
@@ -46,7 +47,17 @@ def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     problem = next(strict_limits(normal), None)
     if problem is not None:
         raise StrictProblem(*problem)
-    return to_strict(normal)
+    return to_strict(_verdict_required(normal))
+
+
+def _verdict_required(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with `verdict` required: an answer without one is verdict `error` anyway,
+    so a strict endpoint is never allowed to leave it out."""
+    props, required = schema.get("properties"), schema.get("required")
+    if not isinstance(props, Mapping) or "verdict" not in props:
+        return schema
+    have = list(required) if isinstance(required, list) else []
+    return schema if "verdict" in have else {**schema, "required": [*have, "verdict"]}
 
 
 def openai_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -135,9 +146,7 @@ def to_strict(schema: Mapping[str, Any], where: Where = ()) -> dict[str, Any]:
     out: dict[str, Any] = {}
     defs = rest.pop("$defs", None)
     if isinstance(defs, Mapping):
-        out["$defs"] = {
-            name: to_strict(sub, (*where, "$defs", name)) for name, sub in defs.items()
-        }
+        out["$defs"] = {name: to_strict(sub, (*where, "$defs", name)) for name, sub in defs.items()}
     ref = rest.pop("$ref", None)
     if ref is not None:
         out["$ref"] = ref
@@ -240,18 +249,6 @@ def strict_limits(schema: Mapping[str, Any]) -> Iterator[tuple[Where, str]]:
             (),
             f"the schema has {len(unions)} union types (anyOf, oneOf or a list of types); "
             f"strict structured outputs take at most {MAX_UNIONS}",
-        )
-    required = schema.get("required")
-    props = schema.get("properties")
-    if (
-        isinstance(props, Mapping)
-        and "verdict" in props
-        and not (isinstance(required, list) and "verdict" in required)
-    ):
-        yield (
-            ("required",) if "required" in schema else (),
-            "'verdict' is not listed under 'required', so the judge may answer without one "
-            "(every such answer is verdict error); add it: required: [verdict]",
         )
 
 
