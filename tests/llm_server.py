@@ -195,7 +195,8 @@ def limits_problem(schema: Any, where: str) -> str | None:
     if not isinstance(schema, dict):
         return None
     nodes = list(_walk(schema))
-    defs = schema.get("$defs") if isinstance(schema.get("$defs"), dict) else {}
+    found = schema.get("$defs")
+    defs: dict[str, Any] = found if isinstance(found, dict) else {}
     for node in nodes:
         ref = node.get("$ref")
         if isinstance(ref, str) and not (
@@ -204,7 +205,7 @@ def limits_problem(schema: Any, where: str) -> str | None:
             return f"{where}: $ref '{ref}' could not be resolved"
         if any(isinstance(sub, dict) and "$ref" in sub for sub in node.get("allOf") or ()):
             return f"{where}: 'allOf' with '$ref' is not supported"
-    for name, sub in defs.items():
+    for name in defs:
         seen, todo = set(), [name]
         while todo:
             current = todo.pop()

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from llm_server import (
     SUCCESS,
     LlmServer,
@@ -91,9 +90,7 @@ def test_an_openai_judge_never_imports_the_anthropic_sdk(
 # -- 2. openai:// and reasoning models --------------------------------------------------------
 
 
-def test_reasoning_models_get_max_completion_tokens(
-    tmp_path: Path, llm_server: LlmServer
-) -> None:
+def test_reasoning_models_get_max_completion_tokens(tmp_path: Path, llm_server: LlmServer) -> None:
     """gpt-5* refuses `max_tokens` (400, as the real API): it is sent max_completion_tokens.
     A model the client does not know as a reasoning one is asked again with it after that
     400, once; the next step asks it right at once."""
@@ -144,7 +141,9 @@ def judged(schema: str, extra: str = "") -> str:
     return (
         "name: s\ninitial: check\nstates:\n"
         "  check:\n    action: echo ok\n"
-        "    evaluate:\n      type: llm_structured\n" + extra + "      schema:\n"
+        "    evaluate:\n      type: llm_structured\n"
+        + extra
+        + "      schema:\n"
         + textwrap.indent(textwrap.dedent(schema), "        ")
         + "    route: {_: done, error: broken}\n"
         "  done: {terminal: true}\n  broken: {terminal: true, outcome: failure}\n"
@@ -184,7 +183,8 @@ def test_a_type_list_and_draft07_definitions_work_as_validate_promised(
         if "tools" in sent
         else sent["response_format"]["json_schema"]["schema"]
     )
-    assert "#/$defs/place" in schema and "#/definitions/" not in schema
+    assert "#/$defs/place" in schema
+    assert "#/definitions/" not in schema
 
 
 @pytest.mark.parametrize(
@@ -213,8 +213,7 @@ def test_a_type_list_and_draft07_definitions_work_as_validate_promised(
             "$defs:\n  d: {type: string}\n",
             "",
             "12:23",
-            "'properties.x.allOf.0' is a $ref inside allOf, which strict structured outputs "
-            "refuse",
+            "'properties.x.allOf.0' is a $ref inside allOf, which strict structured outputs refuse",
         ),
         (
             "type: object\nproperties:\n  verdict: {type: string, enum: [a, b]}\n"
@@ -234,7 +233,8 @@ def test_what_the_api_refuses_stops_validate_located(
     assert f"loop.yaml:{where}: error:" in proc.stdout, proc.stdout
     assert message in proc.stdout
     run = ll_run(tmp_path, tmp_path / "loop.yaml", llm_server)
-    assert run.code == 2 and not run.judged()
+    assert run.code == 2
+    assert not run.judged()
     assert not llm_server.requests
 
 
@@ -256,7 +256,8 @@ def test_the_server_refuses_what_the_api_documents_as_refused() -> None:
     ]:
         tool = {"name": "evaluate", "input_schema": schema, "strict": True}
         problem = request_problem("/v1/messages", {"model": "m", "tools": [tool]})
-        assert problem is not None and said in problem
+        assert problem is not None
+        assert said in problem
     assert "maximum allowed number of output tokens" in str(
         request_problem("/v1/messages", {"model": "claude-haiku-4-5", "max_tokens": 64001})
     )
