@@ -18,7 +18,7 @@ from llm_server import (
     llm_server_fixture,  # noqa: F401  (the llm_server fixture)
     message,
 )
-from test_judge_e2e import body, ll_run, loop_file
+from test_judge_e2e import body, chain_file, ll_run, loop_file
 
 LL = [sys.executable, "-m", "little_loops"]
 
@@ -273,3 +273,44 @@ def test_an_optional_verdict_is_sent_as_required(tmp_path: Path, llm_server: Llm
     run = ll_run(tmp_path, tmp_path / "loop.yaml", llm_server, "--no-cache")
     assert run.verdicts() == ["success"]
     assert body(llm_server)["tools"][0]["input_schema"]["required"] == ["note", "verdict"]
+
+
+# -- 4. ambiguous text replies, confidences off the 0..1 scale ----------------------------------
+
+
+def test_ambiguous_replies_are_errors_and_confidence_is_read_on_its_scale(
+    tmp_path: Path, llm_server: LlmServer
+) -> None:
+    ollama = f"model: ollama://{llm_server.url.removeprefix('http://')}/qwen3"
+    failure = {"verdict": "failure", "confidence": 0.9, "reason": "2 tests fail"}
+    example = {"verdict": "success", "confidence": 1.0, "reason": "an example"}
+    same = {"verdict": "failure", "confidence": 0.8, "reason": "still failing"}
+    replies = {
+        "ambiguous": f"My answer: {json.dumps(failure)}\nA passing run would be "
+        f"answered like {json.dumps(example)}",
+        "agreeing": f"{json.dumps(failure)}\nTo repeat: {json.dumps(same)}",
+        "tenths": json.dumps({**failure, "confidence": 7}),
+        "percent": json.dumps({**failure, "confidence": 30}),
+        "over": json.dumps({**failure, "confidence": 130}),
+        "negative": json.dumps({**failure, "confidence": -0.5}),
+    }
+    llm_server.script(*(chat(text) for text in replies.values()))
+    states = [(name, ollama + "\nmin_confidence: 0.5") for name in replies]
+    run = ll_run(tmp_path, chain_file(tmp_path, states), llm_server, "--no-cache")
+    got = run.by_state()
+    assert run.verdicts() == ["error", "failure", "failure", "failure", "error", "error"]
+    assert got["ambiguous"]["details"]["ambiguous_answer"] is True
+    assert "different verdicts (failure, success)" in got["ambiguous"]["details"]["error"]
+    assert got["agreeing"]["details"]["reason"] == "still failing"
+    assert got["agreeing"]["details"]["lenient"] is True
+    assert got["tenths"]["details"]["confidence"] == 0.7
+    assert got["tenths"]["details"]["confident"] is True
+    assert got["percent"]["details"]["confidence"] == 0.3
+    assert got["percent"]["details"]["confident"] is False  # below min_confidence 0.5
+    assert got["percent"]["details"]["confidence_rescaled"] == {
+        "given": 30,
+        "scale": 100,
+        "read_as": 0.3,
+    }
+    for name in ("over", "negative"):
+        assert "on no scale the judge reads" in got[name]["details"]["error"]

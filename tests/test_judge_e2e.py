@@ -361,7 +361,7 @@ def test_text_answers_last_object_after_think_and_deep_nesting(
     final = json.dumps({"verdict": "success", "confidence": 0.8, "reason": "final"})
     deep = "[" * 1500 + "]" * 1500
     llm_server.script(
-        chat(f"<think>{draft}</think>\nFirst: {draft}\nOn reflection:\n{final}"),
+        chat(f"<think>{draft}</think>\nOn reflection:\n{final}"),
         chat('{"verdict": "success", "x": ' + deep + "}"),
         message({"verdict": "success", "x": json.loads("[" * 900 + "]" * 900)}),
     )

@@ -343,6 +343,7 @@ class JudgeSession:
             "usage": {"input_tokens": 0, "output_tokens": 0},
             "cost_usd": 0.0,
             "cost_known": False,
+            "lenient": False,
             **sample.details,
             "latency_ms": _ms(started),
             "cached": cached,
