@@ -4,6 +4,7 @@ against the loopback server (as strict as the real APIs on each point) or a fake
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -314,3 +315,63 @@ def test_ambiguous_replies_are_errors_and_confidence_is_read_on_its_scale(
     }
     for name in ("over", "negative"):
         assert "on no scale the judge reads" in got[name]["details"]["error"]
+
+
+# -- 5. slash results: an unknown command, permission denials ------------------------------------
+
+FAKE_SLASH = Path(__file__).with_name("fake_claude.py")
+
+
+def slash_run(tmp_path: Path, action: str, **env: str) -> list[dict[str, object]]:
+    (tmp_path / "slash.yaml").write_text(
+        f"name: slash\ninitial: ship\nstates:\n  ship: {{action: {json.dumps(action)}, "
+        "terminal: true}\n",
+        encoding="utf-8",
+    )
+    full = {**os.environ, "LL_CLAUDE": f"{sys.executable} {FAKE_SLASH}", **env}
+    proc = subprocess.run(
+        [*LL, "run", "slash.yaml", "--json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, env=full,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def test_an_unknown_slash_command_is_an_error_naming_it(tmp_path: Path) -> None:
+    """The fake CLI, as the real one, lists its commands in system/init and sends an unknown
+    one to the model as text, ending `success`: the step is `error`, naming the command."""
+    events = slash_run(tmp_path, "/deploy-docs now", FAKE_CLAUDE_COMMANDS="review-pr,deploy-doc")
+    (judged,) = [e for e in events if e["event"] == "evaluate"]
+    assert judged["verdict"] == "error"
+    assert judged["details"]["error"] == (
+        "the claude CLI knows no slash command '/deploy-docs' (its system/init lists 23) "
+        "(did you mean 'deploy-doc'?); add it under .claude/commands/ of the working directory "
+        "(or ~/.claude/commands/), or fix the name"
+    )
+    assert events[-1]["outcome"] == "failure"
+    commands = tmp_path / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "deploy-docs.md").write_text("Deploy the docs.\n", encoding="utf-8")
+    events = slash_run(tmp_path, "/deploy-docs now", FAKE_CLAUDE_COMMANDS="review-pr")
+    assert events[-1]["outcome"] == "success"
+    events = slash_run(tmp_path, "/review now", FAKE_CLAUDE_COMMANDS="")  # a built-in one
+    assert events[-1]["outcome"] == "success"
+
+
+def test_permission_denials_are_kept_in_details(tmp_path: Path) -> None:
+    denied = [
+        {"tool_name": "Bash", "tool_use_id": "toolu_01", "tool_input": {"command": "rm -rf x"}}
+    ]
+    events = slash_run(tmp_path, "/ship now", FAKE_CLAUDE_DENIALS=json.dumps(denied))
+    (judged,) = [e for e in events if e["event"] == "evaluate"]
+    assert judged["verdict"] == "success"
+    assert judged["details"]["permission_denials"] == denied
+    events = slash_run(
+        tmp_path,
+        "/ship now",
+        FAKE_CLAUDE_DENIALS=json.dumps(denied),
+        FAKE_CLAUDE_SCENARIO="error_result",
+    )
+    (judged,) = [e for e in events if e["event"] == "evaluate"]
+    assert judged["verdict"] == "error"
+    assert judged["details"]["permission_denials"] == denied
