@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from llm_server import (
@@ -322,7 +323,7 @@ def test_ambiguous_replies_are_errors_and_confidence_is_read_on_its_scale(
 FAKE_SLASH = Path(__file__).with_name("fake_claude.py")
 
 
-def slash_run(tmp_path: Path, action: str, **env: str) -> list[dict[str, object]]:
+def slash_run(tmp_path: Path, action: str, **env: str) -> list[dict[str, Any]]:
     (tmp_path / "slash.yaml").write_text(
         f"name: slash\ninitial: ship\nstates:\n  ship: {{action: {json.dumps(action)}, "
         "terminal: true}\n",
