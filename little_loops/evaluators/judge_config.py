@@ -46,7 +46,7 @@ def max_tokens_findings(
     max_tokens: int, models: tuple[str | None, ...], at: NodePath
 ) -> Iterator[Finding]:
     """`max_tokens` above what a judge model's API accepts (a 400 in every judged step)."""
-    from ..model import DEFAULT_JUDGE_MODEL
+    from ..model.loop import DEFAULT_JUDGE_MODEL
     from ..providers import prices, split_model
 
     for model in models:

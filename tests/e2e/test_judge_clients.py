@@ -320,7 +320,7 @@ def test_ambiguous_replies_are_errors_and_confidence_is_read_on_its_scale(
 
 # -- 5. slash results: an unknown command, permission denials ------------------------------------
 
-FAKE_SLASH = Path(__file__).with_name("fake_claude.py")
+FAKE_SLASH = Path(__file__).parents[1] / "fake_claude.py"
 
 
 def slash_run(tmp_path: Path, action: str, **env: str) -> list[dict[str, Any]]:
