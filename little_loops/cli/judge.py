@@ -23,7 +23,11 @@ def judge() -> None:
 @click.option("--state", help="Test the judge of this state.")
 @click.option("--judge", "judge_name", metavar="NAME", help="Test this judge of 'judges:'.")
 @click.option("--model", metavar="MODEL", help="Ask this judge model instead of the judge's own.")
-@click.option("--replay", type=click.Path(dir_okay=False), help="Answer from a recording.")
+@click.option(
+    "--replay",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Answer from a recording (it must exist).",
+)
 @click.option("--record", type=click.Path(dir_okay=False), help="Record every exchange to FILE.")
 @click.option("--min-agreement", metavar="P",
               help="Exit 1 when accuracy is below P (0.9, or 90%).")  # fmt: skip

@@ -144,6 +144,9 @@ class JudgeSession:
                 "samples": spec.samples,
                 "min_confidence": calls[0].min_confidence,
                 "uncertain_suffix": spec.uncertain_suffix,
+                # A verdict from one server is never served for another (cassettes, which
+                # replay answers whatever the server, are keyed by the question alone).
+                "servers": [self._server(c) for c in calls],
             }
         )
         hit = None
@@ -296,6 +299,18 @@ class JudgeSession:
                 model=call.model,
             )
         return interpret(call, reply)
+
+    def _server(self, call: Call) -> str:
+        """The base URL `call`'s provider sends to ("" for the claude CLI)."""
+        from ..providers import DEFAULT_OPENAI_BASE_URL
+
+        if call.provider == "anthropic":
+            from ..providers.anthropic import DEFAULT_BASE_URL
+
+            return self._env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        if call.provider == "openai":
+            return self._env.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE_URL
+        return call.endpoint
 
     def _provider(self, call: Call) -> Provider:
         name = call.provider

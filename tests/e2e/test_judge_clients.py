@@ -376,3 +376,45 @@ def test_permission_denials_are_kept_in_details(tmp_path: Path) -> None:
     (judged,) = [e for e in events if e["event"] == "evaluate"]
     assert judged["verdict"] == "error"
     assert judged["details"]["permission_denials"] == denied
+
+
+# -- 6. smaller points ---------------------------------------------------------------------------
+
+
+def test_a_cached_verdict_is_never_served_for_another_server(
+    tmp_path: Path, llm_server: LlmServer
+) -> None:
+    loop = loop_file(tmp_path, "prompt: Did it pass?")
+    llm_server.script(then=message(SUCCESS))
+    assert ll_run(tmp_path, loop, llm_server).verdicts() == ["success"]
+    assert ll_run(tmp_path, loop, llm_server).judged()[0]["details"]["cached"] is True
+    with LlmServer() as other:
+        other.script(then=message({**SUCCESS, "verdict": "failure"}))
+        run = ll_run(tmp_path, loop, other)
+    assert run.verdicts() == ["failure"]
+    assert len(other.requests) == 1
+
+
+def test_a_missing_replay_file_is_a_usage_error(tmp_path: Path) -> None:
+    loop = loop_file(tmp_path, "prompt: Did it pass?")
+    for args in (
+        ["run", str(loop), "--replay", "nowhere.jsonl"],
+        ["judge", "test", "cases.jsonl", "--loop", str(loop), "--state", "check",
+         "--replay", "nowhere.jsonl"],
+    ):  # fmt: skip
+        (tmp_path / "cases.jsonl").write_text('{"output": "x", "verdict": "success"}\n')
+        proc = subprocess.run([*LL, *args], cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode == 2, proc.stderr
+        assert "'--replay': File 'nowhere.jsonl' does not exist" in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_explain_shows_the_schema_as_sent(tmp_path: Path, llm_server: LlmServer) -> None:
+    loop = loop_file(tmp_path, "prompt: Did it pass?")
+    ll_run(tmp_path, loop, llm_server, "--no-cache")
+    proc = subprocess.run(
+        [*LL, "judge", "explain"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    shown = proc.stdout.split("-- answer schema (as sent) --\n")[1].split("\n\n--")[0]
+    assert json.loads(shown) == body(llm_server)["tools"][0]["input_schema"]
