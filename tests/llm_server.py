@@ -408,6 +408,8 @@ class LlmServer:
         self.enforce_sampling = True  # refuse sampling parameters the real APIs refuse (400)
         self.reasoning = REASONING_PREFIXES  # models refusing max_tokens and a temperature
         self._checks: list[Any] = []
+        self.in_flight = 0  # requests being answered now, and the most there ever were
+        self.max_in_flight = 0
 
     def expect(self, *checks: Any) -> None:
         """Refuse (HTTP 400, "test server: ...") every request one of `checks` finds wrong:
@@ -471,6 +473,23 @@ class LlmServer:
         return self
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        counted = [True]
+        try:
+            self._answer(h, counted)
+        finally:
+            self._done(counted)
+
+    def _done(self, counted: list[bool]) -> None:
+        """The request is answered (once): it no longer counts as in flight."""
+        with self._lock:
+            if counted[0]:
+                counted[0] = False
+                self.in_flight -= 1
+
+    def _answer(self, h: BaseHTTPRequestHandler, counted: list[bool]) -> None:
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length).decode("utf-8", "replace")
         try:
@@ -514,6 +533,7 @@ class LlmServer:
             payload = reply.body.encode()
         else:
             payload = json.dumps(reply.body).encode()
+        self._done(counted)  # before the client can read the answer and send its next one
         h.send_response(reply.status)
         h.send_header("Content-Type", reply.content_type)
         h.send_header("Content-Length", str(len(payload)))

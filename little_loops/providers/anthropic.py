@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -51,8 +52,13 @@ class AnthropicProvider:
         self._policy = policy
         self._on_retry = on_retry
         self._client: Any = None
+        self._lock = threading.Lock()  # one client, however many judgements ask at once
 
     def _get_client(self, deadline: float | None = None, budget: float | None = None) -> Any:
+        with self._lock:
+            return self._open_client(deadline, budget)
+
+    def _open_client(self, deadline: float | None, budget: float | None) -> Any:
         if self._client is not None:
             return self._client
         api_key = self._env.get("ANTHROPIC_API_KEY") or None

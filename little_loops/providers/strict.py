@@ -19,6 +19,9 @@ schema: recursion, more than 24 optional properties or 16 union types, `allOf` w
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -43,7 +46,24 @@ class StrictProblem(ValueError):
 
 def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """The schema for a `strict: true` tool. Raises StrictProblem when it cannot be sent."""
-    normal = normalise(schema)
+    return copy.deepcopy(_anthropic(json.dumps(schema)))
+
+
+def openai_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema for `response_format` json_schema with `strict: true`."""
+    return copy.deepcopy(_openai(json.dumps(schema)))
+
+
+@functools.lru_cache(maxsize=64)
+def _openai(schema_json: str) -> dict[str, Any]:
+    result: dict[str, Any] = _all_required(_anthropic(schema_json))
+    return result
+
+
+@functools.lru_cache(maxsize=64)
+def _anthropic(schema_json: str) -> dict[str, Any]:
+    """The transform, once per schema (keyed by its JSON, key order kept) in a process."""
+    normal = normalise(json.loads(schema_json))
     problem = next(strict_limits(normal), None)
     if problem is not None:
         raise StrictProblem(*problem)
@@ -58,12 +78,6 @@ def _verdict_required(schema: dict[str, Any]) -> dict[str, Any]:
         return schema
     have = list(required) if isinstance(required, list) else []
     return schema if "verdict" in have else {**schema, "required": [*have, "verdict"]}
-
-
-def openai_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The schema for `response_format` json_schema with `strict: true`."""
-    result: dict[str, Any] = _all_required(anthropic_schema(schema))
-    return result
 
 
 # -- normalising: type lists, draft-07 definitions ------------------------------------------
