@@ -98,11 +98,13 @@ def unknown_command(prompt: str, known: list[str] | None) -> str | None:
     name = word[1:]
     if name in known:
         return None
-    from little_loops.wording import did_you_mean
+    import difflib
 
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
     return (
         f"the claude CLI knows no slash command '/{name}' (its system/init lists "
-        f"{len(known)}){did_you_mean(name, known)}; add it under .claude/commands/ of the "
+        f"{len(known)}){hint}; add it under .claude/commands/ of the "
         "working directory (or ~/.claude/commands/), or fix the name"
     )
 
