@@ -259,7 +259,10 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
         """The state the next step runs (the `on_max_iterations` one once the limit is hit)."""
         p = self.progress
         self.steps.check_deadline(p.current)
-        if p.step >= p.max_iterations:
+        # A terminal reached by the last allowed step still runs: its outcome is the run's
+        # (a maintained loop's terminals start it again, so there the limit comes first).
+        ends_here = self.loop.states[p.current].terminal and not self.loop.maintain
+        if p.step >= p.max_iterations and not ends_here:
             if self.loop.on_max_iterations is None or p.on_max_used:
                 raise Finish("max_iterations", p.current)
             p.on_max_used = True
