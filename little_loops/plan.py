@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from . import router
+from .checks import routed_verdicts
 from .errors import LoopError
-from .evaluators import possible_verdicts
 from .interpolate import render, resolve_context
 from .model import Loop, State
 from .secrets import MaskedView, Redactor
@@ -73,11 +73,7 @@ def _routes(loop: Loop, state: State) -> list[str]:
     ]
     if state.next is not None:
         out.append(f"  {state.name} --success--> {state.next.target}  (next)")
-    possible = (
-        state.ask_verdicts()
-        if state.is_ask
-        else possible_verdicts(state.evaluate, action_type=state.action_type)
-    )
+    possible = routed_verdicts(state)
     for where, verdicts in router.fallbacks(loop, state, possible).items():
         note = "" if where in router.STOPS.values() else "  (loop on_error)"
         out.append(f"  {state.name} --{'/'.join(verdicts)}--> {where}{note}")
