@@ -125,7 +125,7 @@ class GitHubReport:
             where = complete.final_state
             found.append(
                 Annotation(
-                    "notice" if complete.outcome == "suspended" else "error",
+                    "notice" if complete.exit_code == 6 else "error",  # suspended, paused
                     f"ll: {loop_name} {complete.outcome}",
                     f"loop '{loop_name}' {outcome_text(complete)}",
                     self.state_lines.get(where),

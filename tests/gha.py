@@ -72,7 +72,7 @@ class Expr:
         self.context = context
         self.status = status
 
-    def value(self, text: str) -> Any:
+    def value(self, text: Any) -> Any:
         """`text` with its expressions; a text that is one expression gives its value."""
         if not isinstance(text, str):
             return text
