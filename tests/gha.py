@@ -218,10 +218,10 @@ class Runner:
             return [{}]
         assert isinstance(spec, dict), spec
         axes = {k: v for k, v in spec.items() if k not in ("include", "exclude")}
-        combos = [
+        combos: list[dict[str, Any]] = [
             dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())
         ]
-        combos = [c for c in combos if c] or []
+        combos = [c for c in combos if c]
         combos += list(spec.get("include") or [])
         return combos or [{}]
 
