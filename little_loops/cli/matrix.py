@@ -56,7 +56,7 @@ def plan_matrix(file: str, state: str, sets: tuple[str, ...]) -> None:
 
     \b
     Example:
-      ll plan-matrix loops/release.yaml rollout
+      ll plan-matrix loops/rollout.yaml rollout
     """
     import os
 
@@ -176,7 +176,7 @@ def join(run_id: str, sources: tuple[str, ...], json_mode: bool, quiet: bool) ->
 
     \b
     Example:
-      ll join 20261122-041430-release-3fa2 --from artifacts/
+      ll join 20261122-041430-rollout-3fa2 --from artifacts/
     """
     import shutil
 
