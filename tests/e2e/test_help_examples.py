@@ -231,3 +231,80 @@ def test_run_help_example_and_plan_matrix_example_work(tmp_path: Path) -> None:
     )
     assert plan.returncode == 0, plan.stderr
     assert json.loads(plan.stdout)["include"]
+
+
+# -- the docs' shell blocks -------------------------------------------------------------------
+
+
+def doc_commands() -> list[tuple[str, str]]:
+    """(where, line) for every `ll ...` line of a ```sh or ```bash block in README.md and
+    docs/*.md (a pipeline or `&&` chain whose first command is `ll`)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_docs import DOCS, blocks
+
+    out = []
+    for path in DOCS:
+        for block in blocks(path):
+            if block.lang not in ("sh", "bash"):
+                continue
+            for line in block.text.splitlines():
+                line = re.sub(r"\s+#.*$", "", line.strip())
+                if line.startswith("ll "):
+                    out.append((block.id, line))
+    return out
+
+
+DOC_COMMANDS = doc_commands()
+# Lines that name a file of the reader's own project, written from the page around them (a
+# recipe's loop, a cassette recorded with a key, an upstream checkout): not in this repository.
+YOURS = re.compile(r"docs-up-to-date|upstream|first\.yaml|converted/|fix-quality-and-tests|~/")
+
+
+def test_doc_commands_are_found() -> None:
+    assert len(DOC_COMMANDS) >= 25
+    runnable = [line for _, line in DOC_COMMANDS if not YOURS.search(line)]
+    assert len(runnable) >= 20
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("where", "line"), DOC_COMMANDS, ids=[w for w, _ in DOC_COMMANDS])
+def test_doc_command_runs_as_written(where: str, line: str, sandbox: Path) -> None:
+    if YOURS.search(line):
+        pytest.skip("names a file of the reader's project, not of this repository")
+    if "| dot " in line and shutil.which("dot") is None:
+        pytest.skip("Graphviz (dot) is not installed")
+    command = line.split()[1]
+    running = _prepare(sandbox, command, line)
+    if command in ("logs", "status", "judge") and not RUN_ID.search(line):
+        _as(
+            sandbox,
+            "20261122-041430-judge-release-notes-0b0b",
+            "run",
+            "loops/judge-release-notes.yaml",
+            "--replay",
+            "loops/judge-release-notes.cassette.jsonl",
+        )
+    if line.startswith("ll resume --answer"):  # the latest run waits for an answer
+        _as(sandbox, "20261122-041430-publish-0c0c", "run", "loops/publish.yaml")
+    bindir = sandbox / "bin"
+    bindir.mkdir()
+    (bindir / "ll").write_text(f'#!/bin/sh\nexec {sys.executable} -m little_loops "$@"\n')
+    (bindir / "ll").chmod(0o755)
+    try:
+        done = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", line],
+            cwd=sandbox,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "CI": "true"},
+            check=False,
+        )
+    finally:
+        for proc in running:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+    said = done.stdout + done.stderr
+    assert done.returncode not in (2, 70, 127), f"{where}: {line}: exit {done.returncode}\n{said}"
+    assert "Traceback" not in said, said
