@@ -21,6 +21,7 @@ from .cli_inspect import COMMANDS
 from .cli_judge import COMMANDS as JUDGE_COMMANDS
 from .cli_matrix import COMMANDS as MATRIX_COMMANDS
 from .cli_migrate import COMMANDS as MIGRATE_COMMANDS
+from .cli_report import COMMANDS as REPORT_COMMANDS
 from .cli_sim import COMMANDS as SIM_COMMANDS
 from .errors import EXIT_SUSPENDED, LoadError, LoopError
 
@@ -153,6 +154,7 @@ def run(
     quiet: bool,
     verbose: bool,
     junit_xml: str | None,
+    report: str | None,
     heartbeat: float | None,
     otel: bool,
     claude: str | None,
@@ -219,6 +221,9 @@ def run(
     from .store import max_log_bytes
 
     max_log_bytes()  # a bad LL_MAX_LOG_BYTES is a usage error before the run, not after
+    from .prune import env_keep
+
+    env_keep(os.environ)  # and a bad LL_KEEP_RUNS
     if background:
         launch.start_background(loop.name)
     from . import actions
@@ -243,7 +248,9 @@ def run(
 
         run_branch(loop, options, branch, run_id, json_mode=json_mode, quiet=quiet)
         return
-    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input)
+    if report:
+        launch.writable(report, "the report")
+    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input, report)
     rig = None
     if simulate:
         from .stepping import Rig
@@ -274,6 +281,7 @@ def resume(
     quiet: bool,
     verbose: bool,
     junit_xml: str | None,
+    report: str | None,
     heartbeat: float | None,
     otel: bool,
 ) -> None:
@@ -304,7 +312,9 @@ def resume(
         record_answers(run_dir, state, answers, note=note, by=by, via="resume")
     elif note or by:
         raise click.UsageError("--note and --by go with --answer")
-    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input)
+    if report:
+        launch.writable(report, "the report")
+    display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input, report)
     from .stepping import resumed_rig
 
     _execute(loop, options, progress, run_dir, None, display, resumed_rig(loop, options, run_dir))
@@ -320,6 +330,7 @@ class _Display(NamedTuple):
     heartbeat: float | None
     otel: bool = False
     no_input: bool = False
+    report: str | None = None  # --report FILE: the HTML report, written at the run's end
 
 
 def _execute(
@@ -388,6 +399,7 @@ def _execute(
         tracer.close()  # flush the trace: after the signals are ignored, so it is not cut off
         if tracer.problem:
             click.echo(f"ll: warning: {tracer.problem}", err=True)
+    launch.after_run(loop, result, runner, display.report, quiet=display.quiet or json_mode)
     for reporter in reporters:
         # The run is over and recorded; a report that could not be written does not change
         # its exit code (nor make `ll resume` run its terminal again).
@@ -423,6 +435,7 @@ for _command in (
     *ANSWER_COMMANDS,
     *MIGRATE_COMMANDS,
     *MATRIX_COMMANDS,
+    *REPORT_COMMANDS,
 ):
     main.add_command(_command)
 

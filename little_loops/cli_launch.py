@@ -151,3 +151,47 @@ def reporters(loop: Any, junit_xml: str | None, json_mode: bool) -> list[Any]:
         if report is not None:
             out.append(report)
     return out
+
+
+def after_run(loop: Any, result: Any, runner: Any, report: str | None, *, quiet: bool) -> None:
+    """At a run's end, whatever the end (passed, failed, suspended, interrupted): the HTML
+    report when `--report` asked for it, then retention (`keep_runs:` or `LL_KEEP_RUNS`).
+    Neither changes the run's exit code: a problem is a warning."""
+    import os
+    from pathlib import Path
+
+    if report and result.run_dir is not None:
+        from .report_page import write_report
+
+        redactor = getattr(runner, "redactor", None)
+        try:
+            path = write_report(
+                Path(result.run_dir),
+                Path(report),
+                loop=loop,
+                mask=redactor.obj if redactor else None,
+            )
+        except LoopError as exc:
+            click.echo(f"ll: warning: {exc.message}", err=True)
+        else:
+            if not quiet:
+                click.echo(f"ll: report: {path}", err=True)
+    keep = loop.keep_runs
+    if keep is None:
+        from .prune import env_keep
+
+        try:
+            keep = env_keep(os.environ)
+        except LoopError as exc:
+            click.echo(f"ll: warning: {exc.message}; no runs were pruned", err=True)
+            return
+    if keep is None or result.run_dir is None:
+        return
+    from .prune import prune
+
+    base = Path(result.run_dir).parent.parent.parent
+    text, removed, _ = prune(
+        base, keep=keep, older_than=None, loop_file=str(loop.path.resolve()), verbose=False
+    )
+    if removed and not quiet:
+        click.echo(f"ll: keep_runs {keep}: {text.strip()}", err=True)
