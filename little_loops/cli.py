@@ -249,7 +249,7 @@ def run(
         run_branch(loop, options, branch, run_id, json_mode=json_mode, quiet=quiet)
         return
     if report:
-        launch.writable(report, "the report")
+        launch.report_target(report)
     display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input, report)
     rig = None
     if simulate:
@@ -313,7 +313,7 @@ def resume(
     elif note or by:
         raise click.UsageError("--note and --by go with --answer")
     if report:
-        launch.writable(report, "the report")
+        launch.report_target(report)
     display = _Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input, report)
     from .stepping import resumed_rig
 

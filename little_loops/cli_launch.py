@@ -46,6 +46,32 @@ def writable(path: str, what: str) -> None:
         raise LoopError(f"cannot write {what} to {path}: {exc.strerror or exc}") from None
 
 
+def report_target(path: str) -> None:
+    """Refuse, before the run, a `--report` FILE that cannot be written (its directory is
+    made when missing, as the page is written only at the end)."""
+    import os
+    from pathlib import Path
+
+    from .errors import EXIT_USAGE
+
+    target = Path(path)
+    why = None
+    if target.is_dir():
+        why = "it is a directory"
+    else:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            why = f"{target.parent} is not a directory"
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        else:
+            if not os.access(target.parent, os.W_OK):
+                why = "its directory is not writable"
+    if why is not None:
+        raise LoopError(f"cannot write the report to {path}: {why}", exit_code=EXIT_USAGE)
+
+
 def fan_out(hooks: list[Any]) -> Any:
     """One output hook calling each of `hooks`, or the single one, or None."""
     if len(hooks) <= 1:

@@ -452,7 +452,9 @@ def collect(
                     for name, (n, sec, cost, failed) in per_state.items()
                 },
                 "questions": run.questions or None,
-                "pending": list(run.suspended.pending) if run.suspended and not complete else None,
+                "pending": list(run.suspended.pending)
+                if run.suspended and (complete is None or complete.outcome == "suspended")
+                else None,
             }
         )
     data: dict[str, Any] = {
