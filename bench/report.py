@@ -76,35 +76,102 @@ def _steps(run_id: str, count: int, t: float, *, judge_every: int = 50) -> Itera
         yield _line({"event": "state_enter", "ts": _ts(t), **base, "step": step, "state": state})
         where = {**base, "step": step, "state": state}
         action = f"make {state} TARGET=src/module_{step % 37}.py"
-        yield _line({"event": "action_start", "ts": _ts(t), **where, "action": action,
-                     "action_type": "shell"})  # fmt: skip
+        yield _line(
+            {
+                "event": "action_start",
+                "ts": _ts(t),
+                **where,
+                "action": action,
+                "action_type": "shell",
+            }
+        )
         t += 0.08
-        yield _line({"event": "action_complete", "ts": _ts(t), **where, "exit_code": int(failed),
-                     "duration_ms": 80, "timed_out": False, "output_bytes": 300})  # fmt: skip
+        yield _line(
+            {
+                "event": "action_complete",
+                "ts": _ts(t),
+                **where,
+                "exit_code": int(failed),
+                "duration_ms": 80,
+                "timed_out": False,
+                "output_bytes": 300,
+            }
+        )
         if judged:
-            yield _line({"event": "judge_request", "ts": _ts(t), **where, "model": "claude-haiku",
-                         "provider": "anthropic", "temperature": 0, "max_tokens": 512,
-                         "system": "You judge whether the fix is complete. " * 10,
-                         "user": "<output>\n" + "line of output\n" * 40 + "</output>",
-                         "schema": {"type": "object", "properties": {"verdict": {
-                             "enum": ["success", "failure"]}}},
-                         "examples": 0, "est_input_tokens": 400, "cached": False})  # fmt: skip
-            details = {"confidence": 0.9, "model": "claude-haiku", "reason": "looks complete",
-                       "usage": {"input_tokens": 400, "output_tokens": 30}, "cost_usd": 0.0004}
-            yield _line({"event": "evaluate", "ts": _ts(t), **where, "type": "llm_structured",
-                         "verdict": "success", "details": details})  # fmt: skip
+            yield _line(
+                {
+                    "event": "judge_request",
+                    "ts": _ts(t),
+                    **where,
+                    "model": "claude-haiku",
+                    "provider": "anthropic",
+                    "temperature": 0,
+                    "max_tokens": 512,
+                    "system": "You judge whether the fix is complete. " * 10,
+                    "user": "<output>\n" + "line of output\n" * 40 + "</output>",
+                    "schema": {
+                        "type": "object",
+                        "properties": {"verdict": {"enum": ["success", "failure"]}},
+                    },
+                    "examples": 0,
+                    "est_input_tokens": 400,
+                    "cached": False,
+                }
+            )
+            details = {
+                "confidence": 0.9,
+                "model": "claude-haiku",
+                "reason": "looks complete",
+                "usage": {"input_tokens": 400, "output_tokens": 30},
+                "cost_usd": 0.0004,
+            }
+            yield _line(
+                {
+                    "event": "evaluate",
+                    "ts": _ts(t),
+                    **where,
+                    "type": "llm_structured",
+                    "verdict": "success",
+                    "details": details,
+                }
+            )
         elif failed:
             tail = [f"src/module_{step % 37}.py:{i}: E501 line too long" for i in range(8)]
-            yield _line({"event": "evaluate", "ts": _ts(t), **where, "type": "exit_code",
-                         "verdict": "failure", "details": {"exit_code": 1},
-                         "reason": "exit code 1", "tail": tail})  # fmt: skip
+            yield _line(
+                {
+                    "event": "evaluate",
+                    "ts": _ts(t),
+                    **where,
+                    "type": "exit_code",
+                    "verdict": "failure",
+                    "details": {"exit_code": 1},
+                    "reason": "exit code 1",
+                    "tail": tail,
+                }
+            )
         else:
-            yield _line({"event": "evaluate", "ts": _ts(t), **where, "type": "exit_code",
-                         "verdict": "success", "details": {"exit_code": 0}})  # fmt: skip
+            yield _line(
+                {
+                    "event": "evaluate",
+                    "ts": _ts(t),
+                    **where,
+                    "type": "exit_code",
+                    "verdict": "success",
+                    "details": {"exit_code": 0},
+                }
+            )
         to = "fix" if state == "check" else "check"
-        yield _line({"event": "route", "ts": _ts(t), **where, "from": state, "to": to,
-                     "verdict": "failure" if failed else "success",
-                     "via": "on_failure" if failed else "next"})  # fmt: skip
+        yield _line(
+            {
+                "event": "route",
+                "ts": _ts(t),
+                **where,
+                "from": state,
+                "to": to,
+                "verdict": "failure" if failed else "success",
+                "via": "on_failure" if failed else "next",
+            }
+        )
         t += 0.02
 
 
@@ -123,15 +190,35 @@ def long_run(where: Path, steps: int) -> Path:
     end = T0 + steps * 0.1
 
     def lines() -> Iterator[str]:
-        yield _line({"event": "loop_start", "ts": _ts(T0), "run_id": run_id, "loop": "long",
-                     "file": "long.yaml", "max_iterations": steps, "resumed": False})  # fmt: skip
+        yield _line(
+            {
+                "event": "loop_start",
+                "ts": _ts(T0),
+                "run_id": run_id,
+                "loop": "long",
+                "file": "long.yaml",
+                "max_iterations": steps,
+                "resumed": False,
+            }
+        )
         yield from _steps(run_id, steps, T0)
-        yield _line({"event": "loop_complete", "ts": _ts(end), "run_id": run_id,
-                     "final_state": "check", "outcome": "max_iterations", "exit_code": 4,
-                     "steps": steps, "duration_ms": int(steps * 100), "error": None})  # fmt: skip
+        yield _line(
+            {
+                "event": "loop_complete",
+                "ts": _ts(end),
+                "run_id": run_id,
+                "final_state": "check",
+                "outcome": "max_iterations",
+                "exit_code": 4,
+                "steps": steps,
+                "duration_ms": int(steps * 100),
+                "error": None,
+            }
+        )
 
-    _make(root, run_id, lines(), _state(run_id, str(where / "long.yaml"), steps,
-                                        "max_iterations", 4))  # fmt: skip
+    _make(
+        root, run_id, lines(), _state(run_id, str(where / "long.yaml"), steps, "max_iterations", 4)
+    )
     return root
 
 
@@ -143,8 +230,17 @@ def wide_fork(where: Path, branches: int, steps_each: int = 3) -> Path:
     base = {"run_id": run_id}
     fork = {**base, "step": 1, "state": "fan"}
     lines = [
-        _line({"event": "loop_start", "ts": _ts(T0), **base, "loop": "wide", "file": "wide.yaml",
-               "max_iterations": 50, "resumed": False}),  # fmt: skip
+        _line(
+            {
+                "event": "loop_start",
+                "ts": _ts(T0),
+                **base,
+                "loop": "wide",
+                "file": "wide.yaml",
+                "max_iterations": 50,
+                "resumed": False,
+            }
+        ),
         _line({"event": "state_enter", "ts": _ts(T0), **fork}),
     ]
     failed = 0
@@ -153,48 +249,133 @@ def wide_fork(where: Path, branches: int, steps_each: int = 3) -> Path:
         child_id = f"{run_id}/0001-fan/{key}"
         start = T0 + ((index - 1) // 8) * steps_each * 0.1
         rel = f"sub/0001-fan/{key}"
-        lines.append(_line({"event": "child_start", "ts": _ts(start), **fork, "kind": "branch",
-                            "file": "child.yaml", "child_run_id": child_id, "dir": rel,
-                            "attempt": 1, "with": {}, "resumed": False, "branch": key,
-                            "index": index, "item": key, "fork": "for_each",
-                            "total": branches}))  # fmt: skip
+        lines.append(
+            _line(
+                {
+                    "event": "child_start",
+                    "ts": _ts(start),
+                    **fork,
+                    "kind": "branch",
+                    "file": "child.yaml",
+                    "child_run_id": child_id,
+                    "dir": rel,
+                    "attempt": 1,
+                    "with": {},
+                    "resumed": False,
+                    "branch": key,
+                    "index": index,
+                    "item": key,
+                    "fork": "for_each",
+                    "total": branches,
+                }
+            )
+        )
         fails = index % 20 == 0
         failed += fails
         outcome, code = ("failure", 1) if fails else ("success", 0)
         end = start + steps_each * 0.1
 
         def child_lines(
-            child_id: str = child_id, start: float = start, end: float = end,
-            outcome: str = outcome, code: int = code,
-        ) -> Iterator[str]:  # fmt: skip
-            yield _line({"event": "loop_start", "ts": _ts(start), "run_id": child_id,
-                         "loop": "child", "file": "child.yaml", "max_iterations": 50,
-                         "resumed": False})  # fmt: skip
+            child_id: str = child_id,
+            start: float = start,
+            end: float = end,
+            outcome: str = outcome,
+            code: int = code,
+        ) -> Iterator[str]:
+            yield _line(
+                {
+                    "event": "loop_start",
+                    "ts": _ts(start),
+                    "run_id": child_id,
+                    "loop": "child",
+                    "file": "child.yaml",
+                    "max_iterations": 50,
+                    "resumed": False,
+                }
+            )
             yield from _steps(child_id, steps_each, start)
-            yield _line({"event": "loop_complete", "ts": _ts(end), "run_id": child_id,
-                         "final_state": "check", "outcome": outcome, "exit_code": code,
-                         "steps": steps_each, "duration_ms": int(steps_each * 100),
-                         "error": None})  # fmt: skip
+            yield _line(
+                {
+                    "event": "loop_complete",
+                    "ts": _ts(end),
+                    "run_id": child_id,
+                    "final_state": "check",
+                    "outcome": outcome,
+                    "exit_code": code,
+                    "steps": steps_each,
+                    "duration_ms": int(steps_each * 100),
+                    "error": None,
+                }
+            )
 
-        _make(root / rel, child_id, child_lines(),
-              _state(child_id, "child.yaml", steps_each, outcome, code))  # fmt: skip
-        lines.append(_line({"event": "child_complete", "ts": _ts(end), **fork,
-                            "child_run_id": child_id, "final_state": "check",
-                            "outcome": outcome, "exit_code": code, "verdict": outcome,
-                            "steps": steps_each, "duration_ms": int(steps_each * 100),
-                            "outputs": {}, "branch": key}))  # fmt: skip
+        _make(
+            root / rel,
+            child_id,
+            child_lines(),
+            _state(child_id, "child.yaml", steps_each, outcome, code),
+        )
+        lines.append(
+            _line(
+                {
+                    "event": "child_complete",
+                    "ts": _ts(end),
+                    **fork,
+                    "child_run_id": child_id,
+                    "final_state": "check",
+                    "outcome": outcome,
+                    "exit_code": code,
+                    "verdict": outcome,
+                    "steps": steps_each,
+                    "duration_ms": int(steps_each * 100),
+                    "outputs": {},
+                    "branch": key,
+                }
+            )
+        )
     end = T0 + (branches // 8 + 1) * steps_each * 0.1
     lines += [
-        _line({"event": "evaluate", "ts": _ts(end), **fork, "type": "join", "verdict": "failure",
-               "details": {"policy": "all", "total": branches, "succeeded": branches - failed,
-                           "failed": failed, "cancelled": 0},
-               "reason": f"join all: {branches - failed} of {branches} succeeded"}),  # fmt: skip
-        _line({"event": "route", "ts": _ts(end), **fork, "from": "fan", "to": "done",
-               "verdict": "failure", "via": "on_failure"}),  # fmt: skip
+        _line(
+            {
+                "event": "evaluate",
+                "ts": _ts(end),
+                **fork,
+                "type": "join",
+                "verdict": "failure",
+                "details": {
+                    "policy": "all",
+                    "total": branches,
+                    "succeeded": branches - failed,
+                    "failed": failed,
+                    "cancelled": 0,
+                },
+                "reason": f"join all: {branches - failed} of {branches} succeeded",
+            }
+        ),
+        _line(
+            {
+                "event": "route",
+                "ts": _ts(end),
+                **fork,
+                "from": "fan",
+                "to": "done",
+                "verdict": "failure",
+                "via": "on_failure",
+            }
+        ),
         _line({"event": "state_enter", "ts": _ts(end), **base, "step": 2, "state": "done"}),
-        _line({"event": "loop_complete", "ts": _ts(end), **base, "final_state": "done",
-               "outcome": "failure", "exit_code": 1, "steps": 2,
-               "duration_ms": int((end - T0) * 1000), "error": None}),  # fmt: skip
+        _line(
+            {
+                "event": "loop_complete",
+                "ts": _ts(end),
+                **base,
+                "final_state": "done",
+                "outcome": "failure",
+                "exit_code": 1,
+                "steps": 2,
+                "duration_ms": int((end - T0) * 1000),
+                "error": None,
+            }
+        ),
     ]
     _make(root, run_id, iter(lines), _state(run_id, str(where / "wide.yaml"), 2, "failure", 1))
     return root
@@ -219,10 +400,19 @@ def render_ms(page: Path) -> int | None:
         return None
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
-             "--dump-dom", page.as_uri()],
-            capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                f"--user-data-dir={profile}",
+                "--dump-dom",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
     found = re.search(r'data-ll-render-ms="(\d+)"', done.stdout)
     if found is None or "data-ll-errors" in done.stdout[:2000]:
         raise SystemExit(f"the page did not render: {done.stdout[:300]} {done.stderr[-500:]}")
@@ -233,10 +423,20 @@ def shipped_example(where: Path) -> Path:
     """loops/rollout.yaml run for real, its report written by `--report`."""
     out = where / "rollout.html"
     subprocess.run(
-        [sys.executable, "-m", "little_loops", "run", str(REPO / "loops" / "rollout.yaml"),
-         "--quiet", "--report", str(out)],
-        cwd=where, capture_output=True, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "little_loops",
+            "run",
+            str(REPO / "loops" / "rollout.yaml"),
+            "--quiet",
+            "--report",
+            str(out),
+        ],
+        cwd=where,
+        capture_output=True,
+        check=False,
+    )
     return out
 
 

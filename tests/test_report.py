@@ -26,7 +26,9 @@ ROLLOUT = REPO / "loops" / "rollout.yaml"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def ll(*args: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> Any:
+def ll(
+    *args: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> Any:
     return subprocess.run(
         [*LL, *map(str, args)],
         cwd=cwd,
@@ -54,7 +56,8 @@ def self_contained(html: str) -> None:
     """Nothing the browser would fetch: no src/href to another place, no <link>, no @import."""
     assert "<link" not in html
     assert "@import" not in html
-    assert re.search(r'\s(src|href)="(?!#)', html) is None, re.findall(r'\s(?:src|href)="[^"]*', html)
+    fetched = re.findall(r'\s(?:src|href)="(?!#)[^"]*', html)
+    assert fetched == []
 
 
 def runs_dir(cwd: Path) -> list[Path]:
@@ -98,7 +101,8 @@ def test_run_report_shows_the_tree_children_and_the_failing_branch(
         "rolled_back",
         "rolled_back",
     )
-    assert failing["parent"] == 0 and failing["parent_step"] == 2
+    assert failing["parent"] == 0
+    assert failing["parent_step"] == 2
     assert [data["states"][row[1]] for row in failing["rows"]] == [
         "push",
         "probe",
@@ -106,13 +110,16 @@ def test_run_report_shows_the_tree_children_and_the_failing_branch(
         "rolled_back",
     ]
     probe = data["details"]["5:2"]
-    assert probe["exit"] == 1 and probe["action"] == 'test "false" = true'
+    assert probe["exit"] == 1
+    assert probe["action"] == 'test "false" = true'
     assert probe["reason"] == "exit code 1"
     join = data["details"]["0:2"]
-    assert join["details"]["failed"] == 1 and join["to"] == "stop"
+    assert join["details"]["failed"] == 1
+    assert join["to"] == "stop"
     # The graphs: the run's loop with its path, and the child loop's visits summed over 3 runs.
     assert '<g class="edge last" data-from="s1" data-to="s3">' in html  # deploy -> stop
-    assert "deploy-region" in html and "3 runs, visits summed" in html
+    assert "deploy-region" in html
+    assert "3 runs, visits summed" in html
     assert 'data-state="probe"' in html
     # Times and costs per state; the captured join.
     assert "<td>deploy-region</td><td>probe</td><td class=n>3</td><td class=n>1</td>" in html
@@ -239,7 +246,9 @@ def test_a_report_that_cannot_be_written_is_refused_before_the_run(tmp_path: Pat
     (tmp_path / "afile").write_text("x")
     done = ll("run", ROLLOUT, "--report", "afile/r.html", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
-    assert done.stderr == "ll: error: cannot write the report to afile/r.html: afile is not a directory\n"
+    assert done.stderr == (
+        "ll: error: cannot write the report to afile/r.html: afile is not a directory\n"
+    )
     assert not (tmp_path / ".loops").exists()
 
 
@@ -248,7 +257,8 @@ def test_a_report_that_cannot_be_written_is_refused_before_the_run(tmp_path: Pat
 
 def _bench() -> Any:
     spec = importlib.util.spec_from_file_location("bench_report", REPO / "bench" / "report.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -325,7 +335,8 @@ def test_chromium_loads_the_report_with_no_script_error(
     detail = dom.stdout.split('<aside id="detail"', 1)[1].split("</aside>", 1)[0]
     assert 'data-run="5" data-step="2"' in detail
     assert "deploy[ap-south] · step 2 · probe" in detail
-    assert "exit code" in detail and "exit code 1" in detail
+    assert "exit code" in detail
+    assert "exit code 1" in detail
     assert "test &quot;false&quot; = true" in detail or 'test "false" = true' in detail
     rows = re.findall(r'<div class="srow[^"]*" data-run="(\d+)" data-step="(\d+)"', dom.stdout)
     assert len(rows) == 15  # every step of the tree: 3 + 1 + 1 + 3 + 3 + 4
@@ -349,10 +360,12 @@ def test_chromium_renders_a_20000_step_report_in_under_2_seconds(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     dom = chromium("--dump-dom", (tmp_path / "long.html").as_uri(), cwd=tmp_path)
     tag = re.search(r"<html[^>]*>", dom.stdout)
-    assert tag and 'data-ll-ready="1"' in tag.group(0), dom.stderr[-2000:]
+    assert tag, dom.stderr[-2000:]
+    assert 'data-ll-ready="1"' in tag.group(0), dom.stderr[-2000:]
     assert "data-ll-errors" not in tag.group(0)
     found = re.search(r'data-ll-render-ms="(\d+)"', tag.group(0))
-    assert found and int(found.group(1)) < 2000, tag.group(0)
+    assert found, tag.group(0)
+    assert int(found.group(1)) < 2000, tag.group(0)
     # The list is virtualised: a screenful of rows in the DOM, not 20,000.
     assert dom.stdout.count('class="srow') < 100
 
