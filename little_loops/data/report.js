@@ -64,6 +64,11 @@
   const ctx = canvas.getContext("2d");
   let selected = null; // [run, step]
 
+  // A step's colour: its verdict's, or a failure's when the child loop it called failed.
+  function cls(row) {
+    const c = DATA.vclass[row[4]];
+    return (row[6] & 16) && (c === "other" || c === "ok") ? "fail" : c;
+  }
   function laneTitle(run) {
     return " ".repeat(run.depth * 3) + run.label;
   }
@@ -104,7 +109,7 @@
       for (const row of run.rows) {
         const bx = xOf(row[2], width);
         const bw = Math.max(1, (row[3] / total) * (width - LABEL - 8));
-        const color = COLORS[DATA.vclass[row[4]]];
+        const color = COLORS[cls(row)];
         if (Math.floor(bx) === lastX && color === lastC && bw <= 1) continue;
         lastX = Math.floor(bx); lastC = color;
         ctx.fillStyle = color;
@@ -172,8 +177,8 @@
       const label = run.label.toLowerCase();
       for (let i = 0; i < run.rows.length; i++) {
         const row = run.rows[i];
-        const cls = DATA.vclass[row[4]];
-        if (onlyFailed && cls !== "fail" && cls !== "warn") continue;
+        const c = cls(row);
+        if (onlyFailed && c !== "fail" && c !== "warn") continue;
         if (text && label.indexOf(text) < 0 && DATA.states[row[1]].toLowerCase().indexOf(text) < 0 &&
           DATA.verdicts[row[4]].indexOf(text) < 0) continue;
         items.push(r, i);
@@ -196,7 +201,7 @@
         el("span", { cls: "c-run", text: runs[r].label }),
         el("span", { cls: "c-step", text: "#" + row[0] }),
         el("span", { cls: "c-state", text: DATA.states[row[1]] }),
-        el("span", { cls: "c-verdict v-" + DATA.vclass[row[4]], text: verdict }),
+        el("span", { cls: "c-verdict v-" + cls(row), text: verdict }),
         el("span", { cls: "c-dur", text: ms(row[3]) }),
         el("span", { cls: "c-flags", text: (row[5] > 1 ? "×" + row[5] + " " : "") + (row[6] & 1 ? "⚖" : "") }));
       listRows.appendChild(line);
@@ -240,7 +245,7 @@
     panel.dataset.step = step;
     const verdict = row ? DATA.verdicts[row[4]] : "";
     add(panel, el("h3", {}, el("span", { text: run.label + " · step " + step + " · " + (row ? DATA.states[row[1]] : "") + " " }),
-      el("span", { cls: "badge v-" + (row ? DATA.vclass[row[4]] : "none"), text: verdict || "no verdict" })));
+      el("span", { cls: "badge v-" + (row ? cls(row) : "none"), text: verdict || "no verdict" })));
     if (row) {
       add(panel, field("duration", ms(row[3])));
       if (row[5] > 1) add(panel, field("attempts", row[5]));
@@ -300,15 +305,15 @@
   if (asked) {
     select(Number(asked[1]), Number(asked[2]));
   } else {
-    // the step that stopped a run, else the root's last failed step, else its last step
-    let first = null;
-    for (let r = 0; r < runs.length && !first; r++) {
-      for (const row of runs[r].rows) if (row[6] & 2) { first = [r, row[0]]; break; }
+    // the failing step that began last in the whole tree (where the trouble was), else the
+    // root's last step
+    let first = null, when = -1;
+    for (let r = 0; r < runs.length; r++) {
+      for (const row of runs[r].rows) {
+        if (cls(row) === "fail" && row[2] >= when) { first = [r, row[0]]; when = row[2]; }
+      }
     }
     const top = runs[0].rows;
-    for (let i = top.length - 1; i >= 0 && !first; i--) {
-      if (DATA.vclass[top[i][4]] === "fail") first = [0, top[i][0]];
-    }
     if (!first && top.length) first = [0, top[top.length - 1][0]];
     if (first) select(first[0], first[1]);
   }

@@ -387,6 +387,14 @@ def collect(
         history = run.history
         steps = all_steps[r_index]
         rows: list[list[int]] = []
+        # Steps whose child loop ended in a failing outcome (its verdict is a terminal's name).
+        failed_calls = {
+            child.parent_step
+            for child in run.children
+            if child.kind == "loop"
+            and child.history.complete is not None
+            and verdict_class(child.history.complete.outcome) == "fail"
+        }
         per_state: dict[str, list[float]] = {}
         for step in steps:
             cost = step.cost_usd
@@ -404,6 +412,7 @@ def collect(
                 | (2 if step.stopped_run else 0)
                 | (4 if step.fail_open else 0)
                 | (8 if f"{r_index}:{step.step}" in details else 0)
+                | (16 if step.step in failed_calls else 0)
             )
             start = _ms(step.started, t0)
             rows.append(
