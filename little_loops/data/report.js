@@ -11,7 +11,9 @@
   window.addEventListener("error", function (e) { fail(e.message || e.type); });
   window.addEventListener("unhandledrejection", function (e) { fail(e.reason); });
 
+  const marks = ["start " + Math.round(performance.now())];
   const DATA = JSON.parse(document.getElementById("ll-data").textContent);
+  marks.push("parsed " + Math.round(performance.now()));
   const runs = DATA.runs;
   const ROW = 20;
   const LABEL = 230;
@@ -300,7 +302,9 @@
 
   // -- start: the step that ended the run is shown first (or the one the address names) ----
   layoutLanes();
+  marks.push("timeline " + Math.round(performance.now()));
   buildItems();
+  marks.push("list " + Math.round(performance.now()));
   const asked = /select=(\d+):(\d+)/.exec(window.location.hash);
   if (asked) {
     select(Number(asked[1]), Number(asked[2]));
@@ -317,6 +321,8 @@
     if (!first && top.length) first = [0, top[top.length - 1][0]];
     if (first) select(first[0], first[1]);
   }
+  marks.push("selected " + Math.round(performance.now()));
+  root.dataset.llMarks = marks.join(", ");
   root.dataset.llLanes = String(runs.length);
   root.dataset.llRenderMs = String(Math.round(performance.now()));
   root.dataset.llReady = "1";

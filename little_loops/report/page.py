@@ -239,14 +239,14 @@ def _captured(data: dict[str, Any]) -> str:
 
 def _header(data: dict[str, Any]) -> str:
     top = data["runs"][0]
-    outcome = top["outcome"] or "running"
+    outcome = top.get("outcome") or "running"
     cls = {"success": "ok", "interrupted": "warn", "suspended": "warn", "running": "warn"}.get(
         outcome, "fail"
     )
     steps = sum(run["steps"] for run in data["runs"])
     cost = top["cost"] if is_num(top["cost"]) else 0.0
     duration = (top["end"] - top["start"]) / 1000
-    failing = sum(1 for run in data["runs"][1:] if verdict_class(run["outcome"]) == "fail")
+    failing = sum(1 for run in data["runs"][1:] if verdict_class(run.get("outcome")) == "fail")
     meta = [
         f"run {escape(top['id'])}",
         f"file {escape(top['file'])}" if top["file"] else "",
@@ -257,7 +257,7 @@ def _header(data: dict[str, Any]) -> str:
         else "",
         f"{duration:.2f}s",
         f"cost {_money(cost)}",
-        f"exit code {top['exit']}" if top["exit"] is not None else "",
+        f"exit code {top.get('exit')}" if top.get("exit") is not None else "",
     ]
     left = data["left_out"]
     cut = []
@@ -267,8 +267,8 @@ def _header(data: dict[str, Any]) -> str:
         cut.append(f"{left['rows']} steps not listed")
     if left["details"]:
         cut.append(f"the details of {left['details']} steps left out")
-    why = top["why"] or (
-        "waiting for answers: " + ", ".join(top["pending"]) if top["pending"] else ""
+    why = top.get("why") or (
+        "waiting for answers: " + ", ".join(top.get("pending")) if top.get("pending") else ""
     )
     return (
         f'<header><h1>{escape(top["loop"] or top["id"])} <span class="badge o-{cls}" '

@@ -35,7 +35,7 @@ from little_loops.record.history import History, Step, is_num, outcome_text, par
 # The bounds of one report (docs/observability.md, "The run report").
 MAX_RUNS = 3000  # runs of the tree read (the root, children, branches); the rest counted
 MAX_ROWS = 60_000  # compact step rows across the tree
-DETAIL_BUDGET = 2_000_000  # bytes of step details across the tree
+DETAIL_BUDGET = 1_000_000  # bytes of step details across the tree
 ACTION_CHARS = 2000
 TAIL_LINES = 12
 LINE_CHARS = 300
@@ -431,41 +431,41 @@ def collect(
         outcome = complete.outcome if complete else ("suspended" if run.suspended else None)
         started = history.start.ts if history.start else None
         ended = complete.ts if complete else (history.steps[-1].ended if history.steps else None)
-        out_runs.append(
-            {
-                "label": run.label,
-                "id": history.run_id or run.root.name,
-                "loop": history.loop or "",
-                "file": history.start.file if history.start else "",
-                "kind": run.kind,
-                "fork": run.fork,
-                "key": run.key,
-                "parent": parent_of.get(r_index),
-                "parent_step": run.parent_step,
-                "depth": run.depth,
-                "start": _ms(started, t0) if started else 0,
-                "end": _ms(ended, t0) if ended else 0,
-                "outcome": outcome,
-                "exit": complete.exit_code if complete else None,
-                "final": complete.final_state if complete else None,
-                "why": outcome_text(complete) if complete else None,
-                "verdict": end.verdict if end else None,
-                "cost": complete.cost_usd
-                if complete and is_num(complete.cost_usd)
-                else sum(s.cost_usd for s in steps),
-                "steps": len(steps),
-                "rows": rows,
-                "resumed": history.resumed or None,
-                "per_state": {
-                    name: [n, round(sec, 3), round(cost, 6), failed]
-                    for name, (n, sec, cost, failed) in per_state.items()
-                },
-                "questions": run.questions or None,
-                "pending": list(run.suspended.pending)
-                if run.suspended and (complete is None or complete.outcome == "suspended")
-                else None,
-            }
-        )
+        entry: dict[str, Any] = {
+            "label": run.label,
+            "id": history.run_id or run.root.name,
+            "loop": history.loop or "",
+            "file": history.start.file if history.start else "",
+            "kind": run.kind,
+            "fork": run.fork,
+            "key": run.key,
+            "parent": parent_of.get(r_index),
+            "parent_step": run.parent_step,
+            "depth": run.depth,
+            "start": _ms(started, t0) if started else 0,
+            "end": _ms(ended, t0) if ended else 0,
+            "outcome": outcome,
+            "exit": complete.exit_code if complete else None,
+            "final": complete.final_state if complete else None,
+            "why": outcome_text(complete) if complete else None,
+            "verdict": end.verdict if end else None,
+            "cost": complete.cost_usd
+            if complete and is_num(complete.cost_usd)
+            else sum(s.cost_usd for s in steps),
+            "steps": len(steps),
+            "rows": rows,
+            "resumed": history.resumed or None,
+            "per_state": {
+                name: [n, round(sec, 3), round(cost, 6), failed]
+                for name, (n, sec, cost, failed) in per_state.items()
+            },
+            "questions": run.questions or None,
+            "pending": list(run.suspended.pending)
+            if run.suspended and (complete is None or complete.outcome == "suspended")
+            else None,
+        }
+        # Empty fields left out: a fork of 1,000 branches repeats them 1,000 times.
+        out_runs.append({k: v for k, v in entry.items() if v is not None})
     data: dict[str, Any] = {
         "version": 1,
         "states": states,
