@@ -381,6 +381,50 @@ def wide_fork(where: Path, branches: int, steps_each: int = 3) -> Path:
     return root
 
 
+def many_runs(where: Path, count: int) -> Path:
+    """`count` finished runs of one small loop under `where/.loops/runs/` (one second apart)."""
+    runs = where / ".loops" / "runs"
+    for i in range(count):
+        t = T0 + i
+        run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime(t)) + f"-small-{i % 65536:04x}"
+        root = runs / run_id
+        root.mkdir(parents=True)
+        start = {
+            "event": "loop_start",
+            "ts": _ts(t),
+            "run_id": run_id,
+            "loop": "small",
+            "file": "small.yaml",
+            "max_iterations": 5,
+            "resumed": False,
+        }
+        end = {
+            "event": "loop_complete",
+            "ts": _ts(t + 0.1),
+            "run_id": run_id,
+            "final_state": "done",
+            "outcome": "success",
+            "exit_code": 0,
+            "steps": 1,
+            "duration_ms": 100,
+            "error": None,
+        }
+        (root / "events.jsonl").write_text(_line(start) + _line(end), encoding="utf-8")
+        state = _state(run_id, str(where / "small.yaml"), 1, "success", 0)
+        state["started_at"] = _ts(t)
+        (root / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    return where
+
+
+def timed(*args: str, cwd: Path) -> float:
+    """Seconds a fresh `ll` process takes for `args`."""
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "little_loops", *args], check=True, capture_output=True, cwd=cwd
+    )
+    return time.perf_counter() - started
+
+
 def report(run: Path, out: Path) -> tuple[float, int]:
     """Seconds `ll report` took (a fresh process) and the page's size in bytes."""
     started = time.perf_counter()
@@ -444,6 +488,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--branches", type=int, default=1_000)
+    parser.add_argument("--runs", type=int, default=10_000, help="runs for ll list and prune")
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
     rows = []
@@ -467,6 +512,15 @@ def main() -> None:
         ms = render_ms(example)
         rows.append(("the shipped loops/rollout.yaml", 0.0, example.stat().st_size, ms))
         print(f"loops/rollout.yaml: {example.stat().st_size / 1e3:.0f} KB, render {ms} ms")
+        lots = many_runs(where / "many", args.runs)
+        listing = timed("list", cwd=lots)
+        dry = timed("prune", "--keep", "100", "--dry-run", "-q", cwd=lots)
+        pruned = timed("prune", "--keep", "100", "-q", cwd=lots)
+        after = timed("list", cwd=lots)
+        print(
+            f"{args.runs:,} runs: ll list {listing:.2f} s, ll prune --keep 100 --dry-run "
+            f"{dry:.2f} s, ll prune --keep 100 {pruned:.2f} s, then ll list {after:.2f} s"
+        )
     load = os.getloadavg()[0]
     print(f"load average {load:.1f}")
     if args.write_docs:
@@ -481,7 +535,10 @@ def main() -> None:
             "navigation start to the end of its script (`data-ll-render-ms`). Targets: under "
             "5 MB and under 2 s.\n\n"
             "| run | ll report | size | render in Chromium |\n|---|---|---|---|\n"
-            f"{table}\n\n{machine()}; load average {load:.1f} while measuring."
+            f"{table}\n\nWith {args.runs:,} finished runs in `.loops/runs/`: `ll list` "
+            f"{listing:.2f} s, `ll prune --keep 100 --dry-run` {dry:.2f} s, `ll prune --keep "
+            f"100` {pruned:.2f} s (removing {args.runs - 100:,} runs), then `ll list` {after:.2f} "
+            f"s.\n\n{machine()}; load average {load:.1f} while measuring."
         )
         write_section("The run report", body)
 
