@@ -14,7 +14,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
-from .migrate_evals import STALL_TYPES, convert_classify, convert_stall
+from .migrate_evals import STALL_TYPES, convert_classify, convert_keyed_numeric, convert_stall
 from .migrate_notes import Notes, line_of, rename, set_near
 from .migrate_routes import EVALUATORS, convert_routes, dynamic_loop
 
@@ -257,6 +257,7 @@ def convert_state(
             f"terminal '{name}': upstream counts a terminal named failed/error/aborted as a "
             "failure; written `outcome: failure` (exit 1)",
         )
+    _terminal_action(name, state, line, notes)
     _action_type(name, state, line, notes)
     if "loop" in state:
         _loop(name, state, line, notes, links)
@@ -268,9 +269,13 @@ def convert_state(
             at = line_of(state, old) or line
             rename(state, old, new)
             notes.carried(at, "`on_yes`/`on_no` are `on_success`/`on_failure`")
+    _custom_routes(state, line, notes)
+    _unevaluated_next(state, line, notes)
     extra: list[tuple[str, CommentedMap]] = []
     spec = state.get("evaluate")
-    if isinstance(spec, dict) and spec.get("type") in STALL_TYPES:
+    if isinstance(spec, dict) and spec.get("type") == "output_numeric" and "key" in spec:
+        extra = convert_keyed_numeric(name, state, line_of(state, "evaluate") or line, notes)
+    elif isinstance(spec, dict) and spec.get("type") in STALL_TYPES:
         added = convert_stall(name, state, line_of(state, "evaluate") or line, notes)
         extra = [(f"{name}_stall", added)] if added is not None else []
     elif isinstance(spec, dict) and spec.get("type") == "classify":
@@ -298,8 +303,87 @@ def convert_state(
     return extra
 
 
+# Route keys upstream names itself; any other `on_<verdict>` routes that verdict there.
+_KNOWN_ON = frozenset(
+    [
+        "on_yes",
+        "on_no",
+        "on_success",
+        "on_failure",
+        "on_error",
+        "on_timeout",
+        "on_partial",
+        "on_blocked",
+        "on_maintain",
+        "on_retry_exhausted",
+        *_STATE_DROPPED,
+    ]
+)
+
+
+def _terminal_action(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
+    """Upstream stops at a terminal before running anything; `ll` runs a terminal's action."""
+    if not state.get("terminal") or not any(k in state for k in ("action", "loop")):
+        return
+    kept = CommentedMap()
+    for key in ("action", "action_type", "evaluate", "capture", "timeout", "loop", "with"):
+        if key in state:
+            kept[key] = state.pop(key)
+    upstream = state.setdefault("x-upstream", CommentedMap())
+    upstream.update(kept)
+    notes.carried(
+        line,
+        f"terminal '{name}': upstream ends the run on reaching a terminal and never runs its "
+        "action (here a terminal's action runs, and a failing one fails the run); the action "
+        "is kept under `x-upstream`, not run",
+    )
+
+
+def _custom_routes(state: CommentedMap, line: int, notes: Notes) -> None:
+    """`on_<verdict>: X` for a verdict upstream has no shorthand for is `route: {verdict: X}`."""
+    custom = [
+        str(k)
+        for k in state
+        if str(k).startswith("on_") and k not in _KNOWN_ON and isinstance(state[k], str)
+    ]
+    if not custom:
+        return
+    route = state.get("route")
+    if not isinstance(route, CommentedMap):
+        route = CommentedMap()
+        state.insert(list(state).index(custom[0]), "route", route)
+    for key in custom:
+        route.setdefault(key[3:], state.pop(key))
+    notes.carried(line, f"`{'`, `'.join(custom)}`: written as `route:` entries")
+
+
+def _unevaluated_next(state: CommentedMap, line: int, notes: Notes) -> None:
+    """A state with `next:` (and no other verdict route) is never evaluated upstream."""
+    routes = ("on_yes", "on_no", "on_success", "on_failure", "route", "on_partial", "on_blocked")
+    if "next" not in state or "evaluate" not in state or any(k in state for k in routes):
+        return
+    upstream = state.setdefault("x-upstream", CommentedMap())
+    upstream["evaluate"] = state.pop("evaluate")
+    notes.carried(
+        line,
+        "`evaluate:` beside `next:`: upstream never evaluates a `next:` state, so the evaluator "
+        "is kept under `x-upstream`, not run",
+    )
+
+
 def _action_type(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
     kind = state.get("action_type")
+    action = state.get("action")
+    if kind is None and isinstance(action, str) and action.startswith("/"):
+        first = action.split()[0][1:] if action.split() else ""
+        if "/" in first:  # upstream sends any action that starts with `/` to Claude
+            state.insert(list(state).index("action") + 1, "action_type", "slash")
+            notes.carried(
+                line_of(state, "action") or line,
+                f"state '{name}': upstream runs an action starting with `/` as a prompt; "
+                "written `action_type: slash` (here a path like that would run in the shell)",
+            )
+        return
     if kind in ("prompt", "slash_command"):
         state["action_type"] = "slash"
         notes.carried(
