@@ -94,7 +94,30 @@ _STATE_DROPPED = {
     "agent": "upstream's choice of Claude agent for the step",
     "retryable_exit_codes": "upstream re-ran the action on these exit codes; "
     "`retry: {on: [error]}` re-runs on exit codes other than 0 and 1",
+    "effort": "upstream's reasoning effort for the Claude call; the step's routes do not "
+    "depend on it",
+    "tools": "upstream's list of tools the Claude call may use; `claude -p` here gets the "
+    "permission flags of `--claude-flags`",
+    "idle_timeout": "upstream's kill of a Claude call that prints nothing for a while; "
+    "`timeout:` bounds the whole step here",
+    "append_to_messages": "upstream's shared message log (`${messages}`)",
+    "cost_ceiling": "upstream's per-state cost cap; `max_cost_usd` caps the run here",
+    "request_path": "upstream's choice between the Claude CLI and its API for the step; "
+    "every slash step is `claude -p` here",
+    "tamper_guard": "upstream's check that the step did not edit test files",
 }
+# The state keys upstream's runner reads (its StateConfig at a12b9397d); any other key of a
+# state had no effect there, so dropping it changes nothing.
+_UPSTREAM_READS = frozenset(
+    "action action_type agent append_to_messages capture context_passthrough cost_ceiling "
+    "description effort evaluate fragment idle_timeout learning loop max_rate_limit_retries "
+    "max_retries model next on_blocked on_error on_failure on_maintain on_no on_partial "
+    "on_rate_limit_exhausted on_retry_exhausted on_success on_throttle_hard on_yes params "
+    "prepatch_check pruning_profile rate_limit_backoff_base_seconds "
+    "rate_limit_long_wait_ladder rate_limit_max_wait_seconds request_path "
+    "retryable_exit_codes route session_mode tamper_guard terminal throttle timeout tools "
+    "type with worktree".split()
+)
 _FAILURE_NAMES = ("failed", "error", "aborted")
 _EVAL_KEEP = frozenset(
     [
@@ -289,6 +312,8 @@ def convert_state(
             continue
         at = line_of(state, key) or line
         why = _STATE_DROPPED.get(str(key))
+        if why is None and str(key) not in _UPSTREAM_READS:
+            why = "upstream's runner does not read this key either (it had no effect)"
         if why is None:  # it may be what the state is for (`type: learning`): a person decides
             notes.hand(
                 at,

@@ -90,7 +90,17 @@ def inputs_of(path: Path) -> dict[str, str]:
     params = doc.get("parameters")
     if isinstance(params, dict):
         keys += [str(k) for k, v in params.items() if isinstance(v, dict) and v.get("required")]
-    return {k: "demo" for k in dict.fromkeys(keys)}
+    import re
+
+    context = doc.get("context") if isinstance(doc.get("context"), dict) else {}
+    for m in re.finditer(r"\$\{context\.([^}.]+)", path.read_text(encoding="utf-8")):
+        raw = m.group(1)
+        if ":default=" in raw or raw.endswith("?"):
+            continue
+        raw = raw.removesuffix(":shell")
+        if raw not in context:
+            keys.append(raw)
+    return {k: "demo" for k in dict.fromkeys(keys) if k != "run_dir"}
 
 
 def without_backoff(src: Path, dst: Path) -> None:
@@ -163,16 +173,24 @@ def run_upstream(ll_loop: Path, loops: Path, rel: str, verdict: str) -> Run:
         return Run(path, final, outcome, ended)
 
 
-def record(ll_loop: Path, corpus: Path, out: Path) -> None:
+def record(ll_loop: Path, corpus: Path, out: Path, only: list[str] | None = None) -> None:
     scenarios = []
+    if only and out.is_file():
+        scenarios = [
+            s for s in json.loads(out.read_text(encoding="utf-8"))["scenarios"]
+            if s["file"] not in only
+        ]
     for file in corpus_files(corpus):
         rel = str(file.relative_to(corpus))
+        if only and rel not in only:
+            continue
         for verdict in VERDICTS:
             run = run_upstream(ll_loop, corpus, rel, verdict)
             print(f"{rel} {verdict}: {run.outcome} {' > '.join(run.path)} {run.note}", flush=True)
             if run.outcome in ("timeout", "none"):
                 continue
             scenarios.append({"file": rel, "verdict": verdict, "upstream": run.as_dict()})
+    scenarios.sort(key=lambda s: (s["file"], s["verdict"]))
     data = {
         "how": (
             "Recorded by `python scripts/migrate_equiv.py record --ll-loop "
@@ -291,13 +309,14 @@ def main() -> int:
     rec = sub.add_parser("record")
     rec.add_argument("--ll-loop", type=Path, required=True)
     rec.add_argument("--corpus", type=Path, default=CORPUS)
+    rec.add_argument("--file", action="append", help="record only these (merged in)")
     fig = sub.add_parser("figures")
     fig.add_argument("--corpus", type=Path, default=CORPUS)
     fig.add_argument("--only")
     fig.add_argument("-v", action="store_true")
     args = parser.parse_args()
     if args.cmd == "record":
-        record(args.ll_loop, args.corpus, EXPECTED)
+        record(args.ll_loop, args.corpus, EXPECTED, args.file)
         return 0
     with tempfile.TemporaryDirectory(prefix="eq-fig-") as scratch:
         work = Path(scratch)
