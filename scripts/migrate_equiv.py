@@ -1,7 +1,7 @@
 """The `ll migrate` equivalence harness: upstream little-loops files run by both runners.
 
 A scenario is one upstream loop file from the shared corpus (../shared/upstream-loops) and one
-scripted answer of the fake `claude` (tests/migrate_equiv/claude): the judge says `yes` (or
+scripted answer of the fake `claude` (tests/migrate/equiv/claude): the judge says `yes` (or
 `no`) to everything and every prompt step prints `done`. Both runs get the same sandbox: a
 fresh git repository as the working directory, a PATH of only the fake `claude`, a `sleep`
 that returns at once, /usr/bin and /bin (so upstream's `ll-*` tools and Python package are on
@@ -10,7 +10,7 @@ path).
 
     python scripts/migrate_equiv.py record --ll-loop /tmp/upvenv/bin/ll-loop
         runs upstream's `ll-loop` (from a scratch virtualenv holding its repository at commit
-        a12b9397d; never vendored) and writes tests/migrate_equiv/expected.json
+        a12b9397d; never vendored) and writes tests/migrate/equiv/expected.json
     python scripts/migrate_equiv.py figures
         converts the corpus with `ll migrate`, runs every scenario with `ll run` and prints
         the figures: files valid after migration, false hand-work notes, scenarios that
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -37,8 +36,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "upstream-loops"
-EXPECTED = REPO / "tests" / "migrate_equiv" / "expected.json"
-FAKE_CLAUDE = REPO / "tests" / "migrate_equiv" / "claude"
+EXPECTED = REPO / "tests" / "migrate" / "equiv" / "expected.json"
+FAKE_CLAUDE = REPO / "tests" / "migrate" / "equiv" / "claude"
 VERDICTS = ("yes", "no")
 STEP_LIMIT = 20  # upstream's `-n`: enough for every corpus loop to show its shape
 RUN_TIMEOUT = 60
@@ -141,7 +140,12 @@ def run_upstream(ll_loop: Path, loops: Path, rel: str, verdict: str) -> Run:
             args += ["--context", f"{key}={value}"]
         try:
             proc = subprocess.run(
-                args, cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                args,
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT,
                 stdin=subprocess.DEVNULL,
             )
             code = proc.returncode
@@ -166,10 +170,7 @@ def run_upstream(ll_loop: Path, loops: Path, rel: str, verdict: str) -> Run:
                     final, ended = event.get("final_state"), event.get("terminated_by", "")
         if ended == "terminal" and final is not None:
             path.append(final)
-        if ended == "max_steps":
-            outcome = "limit"
-        else:
-            outcome = "success" if code == 0 else "failure"
+        outcome = "limit" if ended == "max_steps" else "success" if code == 0 else "failure"
         return Run(path, final, outcome, ended)
 
 
@@ -177,7 +178,8 @@ def record(ll_loop: Path, corpus: Path, out: Path, only: list[str] | None = None
     scenarios = []
     if only and out.is_file():
         scenarios = [
-            s for s in json.loads(out.read_text(encoding="utf-8"))["scenarios"]
+            s
+            for s in json.loads(out.read_text(encoding="utf-8"))["scenarios"]
             if s["file"] not in only
         ]
     for file in corpus_files(corpus):
@@ -217,7 +219,9 @@ def migrate_corpus(corpus: Path, out: Path) -> subprocess.CompletedProcess[str]:
     files = [str(p) for p in corpus_files(out / "src")]
     return subprocess.run(
         [sys.executable, "-m", "little_loops", "migrate", *files, "--out", str(out / "dst")],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -230,13 +234,28 @@ def run_ll(migrated: Path, source: Path, verdict: str, limit: int) -> Run:
             LL_CLAUDE=str(Path(scratch) / "bin" / "claude"),
             PYTHONPATH=str(REPO),
         )
-        args = [sys.executable, "-m", "little_loops", "run", str(migrated), "--json",
-                "--no-input", "--max-iterations", str(limit), "--allow-concurrent"]
+        args = [
+            sys.executable,
+            "-m",
+            "little_loops",
+            "run",
+            str(migrated),
+            "--json",
+            "--no-input",
+            "--max-iterations",
+            str(limit),
+            "--allow-concurrent",
+        ]
         for key, value in inputs_of(source).items():
             args += ["--set", f"{key}={value}"]
         try:
             proc = subprocess.run(
-                args, cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                args,
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT,
                 stdin=subprocess.DEVNULL,
             )
         except subprocess.TimeoutExpired:
@@ -303,6 +322,55 @@ def equivalence(corpus: Path, work: Path, only: str | None = None) -> list[tuple
     return results
 
 
+def validity(work: Path) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(files, invalid after migration, hand-work notes, files failing --strict)."""
+    notes = (work / "dst" / "MIGRATION-NOTES.md").read_text(encoding="utf-8")
+    files, invalid, hand, strict_fail = [], [], [], []
+    section = ""
+    for line in notes.splitlines():
+        if line.startswith("## "):
+            section = line[3:].rsplit(" (", 1)[0]
+            files.append(section)
+            continue
+        if "**needs hand work**" in line:
+            if "`ll validate` after migration" in line:
+                if section not in invalid:
+                    invalid.append(section)
+            else:
+                hand.append(f"{section}: {line.split('**needs hand work**: ', 1)[1]}")
+    done = [f for f in files if f not in invalid and not any(h.startswith(f + ":") for h in hand)]
+    for rel in done:
+        proc = subprocess.run(
+            [sys.executable, "-m", "little_loops", "validate", "--strict", str(work / "dst" / rel)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if proc.returncode != 0:
+            strict_fail.append(f"{rel}: {(proc.stdout + proc.stderr).strip()[-300:]}")
+    return files, invalid, hand, strict_fail
+
+
+def unseen_validity(folder: Path) -> tuple[int, int, list[str]]:
+    """Upstream loop files outside the corpus: each converted alone; (files, valid, invalid)."""
+    bad: list[str] = []
+    total = 0
+    for path in sorted(folder.rglob("*.yaml")):
+        total += 1
+        with tempfile.TemporaryDirectory(prefix="eq-unseen-") as out:
+            proc = subprocess.run(
+                [sys.executable, "-m", "little_loops", "migrate", str(path), "--out", out],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            notes = Path(out, "MIGRATION-NOTES.md")
+            text = notes.read_text(encoding="utf-8") if notes.is_file() else proc.stderr
+            if proc.returncode == 2 or "`ll validate` after migration" in text:
+                bad.append(str(path.relative_to(folder)))
+    return total, total - len(bad), bad
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -312,8 +380,9 @@ def main() -> int:
     rec.add_argument("--file", action="append", help="record only these (merged in)")
     fig = sub.add_parser("figures")
     fig.add_argument("--corpus", type=Path, default=CORPUS)
-    fig.add_argument("--only")
-    fig.add_argument("-v", action="store_true")
+    fig.add_argument("--only", help="run only the scenarios of files whose name holds this")
+    fig.add_argument("--unseen", type=Path, help="a folder of upstream loop files not in it")
+    fig.add_argument("-v", action="store_true", help="list every scenario")
     args = parser.parse_args()
     if args.cmd == "record":
         record(args.ll_loop, args.corpus, EXPECTED, args.file)
@@ -321,12 +390,32 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="eq-fig-") as scratch:
         work = Path(scratch)
         migrate_corpus(args.corpus, work)
+        files, invalid, hand, strict_fail = validity(work)
+        pct = 100 * (len(files) - len(invalid)) / len(files)
+        print(f"valid after migration: {len(files) - len(invalid)}/{len(files)} ({pct:.1f} %)")
+        for rel in invalid:
+            print(f"  invalid: {rel}")
+        print(f"needs-hand-work notes: {len(hand)}")
+        for note in hand:
+            print(f"  {note[:160]}")
+        done = len(files) - len({h.split(":")[0] for h in hand} | set(invalid))
+        passed = done - len(strict_fail)
+        print(f"ll validate --strict on the {done} files with no hand work: {passed} pass")
+        for fail in strict_fail:
+            print(f"  strict: {fail}")
         results = equivalence(args.corpus, work, args.only)
         for name, ok, why in results:
             if args.v or not ok:
-                print(f"{'same' if ok else 'DIFF'} {name} {why}")
+                print(f"  {'same' if ok else 'DIFF'} {name} {why}")
         good = sum(ok for _, ok, _ in results)
-        print(f"equivalence: {good}/{len(results)} scenarios behave the same")
+        share = 100 * good / max(1, len(results))
+        print(f"equivalence: {good}/{len(results)} scenarios behave the same ({share:.1f} %)")
+    if args.unseen:
+        total, valid, bad = unseen_validity(args.unseen)
+        share = 100 * valid / max(1, total)
+        print(f"unseen upstream files valid after migration: {valid}/{total} ({share:.1f} %)")
+        for rel in bad:
+            print(f"  invalid: {rel}")
     return 0
 
 

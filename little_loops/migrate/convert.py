@@ -92,7 +92,7 @@ def migrate(paths: list[Path], out: Path | None) -> Migration:
                 unreadable.append(str(exc))
             continue
         item = Migrated(path, Path(path.name), doc)
-        if "fragments" in doc and "states" not in doc:
+        if "fragments" in doc and "states" not in doc and "flow" not in doc:
             item.notes.hand(
                 line_of(doc, "fragments"),
                 "a fragment library, not a loop: `ll migrate` copies its fragments into the "
@@ -276,9 +276,9 @@ def _route_unrouted(item: Migrated) -> None:
     ends the run as upstream's did (outcome failure, exit 1)."""
     from little_loops.load.builder import Builder
     from little_loops.load.checks import verdicts
+    from little_loops.load.composer import SourceMap
     from little_loops.model.loop import ERROR_VERDICTS
     from little_loops.model.router import route
-    from little_loops.load.composer import SourceMap
 
     doc, notes = item.doc, item.notes
     states = doc.get("states")
@@ -326,8 +326,7 @@ def _route_unrouted(item: Migrated) -> None:
             _add_route(raw, verdict, target)
             notes.carried(
                 line,
-                f"state '{name}': verdict `{verdict}` had no route ({why}); routed to "
-                f"'{target}'",
+                f"state '{name}': verdict `{verdict}` had no route ({why}); routed to '{target}'",
             )
     if errors_unrouted and "on_error" not in doc:
         doc.insert(_top_pos(doc), "on_error", stop_state())

@@ -123,14 +123,55 @@ _STATE_DROPPED = {
 # The state keys upstream's runner reads (its StateConfig at a12b9397d); any other key of a
 # state had no effect there, so dropping it changes nothing.
 _UPSTREAM_READS = frozenset(
-    "action action_type agent append_to_messages capture context_passthrough cost_ceiling "
-    "description effort evaluate fragment idle_timeout learning loop max_rate_limit_retries "
-    "max_retries model next on_blocked on_error on_failure on_maintain on_no on_partial "
-    "on_rate_limit_exhausted on_retry_exhausted on_success on_throttle_hard on_yes params "
-    "prepatch_check pruning_profile rate_limit_backoff_base_seconds "
-    "rate_limit_long_wait_ladder rate_limit_max_wait_seconds request_path "
-    "retryable_exit_codes route session_mode tamper_guard terminal throttle timeout tools "
-    "type with worktree".split()
+    [
+        "action",
+        "action_type",
+        "agent",
+        "append_to_messages",
+        "capture",
+        "context_passthrough",
+        "cost_ceiling",
+        "description",
+        "effort",
+        "evaluate",
+        "fragment",
+        "idle_timeout",
+        "learning",
+        "loop",
+        "max_rate_limit_retries",
+        "max_retries",
+        "model",
+        "next",
+        "on_blocked",
+        "on_error",
+        "on_failure",
+        "on_maintain",
+        "on_no",
+        "on_partial",
+        "on_rate_limit_exhausted",
+        "on_retry_exhausted",
+        "on_success",
+        "on_throttle_hard",
+        "on_yes",
+        "params",
+        "prepatch_check",
+        "pruning_profile",
+        "rate_limit_backoff_base_seconds",
+        "rate_limit_long_wait_ladder",
+        "rate_limit_max_wait_seconds",
+        "request_path",
+        "retryable_exit_codes",
+        "route",
+        "session_mode",
+        "tamper_guard",
+        "terminal",
+        "throttle",
+        "timeout",
+        "tools",
+        "type",
+        "with",
+        "worktree",
+    ]
 )
 _FAILURE_NAMES = ("failed", "error", "aborted")
 _EVAL_KEEP = frozenset(
@@ -486,6 +527,13 @@ def _evaluate(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
     if kind not in EVALUATORS:
         notes.hand(at, f"state '{name}': evaluator '{kind}' has no equivalent here")
         return
+    if kind == "convergence" and "previous" not in spec:
+        spec["previous"] = ""
+        notes.carried(
+            at,
+            "`convergence` without `previous`: upstream never compares with an earlier value "
+            'then (never `stall`); written `previous: ""`, which does the same here',
+        )
     if kind == "output_numeric" and "path" in spec:
         spec["type"] = kind = "output_json"
         notes.carried(at, "`output_numeric` with a `path` reads JSON: it is `output_json` here")
