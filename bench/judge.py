@@ -39,7 +39,7 @@ from llm_server import LlmServer  # noqa: E402
 
 from little_loops.evaluators import EvalInput  # noqa: E402
 from little_loops.evaluators.llm import JudgeSession, JudgeSettings  # noqa: E402
-from little_loops.model import Evaluate  # noqa: E402
+from little_loops.model.loop import Evaluate  # noqa: E402
 
 OUTPUT = ("collected 212 items\n" + "tests/test_x.py ....\n" * 150)[-4000:] + "212 passed in 3.1s\n"
 SPEC = Evaluate(type="llm_structured", prompt="Did every test pass?")

@@ -29,8 +29,8 @@ sys.path.insert(0, str(REPO / "bench"))
 from _common import DOC, machine, write_section  # noqa: E402
 from runner import Answered  # noqa: E402
 
-from little_loops.loader import load  # noqa: E402 - after the sys.path line
-from little_loops.runner import Runner, RunOptions  # noqa: E402
+from little_loops.load.loader import load  # noqa: E402 - after the sys.path line
+from little_loops.run.runner import Runner, RunOptions  # noqa: E402
 
 LEVEL_TARGET_MS = 10.0
 CALL_TARGET_MS = 10.0

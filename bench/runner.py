@@ -38,9 +38,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from _common import DOC, machine, write_section  # noqa: E402
 
-from little_loops.loader import load  # noqa: E402 - after the sys.path line
-from little_loops.runner import Runner, RunOptions  # noqa: E402
-from little_loops.store import RunDir  # noqa: E402
+from little_loops.load.loader import load  # noqa: E402 - after the sys.path line
+from little_loops.record.store import RunDir  # noqa: E402
+from little_loops.run.runner import Runner, RunOptions  # noqa: E402
 
 TARGET_MS = 0.5
 LOOP = """\

@@ -130,10 +130,10 @@ test tools loads more `.pth` files; both slow even `python -c pass` (about 0.048
 `ll validate` spends its time
 (`python -X importtime`, warm caches): the interpreter and `site`, click about 35 ms
 (the whole of `ll --help`'s excess over the floor is click and the CLI module), PyYAML about
-20 ms (7 ms of it compiling one Unicode regex in `yaml.reader`), `little_loops.model`'s frozen
+20 ms (7 ms of it compiling one Unicode regex in `yaml.reader`), `little_loops.model.loop`'s frozen
 dataclasses about 13 ms, the checks and their imports about 10 ms, and the validation of the
 50 states about 15 ms. `jsonschema` is not imported at all: importing it alone costs about
-0.13 s here, more than the whole budget, so `little_loops/schema.py` checks documents with a
+0.13 s here, more than the whole budget, so `little_loops/load/schema.py` checks documents with a
 small interpreter of the keywords `loop.schema.json` uses, and the tests (`test_schema.py`,
 `test_fuzz_loader.py`) prove it agrees with jsonschema's Draft 2020-12 validator. `hashlib`
 (OpenSSL) is skipped too: `ll validate` does not need the file's digest.

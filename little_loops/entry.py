@@ -55,7 +55,7 @@ def _validate(args: list[str]) -> int | None:
             files.append(arg)
     if fmt not in ("text", "json") or not files:
         return None
-    from .validate import validate_files
+    from little_loops.cli.validate import validate_files
 
     return validate_files(files, strict=strict, fmt=fmt, out=sys.stdout)
 
@@ -129,7 +129,7 @@ def _main() -> None:
         sys.stdout.write(HELP.replace("Usage: ll ", f"Usage: {prog} ", 1))
         return
     _exit_on_signals()
-    from .cli import main as cli_main
+    from little_loops.cli.main import main as cli_main
 
     # Named, so click neither says "python -m little_loops" nor guesses from argv[0] itself.
     cli_main(prog_name=prog)
@@ -157,7 +157,7 @@ def _os_error(exc: OSError) -> str:
     """`cannot write /x/state.json: No space left on device`, or the error's own words."""
     if exc.filename is None:
         return exc.strerror or str(exc)
-    from .store import cannot
+    from little_loops.record.store import cannot
 
     return cannot("use", os.fsdecode(exc.filename), exc)
 

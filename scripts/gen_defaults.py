@@ -1,6 +1,6 @@
 """Write the "Defaults" table of docs/loop-reference.md from the schema's `default` keywords.
 
-Run: python scripts/gen_defaults.py   (tests/test_schema.py fails until the table is fresh)
+Run: python scripts/gen_defaults.py   (tests/load/test_schema.py fails until the table is fresh)
 """
 
 from __future__ import annotations
@@ -30,7 +30,10 @@ def _show(value: Any) -> str:
 
 def table() -> str:
     """The table, between its markers."""
-    from little_loops.defaults import block_names, defaults
+    from little_loops.load.defaults import (
+        block_names,
+        defaults,
+    )
 
     rows = [START, "", "| where | key | default |", "|---|---|---|"]
     for block in block_names():

@@ -1,6 +1,6 @@
 """Render `ll --help` with click into little_loops/_help.py (see little_loops/entry.py).
 
-Run: python scripts/gen_help.py   (tests/test_entry.py fails until the copy is fresh)
+Run: python scripts/gen_help.py   (tests/cli/test_entry.py fails until the copy is fresh)
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ OUT = Path(__file__).resolve().parent.parent / "little_loops" / "_help.py"
 
 
 def render() -> str:
-    from little_loops.cli import main
+    from little_loops.cli.main import main
 
     result = CliRunner().invoke(main, ["--help"], prog_name="ll", terminal_width=80)
     assert result.exit_code == 0, result.output

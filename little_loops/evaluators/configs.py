@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple, TypeVar
 
-from ..model import DEFAULT_VERDICTS, UNCERTAIN_SUFFIX, Direction, Evaluate, Example, Scalar
+from little_loops.model.loop import (
+    DEFAULT_VERDICTS,
+    UNCERTAIN_SUFFIX,
+    Direction,
+    Evaluate,
+    Example,
+    Scalar,
+)
 
 
 class ExitCode(NamedTuple):

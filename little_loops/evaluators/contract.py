@@ -10,7 +10,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..model import EMPTY, Evaluate, Verdict
+from little_loops.model.loop import (
+    EMPTY,
+    Evaluate,
+    Verdict,
+)
 
 
 class JudgeSession(Protocol):

@@ -10,7 +10,12 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
-from ..model import Evaluate, Scalar, Verdict
+from little_loops.model.loop import (
+    Evaluate,
+    Scalar,
+    Verdict,
+)
+
 from .configs import Convergence, ExitCode, Of, OutputContains, OutputJson, OutputNumeric, config_of
 from .contract import EvalInput
 from .jsonpath import MAX_JSON_DEPTH, MISSING, parse_json_path, too_deep, walk

@@ -13,7 +13,11 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..model import ERROR_VERDICTS, UNCERTAIN_SUFFIX
+from little_loops.model.loop import (
+    ERROR_VERDICTS,
+    UNCERTAIN_SUFFIX,
+)
+
 from ..wording import NodePath, subject
 from ..wording import did_you_mean as _did_you_mean
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..model import Evaluate
+from little_loops.model.loop import Evaluate
+
 from ..wording import NodePath, subject
 from ..wording import did_you_mean as _did_you_mean
 

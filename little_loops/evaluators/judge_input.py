@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from ..model import DEFAULT_SCHEMA as DEFAULT_SCHEMA  # the judge's default answer schema
-from ..model import Example
+from little_loops.model.loop import (
+    DEFAULT_SCHEMA as DEFAULT_SCHEMA,  # the judge's default answer schema
+)
+from little_loops.model.loop import Example
 
 SYSTEM_PROMPT = (
     "You judge one step of an automated loop. The user message asks a question about the "
@@ -81,7 +83,10 @@ def fence_data(name: str, value: str, max_chars: int) -> str:
 
 def render_prompt(template: str, resolve: Callable[[str], str], max_chars: int) -> str:
     """The judge's question: `${prev.*}` and `${captured.*}` values go in fenced as data."""
-    from ..interpolate import Placeholder, scan
+    from little_loops.templates.interpolate import (
+        Placeholder,
+        scan,
+    )
 
     parts = scan(template)
     if not all(isinstance(part, str | Placeholder) for part in parts):

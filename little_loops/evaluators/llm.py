@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..events import JudgeFailOpen, JudgeRetry, JudgeStart, RunEvent
-from ..model import (
+from little_loops.model.loop import (
     DEFAULT_JUDGE_MODEL,
     DEFAULT_JUDGE_PROMPT,
     DEFAULT_SCHEMA,
@@ -24,6 +23,13 @@ from ..model import (
     LlmDefaults,
     Verdict,
 )
+from little_loops.record.events import (
+    JudgeFailOpen,
+    JudgeRetry,
+    JudgeStart,
+    RunEvent,
+)
+
 from .answer import Call, error, interpret
 from .cache import Cassette, VerdictCache, key_of, thaw
 from .configs import judge_verdicts

@@ -11,7 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..model import DEFAULT_JUDGE_MODEL, Evaluate, Loop
+from little_loops.model.loop import (
+    DEFAULT_JUDGE_MODEL,
+    Evaluate,
+    Loop,
+)
 
 # Providers that import the SDK: the Anthropic API itself, and the OpenAI-compatible ones for
 # the strict-schema transform (providers/strict.py). `claude://` runs the Claude Code CLI.

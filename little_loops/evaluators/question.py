@@ -7,8 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..events import JudgeAsked
-from ..model import Evaluate
+from little_loops.model.loop import Evaluate
+from little_loops.record.events import JudgeAsked
+
 from .answer import Call
 from .cache import key_of
 from .judge_input import JSON_INSTRUCTION, SYSTEM_PROMPT, TOOL_INSTRUCTION, build_user_message

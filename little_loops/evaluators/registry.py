@@ -10,7 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from ..model import Evaluate, Verdict
+from little_loops.model.loop import (
+    Evaluate,
+    Verdict,
+)
+
 from .configs import LlmStructured, config_of, judge_gives
 from .contract import EvalInput, Evaluator
 from .deterministic import Combine, pure_evaluators

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model import DEFAULT_VERDICTS
+from little_loops.model.loop import DEFAULT_VERDICTS
 
 # Tie-break order for `samples`, least favourable first (see docs/judge.md).
 DEFAULT_RANK = ("error", "blocked", "failure", "partial", "success")

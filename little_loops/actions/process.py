@@ -1,0 +1,383 @@
+"""Start one command in its own process group and pump its output until the group is gone.
+
+Both streams are read as raw bytes as they arrive (never line by line, so a partial line cannot
+delay a timeout), appended to the step's log, handed to the hooks, and kept in memory only as a
+bounded tail. A timeout, the direct child's exit, or any exception raised while waiting
+(KeyboardInterrupt, the runner's termination exception) ends every member of the group:
+SIGTERM, a short grace, then SIGKILL. With `actions` and `reaper`, this is the process layer:
+the only modules that start processes for a step (the contract is in docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from little_loops.actions.reaper import (
+    GUARD,
+    KILL_GRACE_S,
+    KILL_WAIT_S,
+    ORPHANS,
+    SPAWNING,
+    group_alive,
+)
+from little_loops.record.store import StepLog
+
+OutputHook = Callable[[str, bytes], None]
+Window = Callable[[], contextlib.AbstractContextManager[None]]
+StrPath = str | os.PathLike[str]
+
+EXIT_DRAIN_S = 0.2  # reading on after the direct child exited while a pipe is still held open
+POST_KILL_DRAIN_S = 0.5  # reading what is left in the pipes once the group was killed
+POLL_S = 0.05  # wake-up interval where pidfd_open is unavailable
+READ_CHUNK = 1 << 16
+DEFAULT_TAIL_BYTES = 1 << 20
+
+_DEVNULL: int | None = None
+
+
+def _devnull() -> int:
+    """One /dev/null for every action's stdin, opened once (Popen would open one per action)."""
+    global _DEVNULL
+    if _DEVNULL is None:
+        _DEVNULL = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    return _DEVNULL
+
+
+def ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+class Tail:
+    """The last `limit` bytes of a stream; trimmed at 2x the limit so trimming is amortised."""
+
+    __slots__ = ("buf", "limit", "trimmed")
+
+    def __init__(self, limit: int) -> None:
+        self.buf = bytearray()
+        self.limit = max(limit, 0)
+        self.trimmed = False
+
+    def add(self, chunk: bytes) -> None:
+        self.buf += chunk
+        if len(self.buf) > 2 * self.limit:
+            del self.buf[: len(self.buf) - self.limit]
+            self.trimmed = True
+
+    def text(self) -> str:
+        if self.limit == 0 or not self.buf:
+            return ""
+        data = memoryview(self.buf)[-self.limit :]
+        if self.trimmed or len(self.buf) > self.limit:
+            # A cut may land inside a multi-byte character: start at the next one.
+            skip = 0
+            while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
+                skip += 1
+            data = data[skip:]
+        return bytes(data).decode("utf-8", errors="replace")
+
+
+@dataclass
+class Run:
+    stdout: Tail
+    stderr: Tail
+    exit_code: int | None
+    timed_out: bool
+    output_bytes: int
+    duration_ms: int
+
+
+# poll(2) needs no kernel object per step, unlike epoll; it is as good for three descriptors.
+_Selector = getattr(selectors, "PollSelector", selectors.DefaultSelector)
+
+
+class _Sink:
+    """Reads the child's pipes and fans each chunk out to the log, the tails and the hooks."""
+
+    def __init__(
+        self,
+        stdout: Tail,
+        stderr: Tail,
+        log_path: StrPath | None,
+        on_output: OutputHook | None,
+        on_stdout: Callable[[bytes], None] | None,
+    ) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+        self.sel: selectors.BaseSelector = _Selector()
+        self.streams: dict[int, tuple[str, Tail]] = {}
+        self.open: set[int] = set()
+        # Opened at the first byte: a step that prints nothing leaves no empty log behind,
+        # and a silent step does not pay for creating a file.
+        self.log_path = log_path
+        self.log: StepLog | None = None
+        self.on_output = on_output
+        self.on_stdout = on_stdout
+        self.total = 0
+        self.pidfd: int | None = None
+
+    def attach(self, stdout: int, stderr: int, pid: int) -> None:
+        """Watch the read ends of the child's pipes, and its exit."""
+        for name, fd, tail in (("stdout", stdout, self.stdout), ("stderr", stderr, self.stderr)):
+            os.set_blocking(fd, False)
+            self.sel.register(fd, selectors.EVENT_READ)
+            self.streams[fd] = (name, tail)
+            self.open.add(fd)
+        self.watch_exit(pid)
+
+    def close(self) -> None:
+        """Release the selector, the pidfd and the log; the pipes belong to `_Pipes`."""
+        self.unwatch_exit()
+        self.sel.close()
+        if self.log is not None:
+            self.log.close()
+
+    def watch_exit(self, pid: int) -> None:
+        """Wake select as soon as `pid` exits, where the platform has pidfd_open."""
+        opener = getattr(os, "pidfd_open", None)
+        if opener is None:
+            return
+        try:
+            self.pidfd = int(opener(pid))
+        except OSError:
+            return
+        self.sel.register(self.pidfd, selectors.EVENT_READ)
+
+    def unwatch_exit(self) -> None:
+        pidfd, self.pidfd = self.pidfd, None
+        if pidfd is not None:
+            self.sel.unregister(pidfd)
+            os.close(pidfd)
+
+    def read(self, fd: int) -> None:
+        try:
+            chunk = os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.sel.unregister(fd)
+            self.open.discard(fd)
+            return
+        name, tail = self.streams[fd]
+        self.total += len(chunk)
+        if self.log_path is not None:
+            if self.log is None:
+                os.makedirs(os.path.dirname(os.fspath(self.log_path)) or ".", exist_ok=True)
+                self.log = StepLog(os.fspath(self.log_path))
+            self.log.write(chunk)
+        tail.add(chunk)
+        if self.on_stdout is not None and name == "stdout":
+            self.on_stdout(chunk)
+        if self.on_output is not None:
+            self.on_output(name, chunk)
+
+    def drain(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while self.open:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            for key, _ in self.sel.select(left):
+                self.read(key.fd)
+
+
+def execute(
+    argv: list[str],
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    timeout: float | None,
+    log_path: StrPath | None,
+    tail_bytes: int,
+    on_output: OutputHook | None,
+    on_stdout: Callable[[bytes], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
+    stdin: int | None = None,
+    pass_fds: tuple[int, ...] = (),
+    interruptible: Window | None = None,
+) -> Run:
+    """Start argv in its own group and pump its output until it and its group are gone.
+
+    `stdin` is a descriptor for the child's standard input (default /dev/null); `pass_fds`
+    stay open in the child. `interruptible`, when given, opens the only stretch where the
+    caller's signal handlers may raise: the wait. Starting, killing and cleaning up then never
+    stop half-way.
+    """
+    GUARD.ready()
+    pipes = _Pipes()
+    started = time.monotonic()
+    try:
+        # Watched before another thread's sweep could take it for an escaped orphan.
+        with SPAWNING:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=None if env is None else GUARD.marked(env),
+                stdin=_devnull() if stdin is None else stdin,
+                pass_fds=pass_fds,
+                stdout=pipes.out_w,
+                stderr=pipes.err_w,
+                start_new_session=True,
+            )
+            try:
+                GUARD.watch(proc.pid)
+            except BaseException:
+                _stop(proc)
+                raise
+    except BaseException:
+        pipes.close()
+        raise
+    # From here on, whatever happens (even an interrupt between two lines), the group dies.
+    sink: _Sink | None = None
+    try:
+        pipes.close_writers()  # the child has them: end of file comes when its group is done
+        # Everything from here to the wait overlaps the child's start-up.
+        sink = _Sink(Tail(tail_bytes), Tail(tail_bytes), log_path, on_output, on_stdout)
+        sink.attach(pipes.out_r, pipes.err_r, proc.pid)
+        if on_start is not None:
+            on_start(proc.pid)
+        deadline = None if timeout is None else started + max(timeout, 0.0)
+        with interruptible() if interruptible is not None else contextlib.nullcontext():
+            timed_out = _pump(proc, sink, deadline)
+        sink.unwatch_exit()
+        if timed_out or group_alive(proc.pid):
+            _kill_group(proc)
+        ORPHANS.sweep()  # descendants that left the group (setsid, set -m) go too
+        sink.drain(POST_KILL_DRAIN_S)
+    except BaseException:
+        _stop(proc)
+        raise
+    finally:
+        GUARD.forget(proc.pid)
+        if sink is not None:
+            sink.close()
+        pipes.close()
+    return Run(
+        stdout=sink.stdout,
+        stderr=sink.stderr,
+        exit_code=None if timed_out else proc.returncode,
+        timed_out=timed_out,
+        output_bytes=sink.total,
+        duration_ms=ms_since(started),
+    )
+
+
+class _Pipes:
+    """An action's stdout and stderr pipes, made here rather than by Popen.
+
+    Popen would wrap each read end in a file object this module never reads through; raw
+    descriptors are cheaper to make and to close, and each action pays for them twice.
+    """
+
+    __slots__ = ("err_r", "err_w", "held", "out_r", "out_w")
+
+    def __init__(self) -> None:
+        self.held: list[int] = []
+        try:
+            self.out_r, self.out_w = self._pipe()
+            self.err_r, self.err_w = self._pipe()
+        except BaseException:
+            self.close()
+            raise
+
+    def _pipe(self) -> tuple[int, int]:
+        read_end, write_end = os.pipe()  # close-on-exec: only the dup2'd copies reach the child
+        self.held += (read_end, write_end)
+        return read_end, write_end
+
+    def close_writers(self) -> None:
+        for fd in (self.out_w, self.err_w):
+            if fd in self.held:
+                self.held.remove(fd)
+                os.close(fd)
+
+    def close(self) -> None:
+        while self.held:
+            os.close(self.held.pop())
+
+
+def _pump(proc: subprocess.Popen[bytes], sink: _Sink, deadline: float | None) -> bool:
+    """Read until the child exited and its pipes closed; True when the deadline came first.
+
+    Once the direct child has exited, a pipe still held open by a background member of its
+    group is read for at most EXIT_DRAIN_S more; the caller then kills the group.
+    """
+    drain_until: float | None = None
+    while True:
+        if drain_until is None and proc.poll() is not None:
+            if not sink.open:
+                return False
+            drain_until = time.monotonic() + EXIT_DRAIN_S
+            sink.unwatch_exit()
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            return True
+        if drain_until is not None and (now >= drain_until or not sink.open):
+            return False
+        waits = [t - now for t in (deadline, drain_until) if t is not None]
+        if sink.pidfd is None and drain_until is None:
+            waits.append(POLL_S)
+        for key, _ in sink.sel.select(min(waits) if waits else None):
+            if key.fd != sink.pidfd:
+                sink.read(key.fd)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the group on the way out of an exception; a second interrupt skips the grace."""
+    try:
+        _kill_group(proc)
+        ORPHANS.sweep()
+    except BaseException:
+        _signal_group(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=KILL_WAIT_S)
+        ORPHANS.sweep(grace=0.0)
+        raise
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the child's whole group, give it KILL_GRACE_S, then SIGKILL what is left."""
+    pgid = proc.pid
+    if _signal_group(pgid, signal.SIGTERM) and not _wait_group(proc, KILL_GRACE_S):
+        _signal_group(pgid, signal.SIGKILL)
+        _wait_group(proc, KILL_WAIT_S)  # SIGKILL is not instant: let them actually go
+    proc.wait()
+
+
+def _wait_group(proc: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Wait up to `seconds` for every member of the child's group to be gone."""
+    end = time.monotonic() + seconds
+    while True:
+        proc.poll()
+        if not group_alive(proc.pid):
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.01)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def start_detached(argv: list[str], output: Path) -> subprocess.Popen[bytes]:
+    """Start argv in a session of its own, stdin from /dev/null, both streams appended to
+    `output`; nobody waits for it or kills it (`ll run --background`)."""
+    with open(output, "ab") as out:
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )

@@ -1,0 +1,151 @@
+"""Running a loop for `ll run`, `ll resume` and `ll step`: display, reports, exit code."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, NamedTuple
+
+import click
+
+from little_loops.cli import launch
+from little_loops.errors import EXIT_SUSPENDED
+
+
+def parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
+    """`--set KEY=VALUE` pairs; each KEY must be one of the loop's context keys."""
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise click.BadParameter(f"'{item}' is not KEY=VALUE", param_hint="--set")
+        if loop is not None and key not in loop.context and key not in loop.inputs:
+            import difflib
+
+            known = sorted(loop.inputs or loop.context)
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = (
+                f"did you mean '{close[0]}'?"
+                if close
+                else (f"its keys are: {', '.join(known)}" if known else "it has no 'context:'")
+            )
+            raise click.BadParameter(
+                f"the loop has no context key '{key}'; {hint}", param_hint="--set"
+            )
+        out[key] = value
+    return out
+
+
+class Display(NamedTuple):
+    """The output options shared by `ll run` and `ll resume`."""
+
+    json_mode: bool
+    quiet: bool
+    verbose: bool
+    junit_xml: str | None
+    heartbeat: float | None
+    otel: bool = False
+    no_input: bool = False
+
+
+def execute(
+    loop: Any,
+    options: Any,
+    progress: Any,
+    run_dir: Any,
+    run_id: str | None,
+    display: Display,
+    rig: Any = None,
+) -> None:
+    """Run (or resume) with the chosen display and reports, then exit with the run's code."""
+    import dataclasses
+
+    from little_loops.report.render import (
+        make_renderer,
+        output_streamer,
+    )
+    from little_loops.run.runner import (
+        Runner,
+        signals_as_exceptions,
+    )
+
+    json_mode = display.json_mode
+    renderer = make_renderer(
+        json_mode=json_mode,
+        quiet=display.quiet,
+        verbose=display.verbose,
+        heartbeat=display.heartbeat,
+    )
+    # The renderer keeps the latest output line for its spinner and heartbeat.
+    hooks = [getattr(renderer, "output", None)]
+    if display.verbose:
+        hooks.append(output_streamer(json_mode))
+    elif not (display.quiet or json_mode):  # a terminal's report is shown without -v
+        options = dataclasses.replace(options, on_terminal_output=output_streamer(False))
+    on_output = launch.fan_out([hook for hook in hooks if hook is not None])
+    if on_output is not None:
+        options = dataclasses.replace(options, on_output=on_output)
+    from little_loops.cli.answer import (
+        interactive,
+        terminal_prompt,
+    )
+
+    if interactive(no_input=display.no_input, quiet=display.quiet, json_mode=json_mode):
+        options = dataclasses.replace(options, prompt=terminal_prompt)
+    reporters = launch.reporters(loop, display.junit_xml, json_mode)
+    tracer = launch.tracer(display.otel)
+    # A simulation's layer learns from the events which state each action belongs to.
+    plugged = rig.listeners() if rig is not None else []
+    listeners = [*plugged, renderer, *reporters, *([tracer] if tracer else [])]
+    from little_loops.actions import adopt_orphans
+
+    adopt_orphans()  # descendants that leave their group come back to us, and are killed
+    from little_loops.evaluators.prefetch import warm_judges
+
+    warm_judges(loop, options.model, options.replay)  # the SDK loads while the first steps run
+    with signals_as_exceptions():
+        runner = Runner(
+            loop,
+            options,
+            listeners=listeners,
+            progress=progress,
+            run_dir=run_dir,
+            run_id=run_id,
+            **(rig.runner_kwargs() if rig is not None else {}),
+        )
+        if rig is not None:
+            rig.attach(runner)
+        result = runner.run()
+    # The run's end is recorded: a late signal neither changes its exit code nor breaks into
+    # the interpreter's shutdown.
+    launch.ignore_signals()
+    if tracer is not None:
+        tracer.close()  # flush the trace: after the signals are ignored, so it is not cut off
+        if tracer.problem:
+            click.echo(f"ll: warning: {tracer.problem}", err=True)
+    for reporter in reporters:
+        # The run is over and recorded; a report that could not be written does not change
+        # its exit code (nor make `ll resume` run its terminal again).
+        problem = getattr(reporter, "problem", None)
+        if problem:
+            click.echo(f"ll: warning: {problem}", err=True)
+    if rig is not None and rig.paused and result.exit_code == EXIT_SUSPENDED:
+        if not json_mode:
+            click.echo(rig.next_text(), nl=False)
+            click.echo(
+                f"ll: paused; continue with 'll step {result.run_id}' or "
+                f"'ll resume {result.run_id}'",
+                err=True,
+            )
+    elif result.outcome == "suspended" and not json_mode:
+        from little_loops.cli.answer import suspended_text
+
+        click.echo(suspended_text(result.run_dir, result.run_id), nl=False, err=True)
+    elif result.outcome == "interrupted" and not json_mode:
+        click.echo(
+            f"ll: run {result.run_id} stopped at step {result.steps + 1}; "
+            f"resume with: ll resume {result.run_id}",
+            err=True,
+        )
+    launch.github_outputs(result)
+    sys.exit(result.exit_code)

@@ -1,0 +1,160 @@
+"""What `ll run` and `ll resume` need around a run: checks made before it, the output hooks,
+the signals after it, and the detached re-launch behind `--background`.
+
+Like `cli`, this imports only click and the standard library at the top.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from little_loops.errors import LoopError
+
+
+def ignore_signals() -> None:
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def regular_file(file: str) -> None:
+    """`ll run` reads its file again (resume, change check): a pipe or device will not do."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(file).st_mode
+    except OSError:
+        return  # the loader says what is wrong with it, at its line
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise LoopError(
+            f"{file}: not a regular file (a pipe, a device or <(...)); ll run reads the loop "
+            "file again to resume the run: save it to a file and run that"
+        )
+
+
+def writable(path: str, what: str) -> None:
+    """Refuse, before the run, a file the run would fail to write at its end."""
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise LoopError(f"cannot write {what} to {path}: {exc.strerror or exc}") from None
+
+
+def fan_out(hooks: list[Any]) -> Any:
+    """One output hook calling each of `hooks`, or the single one, or None."""
+    if len(hooks) <= 1:
+        return hooks[0] if hooks else None
+
+    def both(name: str, chunk: bytes) -> None:
+        for hook in hooks:
+            hook(name, chunk)
+
+    return both
+
+
+def start_background(loop_name: str) -> None:
+    """Re-run this command detached, output to the run directory; print the run id and exit."""
+    import time
+    from pathlib import Path
+
+    from little_loops.actions.process import start_detached
+    from little_loops.record.store import (
+        loops_dir,
+        new_run_id,
+    )
+
+    run_id = new_run_id(loop_name)
+    root = loops_dir(Path.cwd()) / "runs" / run_id
+    (root / "steps").mkdir(parents=True)
+    args = [a for a in sys.argv[1:] if a != "--background"]
+    argv = [sys.executable, "-m", "little_loops", *args, "--run-id", run_id]
+    proc = start_detached(argv, root / "output.log")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not (root / "state.json").exists():
+        if proc.poll() is not None:
+            click.echo((root / "output.log").read_text(errors="replace"), err=True, nl=False)
+            sys.exit(proc.returncode)
+        time.sleep(0.02)
+    click.echo(f"ll: started run {run_id} in the background (pid {proc.pid})")
+    click.echo(f"    follow it with: ll logs -f {run_id}")
+    sys.exit(0)
+
+
+def tracer(flag: bool) -> Any:
+    """The OpenTelemetry listener when export is asked for (--otel or an OTLP endpoint)."""
+    import os
+
+    from little_loops.report.otel import (
+        OtelMissing,
+        asked,
+        otlp_listener,
+    )
+
+    if not asked(flag, os.environ):
+        return None
+    try:
+        tracer = otlp_listener(os.environ)
+    except OtelMissing as exc:
+        if flag:
+            from little_loops.errors import LoopError
+
+            raise LoopError(f"--otel: {exc}") from None  # exit code 2, like a usage error
+        # Only the environment asked, and it may be set for other programs: run unexported.
+        click.echo(f"ll: warning: OTEL_EXPORTER_OTLP_ENDPOINT is set, but {exc}", err=True)
+        return None
+    import atexit
+
+    atexit.register(tracer.close)  # a run that ends without reaching the flush below
+    return tracer
+
+
+def github_outputs(result: Any) -> None:
+    """With `$GITHUB_OUTPUT` set: the run's id, exit code and pending questions, for the next
+    job or step (a suspended run is resumed by a later, reviewer-gated job)."""
+    import os
+
+    target = os.environ.get("GITHUB_OUTPUT")
+    if not target:
+        return
+    from pathlib import Path
+
+    from little_loops.record.store import RunDir
+    from little_loops.report.reports import write_outputs
+
+    pending: list[str] = []
+    if result.outcome == "suspended":
+        try:
+            state = RunDir(result.run_dir).read_state()
+        except LoopError:
+            state = {}
+        pending = [str(q.get("id")) for q in state.get("pending") or [] if isinstance(q, dict)]
+    problem = write_outputs(Path(target), result.run_id, result.exit_code, pending)
+    if problem:
+        click.echo(f"ll: warning: {problem}", err=True)
+
+
+def reporters(loop: Any, junit_xml: str | None, json_mode: bool) -> list[Any]:
+    """JUnit and GitHub Actions listeners, when asked for."""
+    import os
+
+    out: list[Any] = []
+    if junit_xml:
+        from pathlib import Path
+
+        from little_loops.report.reports import JUnitReport
+
+        out.append(JUnitReport(Path(junit_xml), str(loop.path)))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from little_loops.report.reports import github_report_from_env
+
+        # With --json, stdout carries only events; workflow commands work on stderr too.
+        report = github_report_from_env(loop, sys.stderr if json_mode else sys.stdout)
+        if report is not None:
+            out.append(report)
+    return out

@@ -1,0 +1,1 @@
+"""A loop file's path -> the frozen `Loop`: read, compose, check, build."""

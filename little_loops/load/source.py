@@ -1,0 +1,139 @@
+"""A loop file's path -> its bytes -> UTF-8 text -> the document and its positions.
+
+Every way a file cannot be read (missing, a directory, a silent pipe, too large, not UTF-8,
+not YAML) becomes one located diagnostic; nothing here knows what a loop is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from little_loops.errors import Diagnostic
+from little_loops.load.composer import (
+    SourceMap,
+    compose,
+)
+
+MAX_FILE_BYTES = 1024 * 1024
+
+
+def read_document(
+    path: Path, file: str | None = None
+) -> tuple[Any, SourceMap | None, list[Diagnostic]]:
+    """The document in `path` and its positions; (None, None, errors) when it cannot be read."""
+    file = str(path) if file is None else file
+    data = read_bytes(path, file)
+    if isinstance(data, Diagnostic):
+        return None, None, [data]
+    text = decode(data, file)
+    if isinstance(text, Diagnostic):
+        return None, None, [text]
+    doc, smap, diagnostics, complete = compose(text, file)
+    if not complete or diagnostics:
+        return None, None, sorted_diagnostics(diagnostics)
+    return doc, smap, []
+
+
+def read_bytes(path: Path, file: str) -> bytes | Diagnostic:
+    """The file's bytes (at most `MAX_FILE_BYTES`), or why they cannot be read."""
+
+    def fail(code: str, message: str) -> Diagnostic:
+        return Diagnostic(file, 1, 1, "error", code, message)
+
+    try:
+        if path.is_dir():
+            return fail("not-a-file", "this is a directory; give the path of a loop file")
+        if path.is_fifo():
+            piped = _read_pipe(path)
+            if piped is None:
+                return fail(
+                    "no-writer",
+                    f"a pipe nobody wrote to within {PIPE_WAIT_S:g} s; give a loop file",
+                )
+            data = piped
+        else:
+            with path.open("rb") as f:
+                data = f.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        return fail("no-such-file", "no such file")
+    except PermissionError:
+        return fail("unreadable-file", "permission denied: the file cannot be read")
+    except OSError as exc:
+        return fail("unreadable-file", f"the file cannot be read: {exc.strerror or exc}")
+    if len(data) > MAX_FILE_BYTES:
+        mib = MAX_FILE_BYTES // (1024 * 1024)
+        return fail(
+            "file-too-large", f"the file is larger than {mib} MiB; a loop file is far smaller"
+        )
+    return data
+
+
+PIPE_WAIT_S = 5.0
+
+
+def _read_pipe(path: Path) -> bytes | None:
+    """A named pipe or `<(...)` read to its end; None when no writer came (opening one
+    blocks until a writer does, so `ll validate FIFO` would wait for ever)."""
+    import os
+    import select
+    import time
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        chunks: list[bytes] = []
+        size, deadline = 0, time.monotonic() + PIPE_WAIT_S
+        while size <= MAX_FILE_BYTES:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if not poller.poll(left * 1000):
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            deadline = time.monotonic() + PIPE_WAIT_S
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def decode(data: bytes, file: str) -> str | Diagnostic:
+    """The bytes as UTF-8 text (a BOM is dropped), or where they stop being UTF-8."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line = before.count(b"\n") + 1
+        col = len(before[before.rfind(b"\n") + 1 :].decode("utf-8", "replace")) + 1
+        return Diagnostic(
+            file,
+            line,
+            col,
+            "error",
+            "not-utf8",
+            f"the file is not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8",
+        )
+
+
+def sorted_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """Sorted by position, each message kept to one printable line, each said once."""
+    out = {
+        d if d.message.isprintable() else dataclasses.replace(d, message=_printable(d.message))
+        for d in diagnostics
+    }
+    return sorted(out, key=lambda d: (d.file, d.line, d.col, d.severity, d.message))
+
+
+def _printable(text: str) -> str:
+    """Names from the file may hold newlines or control characters; show them escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -1,0 +1,1 @@
+"""`ll migrate`: upstream little-loops files converted to this format."""

@@ -1,0 +1,211 @@
+"""`ll migrate`: upstream's shared pieces expanded into the loop that uses them.
+
+Upstream builds a loop from other files at load time: `from: BASE` inherits a whole loop,
+`import: [lib/X.yaml]` + a state's `fragment: NAME` (with `with:` for its `parameters`) copies
+state fields in, and `flow:` + `state_defs:` strings states together. This format has none of
+these, so the migrated file holds the result, written out.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.error import YAMLError
+
+from little_loops.migrate.notes import (
+    Notes,
+    line_of,
+)
+
+_PARAM = re.compile(r"\$\{param\.([A-Za-z0-9_-]+)\}")
+
+
+class Unreadable(Exception):
+    """A file that cannot be read as a YAML mapping: `ll migrate` exits 2."""
+
+
+def yaml_rt() -> YAML:
+    y = YAML(typ="rt")
+    y.preserve_quotes = True
+    y.width = 4096
+    y.indent(mapping=2, sequence=4, offset=2)
+    return y
+
+
+def load(path: Path) -> CommentedMap:
+    """A YAML mapping with its comments, or Unreadable with a one-line reason."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise Unreadable(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        doc = yaml_rt().load(text)
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise Unreadable(f"{path}{where}: not valid YAML: {problem}") from None
+    except Exception as exc:  # ruamel raises a few non-YAMLError types on odd input
+        raise Unreadable(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(doc, CommentedMap):
+        raise Unreadable(f"{path}: not a loop file: the top level is not a mapping")
+    return doc
+
+
+def resolve(ref: str, here: Path) -> Path | None:
+    """Upstream names files relative to its loops folder: try this file's folder, then up."""
+    for base in (here, here.parent, here.parent.parent):
+        for name in (ref, ref + ".yaml", ref + ".yml"):
+            candidate = base / name
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def expand_from(doc: CommentedMap, path: Path, notes: Notes, depth: int = 0) -> None:
+    """`from: BASE`: the base loop's keys, states and context entries this file lacks."""
+    ref = doc.get("from")
+    if ref is None:
+        return
+    line = line_of(doc, "from")
+    del doc["from"]
+    found = resolve(str(ref), path.parent) if isinstance(ref, str) else None
+    if found is None or depth > 4:
+        notes.hand(line, f"`from: {ref}`: the base loop was not found; merge its states by hand")
+        return
+    base = load(found)
+    expand_from(base, found, notes, depth + 1)
+    for key, value in base.items():
+        if key in ("name", "description"):
+            continue
+        if key not in doc:
+            doc[key] = value
+        elif key in ("states", "context", "fragments") and isinstance(doc[key], dict):
+            if isinstance(value, dict):
+                for inner, item in value.items():
+                    if inner not in doc[key]:
+                        doc[key][inner] = item
+        elif key == "import" and isinstance(doc[key], list) and isinstance(value, list):
+            doc[key].extend(v for v in value if v not in doc[key])
+    notes.carried(
+        line, f"`from: {ref}`: the base loop's states, context and settings are copied in"
+    )
+
+
+def expand_flow(doc: CommentedMap, notes: Notes) -> None:
+    """`flow: [a, "b?c:d", ...]` over `state_defs:`: each step's routes written out."""
+    flow, defs = doc.get("flow"), doc.get("state_defs")
+    if flow is None:
+        return
+    line = line_of(doc, "flow")
+    if not isinstance(flow, list) or not isinstance(defs, dict):
+        notes.hand(line, "`flow:` without a `state_defs:` mapping: write `states:` by hand")
+        return
+    names = [str(step).split("?")[0] for step in flow]
+    states = doc.get("states") if isinstance(doc.get("states"), dict) else CommentedMap()
+    for i, step in enumerate(flow):
+        name, _, branch = str(step).partition("?")
+        state = defs.get(name, CommentedMap(terminal=True))  # a bare flow name ends the flow
+        if branch:
+            yes, _, no = branch.partition(":")
+            state.setdefault("on_yes", yes)
+            state.setdefault("on_no", no)
+        elif not _routes(state) and not state.get("terminal") and i + 1 < len(names):
+            state.setdefault("next", names[i + 1])
+        states[name] = state
+    for name, state in defs.items():
+        if name not in states:
+            states[name] = state
+    del doc["flow"]
+    del doc["state_defs"]
+    doc["states"] = states
+    if "initial" not in doc and names:
+        doc.insert(1, "initial", names[0])
+    notes.carried(line, "`flow:` + `state_defs:`: written out as `states:` with their routes")
+
+
+def _routes(state: Any) -> bool:
+    keys = ("next", "on_yes", "on_no", "on_success", "on_failure", "route", "loop")
+    return isinstance(state, dict) and any(k in state for k in keys)
+
+
+def expand_fragments(doc: CommentedMap, path: Path, notes: Notes) -> None:
+    """`import:` libraries and each state's `fragment: NAME`, copied into the state."""
+    imports = doc.get("import")
+    library: dict[str, Any] = {}
+    if imports is not None:
+        line = line_of(doc, "import")
+        for ref in imports if isinstance(imports, list) else [imports]:
+            found = resolve(str(ref), path.parent)
+            if found is None:
+                notes.hand(line, f"`import: {ref}`: the library was not found")
+                continue
+            frags = load(found).get("fragments")
+            if isinstance(frags, dict):
+                library.update(frags)
+        del doc["import"]
+    states = doc.get("states")
+    if not isinstance(states, dict):
+        return
+    used: dict[str, list[int]] = {}
+    for name, state in states.items():
+        if not isinstance(state, CommentedMap) or "fragment" not in state:
+            continue
+        frag_name = str(state["fragment"])
+        line = line_of(states, name)
+        fragment = library.get(frag_name)
+        if not isinstance(fragment, dict):
+            notes.hand(line, f"state '{name}': fragment '{frag_name}' is in no imported library")
+            continue
+        _apply_fragment(state, copy.deepcopy(fragment), name, line, notes)
+        used.setdefault(frag_name, []).append(line)
+    for frag_name, lines in used.items():
+        notes.carried(lines[0], f"fragment '{frag_name}' copied into the states that use it", lines)
+
+
+def _apply_fragment(
+    state: CommentedMap, fragment: dict[str, Any], name: str, line: int, notes: Notes
+) -> None:
+    params = fragment.pop("parameters", None) or {}
+    fragment.pop("description", None)
+    bindings = state.get("with") if "loop" not in state and "loop" not in fragment else None
+    values: dict[str, str] = {}
+    for key, spec in params.items() if isinstance(params, dict) else []:
+        if isinstance(bindings, dict) and key in bindings:
+            values[key] = str(bindings[key])
+        elif isinstance(spec, dict) and "default" in spec:
+            values[key] = str(spec["default"])
+    if isinstance(bindings, dict):
+        for key, value in bindings.items():
+            values.setdefault(str(key), str(value))
+        del state["with"]
+    missing: set[str] = set()
+
+    def bind(text: str) -> str:
+        def one(m: re.Match[str]) -> str:
+            if m.group(1) in values:
+                return values[m.group(1)]
+            missing.add(m.group(1))
+            return m.group(0)
+
+        return _PARAM.sub(one, text)
+
+    from little_loops.migrate.text import walk_strings
+
+    walk_strings(fragment, bind)
+    pos = list(state).index("fragment")
+    del state["fragment"]
+    for key, value in fragment.items():
+        if key not in state:
+            state.insert(pos, key, value)
+            pos += 1
+        elif isinstance(state[key], dict) and isinstance(value, dict):
+            for inner, item in value.items():
+                state[key].setdefault(inner, item)
+    for key in sorted(missing):
+        notes.hand(line, f"state '{name}': fragment parameter '{key}' has no value: bind it")

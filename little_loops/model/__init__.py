@@ -1,0 +1,1 @@
+"""Frozen records of a loop and a run, and the pure router."""

@@ -1,0 +1,541 @@
+"""Events (SPEC section 10): one small typed record per event, their wire form, the sinks.
+
+On the wire an event is one JSON object (`Event`, a dict): `event`, `ts`, `run_id`, inside a
+step `step` and `state`, then the event's own fields in a fixed order. In code it is a frozen
+dataclass (`LoopStart`, `Evaluate`, ...): `parse` turns a line read back into one, and never
+raises (an unknown event, an extra field or a field of the wrong type from an older or newer
+`ll` is kept aside in `extra`); `to_dict` gives the wire form back, byte for byte.
+Over 400 lines on purpose: the records are the public contract, kept next to their wire form.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+Event = dict[str, Any]
+Listener = Callable[[Event], None]
+
+# Compact and UTF-8-keeping, as every line of events.jsonl and state.json is written.
+ENCODE: Callable[[Any], str] = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def utc_now() -> str:
+    """ISO 8601 UTC with milliseconds, e.g. 2026-11-22T04:14:30.123Z (every event has one)."""
+    now = time.time()
+    whole = int(now)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+    return f"{stamp}.{int((now - whole) * 1000):03d}Z"
+
+
+# -- the typed events -----------------------------------------------------------------------
+
+
+# The metadata of a field left off the wire when it is None (`reason` on a success, say).
+_OMIT_NONE = {"optional": True}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEvent:
+    """The fields every event has. `ts` and `run_id` are filled in by the `Emitter`."""
+
+    NAME: ClassVar[str] = ""
+    ts: str = ""
+    run_id: str = ""
+    step: int | None = None
+    state: str | None = None
+    # Fields this version does not know, or whose value is not of the expected type.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.NAME
+
+    def payload(self) -> Event:
+        """The event's own fields, in wire order (what `Emitter.emit` takes as `fields`)."""
+        out: Event = {}
+        for spec in _specs(type(self)):
+            value = getattr(self, spec.attr)
+            if value is None and spec.optional:
+                continue
+            out[spec.wire] = list(value) if isinstance(value, tuple) else value
+        out.update(self.extra)
+        return out
+
+    def to_dict(self) -> Event:
+        """The wire form: what the runner writes for this event."""
+        event: Event = {"event": self.name, "ts": self.ts, "run_id": self.run_id}
+        if self.step is not None:
+            event["step"] = self.step
+        if self.state is not None:
+            event["state"] = self.state
+        event.update(self.payload())
+        return event
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopStart(RunEvent):
+    NAME: ClassVar[str] = "loop_start"
+    loop: str = ""
+    file: str = ""
+    max_iterations: int = 0
+    resumed: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockReclaimed(RunEvent):
+    """The loop's lock was held by a run whose process is gone; this run took it over."""
+
+    NAME: ClassVar[str] = "lock_reclaimed"
+    previous_run_id: Any = None  # as the old lock file said
+    previous_pid: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class StateEnter(RunEvent):
+    NAME: ClassVar[str] = "state_enter"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionStart(RunEvent):
+    NAME: ClassVar[str] = "action_start"
+    action: str = ""  # after interpolation, secrets redacted
+    action_type: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionComplete(RunEvent):
+    NAME: ClassVar[str] = "action_complete"
+    exit_code: int | None = None
+    duration_ms: int | None = None
+    timed_out: bool = False
+    output_bytes: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgeStart(RunEvent):
+    """A model is asked for a verdict (not sent for a cache hit)."""
+
+    NAME: ClassVar[str] = "judge_start"
+    model: str = ""
+    samples: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgeAsked(RunEvent):
+    """What one judge model is asked (a cache hit too): what `ll judge explain` shows."""
+
+    NAME: ClassVar[str] = "judge_request"
+    model: str = ""
+    provider: str = ""
+    temperature: float | None = field(default=None, metadata=_OMIT_NONE)  # claude://: none
+    max_tokens: int = 0
+    system: str = ""
+    user: str = ""
+    schema: Mapping[str, Any] = field(default_factory=dict)
+    examples: int = 0
+    est_input_tokens: int = 0  # about 4 characters a token: system, user (examples in it), schema
+    cached: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgeRetry(RunEvent):
+    NAME: ClassVar[str] = "judge_retry"
+    attempt: int = 0
+    delay_s: float = 0.0
+    status: Any = field(default=None, metadata=_OMIT_NONE)  # the HTTP status, when there was one
+    error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgeFailOpen(RunEvent):
+    """The judge failed and `fail_open` made the verdict success."""
+
+    NAME: ClassVar[str] = "judge_fail_open"
+    error: str = ""
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evaluate(RunEvent):
+    NAME: ClassVar[str] = "evaluate"
+    type: str = ""
+    verdict: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    # On a verdict other than success: why, in one line, and the last lines printed.
+    reason: str | None = field(default=None, metadata=_OMIT_NONE)
+    tail: tuple[str, ...] | None = field(default=None, metadata=_OMIT_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retry(RunEvent):
+    NAME: ClassVar[str] = "retry"
+    attempt: int = 0  # the attempt about to run
+    delay_s: float = 0.0
+    verdict: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Route(RunEvent):
+    NAME: ClassVar[str] = "route"
+    from_: str = field(default="", metadata={"wire": "from"})
+    to: str = ""
+    verdict: str = ""
+    via: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopComplete(RunEvent):
+    NAME: ClassVar[str] = "loop_complete"
+    final_state: str = ""
+    outcome: str = ""
+    exit_code: int | None = None
+    steps: int = 0
+    duration_ms: int | None = None
+    error: str | None = None
+    cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
+    # A loop that declares `outputs:`: their values at the end.
+    outputs: Mapping[str, Any] | None = field(default=None, metadata=_OMIT_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildStart(RunEvent):
+    """A `loop:` state starts (or resumes) its child run, in `dir` under this run's directory."""
+
+    NAME: ClassVar[str] = "child_start"
+    kind: str = "loop"
+    file: str = ""
+    child_run_id: str = ""
+    dir: str = ""
+    attempt: int = 1
+    with_: Mapping[str, Any] = field(default_factory=dict, metadata={"wire": "with"})
+    resumed: bool = False
+    # A fork's branch (`kind: branch`): its key, 1-based index and item (cut, redacted).
+    branch: str | None = field(default=None, metadata=_OMIT_NONE)
+    index: int | None = field(default=None, metadata=_OMIT_NONE)
+    item: str | None = field(default=None, metadata=_OMIT_NONE)
+    fork: str | None = field(default=None, metadata=_OMIT_NONE)  # parallel | for_each
+    total: int | None = field(default=None, metadata=_OMIT_NONE)  # the fork's branches
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildComplete(RunEvent):
+    """A `loop:` state's child run ended; `verdict` is what the calling state routes on."""
+
+    NAME: ClassVar[str] = "child_complete"
+    child_run_id: str = ""
+    final_state: str = ""
+    outcome: str = ""
+    exit_code: int | None = None
+    verdict: str = ""
+    steps: int = 0
+    duration_ms: int | None = None
+    cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
+    outputs: Mapping[str, Any] = field(default_factory=dict)
+    branch: str | None = field(default=None, metadata=_OMIT_NONE)  # a fork's branch key
+    reason: str | None = field(default=None, metadata=_OMIT_NONE)  # why it did not succeed
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ask(RunEvent):
+    """An `ask` state asks a person; `expires_at` is None without a timeout."""
+
+    NAME: ClassVar[str] = "ask"
+    question_id: str = ""
+    prompt: str = ""
+    choices: tuple[str, ...] = ()
+    asked_at: str = ""
+    expires_at: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer(RunEvent):
+    """A question is answered; `via`: prompt, resume, answer, preset or simulate."""
+
+    NAME: ClassVar[str] = "answer"
+    question_id: str = ""
+    answer: str = ""
+    note: str | None = None
+    by: str | None = None
+    via: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopSuspended(RunEvent):
+    """The run waits for answers to `pending` and exits 6; `ll resume` continues it."""
+
+    NAME: ClassVar[str] = "loop_suspended"
+    reason: str = "question"
+    pending: tuple[str, ...] = ()
+    exit_code: int = 6
+    steps: int = 0
+    duration_ms: int | None = None
+    cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnknownEvent(RunEvent):
+    """An event this version does not know (a newer `ll` wrote it); all its fields in `extra`."""
+
+    event: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.event
+
+    def payload(self) -> Event:
+        return dict(self.extra)
+
+
+EVENT_TYPES: dict[str, type[RunEvent]] = {
+    cls.NAME: cls
+    for cls in (
+        LoopStart,
+        StateEnter,
+        ActionStart,
+        ActionComplete,
+        Evaluate,
+        Retry,
+        Route,
+        LoopComplete,
+        JudgeRetry,
+        JudgeFailOpen,
+        LockReclaimed,
+        JudgeStart,
+        JudgeAsked,
+        ChildStart,
+        ChildComplete,
+        Ask,
+        Answer,
+        LoopSuspended,
+    )
+}
+# The public event names; CI dashboards read them, so they only ever grow.
+EVENT_NAMES = tuple(EVENT_TYPES)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_lines(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(line, str) for line in value)
+
+
+# A check of a wire value for each annotation the records above use.
+_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "str": lambda value: isinstance(value, str),
+    "bool": lambda value: isinstance(value, bool),
+    "int": _is_int,
+    "float": _is_number,
+    "Any": lambda value: True,
+    "Mapping[str, Any]": lambda value: isinstance(value, Mapping),
+    "tuple[str, ...]": _is_lines,
+}
+
+
+def _fits(hint: str) -> Callable[[Any], bool]:
+    check = _CHECKS[hint.removesuffix(" | None")]
+    if hint.endswith(" | None"):
+        return lambda value: value is None or check(value)
+    return check
+
+
+@dataclass(frozen=True)
+class _Spec:
+    attr: str
+    wire: str
+    optional: bool
+    fits: Callable[[Any], bool]
+
+
+_SPECS: dict[type[RunEvent], tuple[_Spec, ...]] = {}
+_BY_WIRE: dict[type[RunEvent], dict[str, _Spec]] = {}
+_COMMON = frozenset(f.name for f in dataclasses.fields(RunEvent))
+
+
+def _specs(cls: type[RunEvent]) -> tuple[_Spec, ...]:
+    """The event's own fields, in wire order."""
+    specs = _SPECS.get(cls)
+    if specs is None:
+        specs = _SPECS[cls] = tuple(
+            _Spec(
+                f.name,
+                f.metadata.get("wire", f.name),
+                bool(f.metadata.get("optional")),
+                _fits(str(f.type)),
+            )
+            for f in dataclasses.fields(cls)
+            if f.name not in _COMMON and f.name != "event"
+        )
+    return specs
+
+
+def _by_wire(cls: type[RunEvent]) -> dict[str, _Spec]:
+    """Every field of the event, the common ones too, by its name on the wire."""
+    found = _BY_WIRE.get(cls)
+    if found is None:
+        common = [
+            _Spec("ts", "ts", False, _CHECKS["str"]),
+            _Spec("run_id", "run_id", False, _CHECKS["str"]),
+            _Spec("step", "step", False, _is_int),
+            _Spec("state", "state", False, _CHECKS["str"]),
+        ]
+        found = _BY_WIRE[cls] = {spec.wire: spec for spec in [*common, *_specs(cls)]}
+    return found
+
+
+def parse(raw: object) -> RunEvent:
+    """The typed event of one line of events.jsonl (a dict); never raises.
+
+    A field missing takes its default; one this version does not know, or whose value is not
+    of the expected type, is kept in `extra`; an unknown event is an `UnknownEvent`.
+    """
+    if not isinstance(raw, Mapping):
+        return UnknownEvent(extra={"value": raw})
+    name = raw.get("event")
+    cls = EVENT_TYPES.get(name) if isinstance(name, str) else None
+    fields = _by_wire(cls or UnknownEvent)
+    values: dict[str, Any] = {}
+    extra: Event = {}
+    for key, value in raw.items():
+        if key == "event":
+            continue
+        spec = fields.get(key)
+        if spec is None or not spec.fits(value):
+            extra[key] = value
+        else:
+            values[spec.attr] = tuple(value) if isinstance(value, list) else value
+    if cls is None:
+        return UnknownEvent(event=name if isinstance(name, str) else "", extra=extra, **values)
+    return cls(extra=extra, **values)
+
+
+# -- sinks and the emitter -----------------------------------------------------------------
+
+
+class JsonlSink:
+    """Appends one JSON object a line.
+
+    Lines are buffered until `flush`, which the runner calls once an action's process has
+    started (so `ll logs -f` shows a running step) and before it writes state.json (so the
+    log is never behind the state). A crash loses at most the events of the step it cut off, which a
+    resumed run re-runs anyway.
+    """
+
+    def __init__(self, path: Path) -> None:
+        import os
+
+        from little_loops.errors import RunError
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._path = path
+        # Never through a symbolic link (a planted one would make the run append to its
+        # target), and after a torn last line (a crash mid-write) on a line of its own, so the
+        # first event of a resumed run is not glued to the fragment and lost with it.
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags, 0o644)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            if os.path.islink(path):
+                why = "it is a symbolic link, which ll does not follow inside .loops/ (remove it)"
+            raise RunError(f"cannot open {path}: {why}") from None
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")
+        self._file: IO[str] = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - see close()
+
+    def __call__(self, event: Event) -> None:
+        line = ENCODE(event)
+        try:
+            self._file.write(line + "\n")
+        except UnicodeEncodeError:
+            # Bytes that are not UTF-8 (an environment value, a file name): JSON escapes.
+            self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
+
+    def flush(self) -> None:
+        try:
+            self._file.flush()
+        except OSError as exc:  # a full disk: say which file
+            raise OSError(exc.errno, exc.strerror, str(self._path)) from None
+
+    def close(self) -> None:
+        # A flush that failed was reported already; those events are lost either way.
+        with contextlib.suppress(OSError):
+            self._file.close()
+
+
+class Emitter:
+    """Builds events with the common fields and hands each to every listener, in order.
+
+    `redact` is applied to each event before any listener sees it, so no sink can leak a
+    secret value.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        listeners: list[Listener],
+        *,
+        redact: Callable[[Event], Event] | None = None,
+        clock: Callable[[], str] = utc_now,
+    ) -> None:
+        self.run_id = run_id
+        self.listeners = listeners
+        self._redact = redact
+        self._clock = clock
+
+    def emit(
+        self,
+        name: str,
+        fields: Mapping[str, Any] | None = None,
+        *,
+        step: int | None = None,
+        state: str | None = None,
+    ) -> Event:
+        event: Event = {"event": name, "ts": self._clock(), "run_id": self.run_id}
+        if step is not None:
+            event["step"] = step
+        if state is not None:
+            event["state"] = state
+        if fields:
+            event.update(fields)
+        if self._redact is not None:
+            event = self._redact(event)
+        for listener in self.listeners:
+            listener(event)
+        return event
+
+    def send(self, event: RunEvent) -> Event:
+        """Emit a typed event: the same line as `emit` with its name and fields."""
+        return self.emit(event.name, event.payload(), step=event.step, state=event.state)
+
+
+def read_events(path: Path) -> list[Event]:
+    """Every complete event of a JSONL file; a torn last line (from a crash) is skipped."""
+    events: list[Event] = []
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return events
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(item, dict):
+            events.append(item)
+    return events

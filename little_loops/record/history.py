@@ -1,0 +1,359 @@
+"""A run's story, folded from its events: its steps, their verdicts and routes, how it ended.
+
+Every reader of a run goes through `History` rather than its own reading of event dicts: the
+renderer's path, the JUnit and GitHub reports, the graph overlay, `ll resume` (the path so far),
+`ll status`, `ll list` and `ll logs --step`. It is fed one event at a time (a live listener) or
+a whole log (`from_file`); events it does not know are skipped, so a log of an older or newer
+`ll` still reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from little_loops.model.loop import base_verdict
+from little_loops.record.events import (
+    ActionComplete,
+    ActionStart,
+    ChildStart,
+    Evaluate,
+    JudgeFailOpen,
+    LoopComplete,
+    LoopStart,
+    Retry,
+    Route,
+    RunEvent,
+    StateEnter,
+    parse,
+    read_events,
+)
+
+# The source name of the jump to `on_max_iterations` in an overlay (no route event marks it).
+MAX_ITERATIONS = "$max_iterations"
+# The target names in an overlay for a run that stopped at a state (SPEC section 6, rule 5).
+STOPPED = {1: "$stopped:1", 3: "$stopped:3"}
+# Verdicts that count as a failed step (also with the `_uncertain` suffix).
+FAILING_VERDICTS = frozenset({"failure", "error", "timeout"})
+
+
+@dataclass
+class Step:
+    """One step (one state visit) as its events tell it; a retried step's last attempt."""
+
+    step: int
+    state: str
+    started: str  # the ts of its state_enter
+    ended: str  # the ts of its latest event
+    action: str | None = None
+    action_type: str | None = None
+    exit_code: int | None = None
+    duration_ms: int | None = None
+    timed_out: bool = False
+    eval_type: str | None = None
+    verdict: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    retries: int = 0  # retry events since the step was (last) entered
+    attempts: int = 1  # the highest attempt number, a resumed step's earlier ones included
+    fail_open: str | None = None
+    why: str | None = None  # the evaluate event's `reason` (reasons.py)
+    tail: list[str] = field(default_factory=list)  # its `tail`: the last lines printed
+    routed_to: str | None = None  # where its verdict sent the run; None: nowhere
+    via: str | None = None  # which key of the state routed it
+    visit: int = 1  # the how-manieth visit of this state in the run
+
+    @property
+    def seconds(self) -> float:
+        start, end = parse_ts(self.started), parse_ts(self.ended)
+        if start is not None and end is not None and end >= start:
+            return (end - start).total_seconds()
+        return (self.duration_ms or 0) / 1000.0
+
+    @property
+    def failed(self) -> bool:
+        """A `failure`, `error` or `timeout` verdict (with or without `_uncertain`)."""
+        verdict = self.verdict
+        if verdict is None:
+            return False
+        return (base_verdict(verdict) or verdict) in FAILING_VERDICTS
+
+    @property
+    def stopped_run(self) -> bool:
+        """A failed verdict no route took onward: it ended the run (or a failing terminal)."""
+        return self.failed and self.routed_to is None
+
+    @property
+    def name(self) -> str:
+        """The test case name, the same in every run of the loop: `check (visit 2)`."""
+        return f"{self.state} (visit {self.visit})"
+
+    @property
+    def reason(self) -> str:
+        """Why the verdict was given: the runner's one-line reason, the evaluator's `reason`
+        or `error`, else a short fact."""
+        if self.why and self.why.strip():
+            return " ".join(self.why.split())
+        for key in ("reason", "error"):
+            value = self.details.get(key)
+            if isinstance(value, str) and value.strip():
+                return " ".join(value.split())
+        if self.verdict == "timeout":
+            limit = self.details.get("timeout_s")
+            return f"the action timed out after {limit:g}s" if is_num(limit) else "timed out"
+        if self.exit_code is not None:
+            return f"exit code {self.exit_code}"
+        return f"verdict {self.verdict}"
+
+    @property
+    def judged(self) -> bool:
+        """True when a model gave the verdict (it reports a confidence)."""
+        return self.eval_type == "llm_structured" or "confidence" in self.details
+
+    @property
+    def cost_usd(self) -> float:
+        """What its judge cost, as its verdict's details say."""
+        cost = self.details.get("cost_usd")
+        return float(cost) if is_num(cost) else 0.0
+
+    # -- folding one event into the step ---------------------------------------------------
+
+    def add(self, event: RunEvent) -> None:
+        self.ended = event.ts or self.ended
+        if isinstance(event, ActionStart):
+            # A retry runs the action again: only the last attempt's result counts.
+            self.action = event.action
+            self.action_type = event.action_type or None
+            self.exit_code = self.duration_ms = self.verdict = self.eval_type = None
+            self.timed_out = False
+            self.details = {}
+            self.why, self.tail = None, []
+        elif isinstance(event, ActionComplete):
+            self.exit_code = event.exit_code
+            self.duration_ms = event.duration_ms
+            self.timed_out = event.timed_out
+            if self.timed_out and self.verdict is None:
+                self.verdict = "timeout"
+        elif isinstance(event, Evaluate):
+            self.eval_type = event.type or None
+            self.verdict = event.verdict or None
+            self.details = dict(event.details)
+            self.why = event.reason
+            self.tail = list(event.tail or ())
+        elif isinstance(event, Retry):
+            self.retries += 1
+            self.attempts = max(self.attempts, event.attempt)
+        elif isinstance(event, Route):
+            self.routed_to = event.to
+            self.via = event.via or None
+        elif isinstance(event, JudgeFailOpen):
+            self.fail_open = event.error or "the judge failed"
+
+
+class History:
+    """The story of one run (or of the part of it a listener saw), built event by event."""
+
+    def __init__(self) -> None:
+        self.start: LoopStart | None = None  # the first loop_start
+        self.segments: list[LoopStart] = []  # one loop_start per start or resume
+        self.complete: LoopComplete | None = None  # the last loop_complete
+        self.evaluations: list[Evaluate] = []  # every verdict, retried attempts too, in order
+        self.taken: set[tuple[str, str]] = set()  # the (from, to) pairs routed
+        self.jumps: set[str] = set()  # states entered without a route to them (the limit's)
+        self._steps: dict[int, Step] = {}
+        self._expected: str | None = None  # where the last route (or entry) points
+        # The child runs of `loop:` states, by the calling step; live events of a child carry
+        # `path` (the calling states) and are folded into the child's history, not this one.
+        self.children: dict[int, History] = {}
+        self.child_starts: dict[int, ChildStart] = {}
+        self._calls: dict[str, int] = {}  # a calling state -> the step of its latest child
+
+    @classmethod
+    def from_events(cls, events: Iterable[RunEvent | Mapping[str, Any]]) -> History:
+        history = cls()
+        for event in events:
+            history.feed(event)
+        return history
+
+    @classmethod
+    def from_file(cls, path: Path) -> History:
+        """The history in a run's events.jsonl, with its children's from their own run
+        directories (`sub/...`); empty when the file is missing."""
+        history = cls.from_events(read_events(path))
+        for step, start in history.child_starts.items():
+            if start.extra.get("path") is None and start.dir and ".." not in Path(start.dir).parts:
+                history.children[step] = cls.from_file(path.parent / start.dir / path.name)
+        return history
+
+    # -- the run ---------------------------------------------------------------------------
+
+    @property
+    def resumed(self) -> bool:
+        return any(start.resumed for start in self.segments)
+
+    @property
+    def loop(self) -> str | None:
+        return self.start.loop if self.start is not None else None
+
+    @property
+    def run_id(self) -> str | None:
+        for event in (self.complete, self.start):
+            if event is not None and event.run_id:
+                return event.run_id
+        return None
+
+    @property
+    def steps(self) -> list[Step]:
+        """The steps in order, each numbered as the how-manieth visit of its state."""
+        ordered = [self._steps[step] for step in sorted(self._steps)]
+        seen: dict[str, int] = {}
+        for step in ordered:
+            seen[step.state] = step.visit = seen.get(step.state, 0) + 1
+        return ordered
+
+    def get(self, step: int) -> Step | None:
+        return self._steps.get(step)
+
+    @property
+    def path(self) -> list[str]:
+        """The states entered, one a step, in step order (a step entered again counts once)."""
+        return [self._steps[step].state for step in sorted(self._steps)]
+
+    def path_upto(self, last: int) -> list[str]:
+        """The states of steps 1..`last`: the finished ones, when `last` is the step count."""
+        return [self._steps[step].state for step in sorted(self._steps) if step <= last]
+
+    def visit_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for state in self.path:
+            counts[state] = counts.get(state, 0) + 1
+        return counts
+
+    def overlay(self, *, stops: bool = True) -> tuple[dict[str, int], set[tuple[str, str]]]:
+        """What `ll graph --run` draws over the loop: visit counts per state and the (from, to)
+        pairs taken.
+
+        A step entered twice (cut off mid-action, then resumed) counts once. The jump to
+        `on_max_iterations`, which no route event records, appears as `(MAX_ITERATIONS, state)`;
+        a run that ended with exit code 1 or 3 appears as `(final state, STOPPED[code])` (left
+        out with `stops=False`), which the drawing uses only where that state has an edge to a
+        stop.
+        """
+        taken = set(self.taken) | {(MAX_ITERATIONS, state) for state in self.jumps}
+        end = self.complete
+        if stops and end is not None and end.final_state and end.exit_code in STOPPED:
+            taken.add((end.final_state, STOPPED[end.exit_code]))
+        return self.visit_counts(), taken
+
+    # -- folding ---------------------------------------------------------------------------
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        """A listener of a live run (`Runner(listeners=[history])`)."""
+        self.feed(event)
+
+    def feed(self, event: RunEvent | Mapping[str, Any]) -> RunEvent:
+        """Fold one event in (typed, or a dict as read from events.jsonl); returns it typed."""
+        typed = event if isinstance(event, RunEvent) else parse(event)
+        path = typed.extra.get("path")
+        if isinstance(path, list) and path:
+            self._feed_child(typed, path)
+            return typed
+        if isinstance(typed, ChildStart) and typed.step is not None and typed.state:
+            self._calls[typed.state] = typed.step
+            if typed.attempt != getattr(self.child_starts.get(typed.step), "attempt", None):
+                self.children.pop(typed.step, None)  # a retry: the new attempt's story
+            self.child_starts[typed.step] = typed
+        if isinstance(typed, LoopStart):
+            if self.start is None:
+                self.start = typed
+            self.segments.append(typed)
+            return typed
+        if isinstance(typed, LoopComplete):
+            self.complete = typed
+            return typed
+        if isinstance(typed, Evaluate):
+            self.evaluations.append(typed)
+        if isinstance(typed, StateEnter) and typed.state is not None:
+            if self._expected is not None and typed.state != self._expected:
+                self.jumps.add(typed.state)
+            self._expected = typed.state
+        elif isinstance(typed, Route) and typed.from_ and typed.to:
+            self.taken.add((typed.from_, typed.to))
+            self._expected = typed.to
+        if typed.step is None or typed.state is None:
+            return typed
+        if isinstance(typed, StateEnter):
+            # A step entered again after a resume starts over: the new entry replaces it,
+            # keeping the count of attempts made before.
+            before = self._steps.get(typed.step)
+            entered = Step(typed.step, typed.state, typed.ts, typed.ts)
+            if before is not None:
+                entered.attempts = before.attempts
+            self._steps[typed.step] = entered
+            return typed
+        step = self._steps.get(typed.step)
+        if step is not None:
+            step.add(typed)
+        return typed
+
+    def _feed_child(self, typed: RunEvent, path: list[Any]) -> None:
+        step = self._calls.get(str(path[0]))
+        if step is None:
+            return
+        rest = {k: v for k, v in typed.extra.items() if k != "path"}
+        if len(path) > 1:
+            rest["path"] = path[1:]
+        child = self.children.setdefault(step, History())
+        child.feed(replace(typed, extra=rest))
+
+    def with_history(self, base_dir: Path | None) -> History:
+        """For a resumed run seen live: the whole run's history from its event log, if found."""
+        from little_loops.record.store import RUNS
+
+        if not self.resumed or self.complete is None or not self.complete.run_id:
+            return self
+        path = (base_dir or Path.cwd()) / RUNS / self.complete.run_id / "events.jsonl"
+        full = History.from_file(path)
+        if full.complete is None or full.complete.ts != self.complete.ts:
+            return self
+        return full
+
+
+def parse_ts(text: str) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def is_num(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+def outcome_text(complete: LoopComplete) -> str:
+    """How the run ended, in words: `reached the failure terminal 'failed': ...`."""
+    outcome = complete.outcome
+    where = complete.final_state
+    text = {
+        "success": f"reached the success terminal '{where}'",
+        "failure": f"reached the failure terminal '{where}'",
+        "max_iterations": f"hit max_iterations at '{where}'",
+        "budget": f"spent its cost budget at '{where}'",
+        "timeout": f"hit the loop timeout at '{where}'",
+        "interrupted": f"was interrupted at '{where}'",
+        "suspended": f"is suspended at '{where}', waiting for an answer",
+        "error": f"ended in error at '{where}'",
+    }.get(outcome, f"ended with outcome {outcome} at '{where}'")
+    error = complete.error
+    if outcome == "interrupted" and isinstance(error, str) and error.startswith(("int", "term")):
+        return f"was {error} at '{where}'"  # "interrupted (SIGINT)": the outcome said once
+    return f"{text}: {error}" if error else text

@@ -1,0 +1,149 @@
+"""A run's step outputs: one append-only file, `outputs.dat`, that state.json points into.
+
+A finished step's output record (what `${prev.*}` and `${captured.NAME.*}` read) is written
+once, when the step ends: its small fields as a JSON line, then its texts raw. state.json
+keeps only where the record is (`{"ref": [offset, size]}`), so writing the state costs the
+same whatever earlier steps captured. A record no state points to (a step cut off before its
+state was written, or torn by a crash) is never read. Runs recorded before this file existed
+keep their records inline in state.json; `is_ref` tells the two apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from little_loops.errors import RunError
+from little_loops.record.events import ENCODE
+
+NAME = "outputs.dat"
+_RAW = ("output", "stderr")  # the texts kept raw after a record's JSON line
+_SIZES = "raw_sizes"
+
+
+def ref(offset: int, size: int) -> dict[str, list[int]]:
+    """What state.json holds in place of a record."""
+    return {"ref": [offset, size]}
+
+
+def is_ref(value: object) -> bool:
+    """A reference into outputs.dat, as opposed to a record written inline by an older ll."""
+    if not isinstance(value, dict) or set(value) != {"ref"}:
+        return False
+    where = value["ref"]
+    return (
+        isinstance(where, list)
+        and len(where) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in where)
+    )
+
+
+class Outputs:
+    """The append-only store of one run directory; one writer, the run that owns it."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / NAME
+        self._fd: int | None = None
+        self._end = 0
+        self._unsynced = False
+
+    def append(self, record: dict[str, Any]) -> dict[str, list[int]]:
+        """Write `record`; its reference, for state.json.
+
+        The record's small fields are one JSON line; its texts (`output`, `stderr`) follow it
+        as raw UTF-8, their sizes in that line: encoding a megabyte as JSON would cost more
+        than the rest of the step.
+        """
+        meta = {k: v for k, v in record.items() if k not in _RAW}
+        texts = [str(record.get(k) or "").encode("utf-8", "surrogatepass") for k in _RAW]
+        meta[_SIZES] = [len(t) for t in texts]
+        try:
+            line = (ENCODE(meta) + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # bytes that are not UTF-8 (a file name): JSON escapes
+            line = (json.dumps(meta, separators=(",", ":")) + "\n").encode("ascii")
+        parts = [line, *texts, b"\n"]
+        size = sum(map(len, parts))
+        if self._fd is None:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            self._fd = os.open(self.path, flags, 0o644)
+            self._end = os.fstat(self._fd).st_size
+        offset = self._end
+        try:
+            written = os.writev(self._fd, parts)  # one call, no copy of the texts
+            if written < size:  # a signal or a full disk cut it short: write the rest
+                rest = memoryview(b"".join(parts))[written:]
+                while rest:
+                    rest = rest[os.write(self._fd, rest) :]
+        except OSError as exc:
+            self._end = os.fstat(self._fd).st_size  # the torn record is skipped, never read
+            raise OSError(exc.errno, exc.strerror, os.fspath(self.path)) from None
+        self._end += size
+        self._unsynced = True
+        return ref(offset, size)
+
+    def sync(self) -> None:
+        """fsync what was appended, before a state.json that points to it is written."""
+        if self._fd is not None and self._unsynced:
+            os.fsync(self._fd)
+            self._unsynced = False
+
+    def read(self, where: dict[str, Any]) -> dict[str, Any]:
+        """The record a reference points to; a missing or damaged one is a clear error."""
+        offset, size = where["ref"]
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                raw = os.pread(fd, size, offset)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise RunError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        record = _decode(raw) if len(raw) == size else None
+        if record is None:
+            raise RunError(
+                f"{self.path}: no step output at offset {offset} (the file was truncated or "
+                "edited); the run cannot be resumed"
+            )
+        return record
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def resolve(root: Path, state: dict[str, Any]) -> dict[str, Any]:
+    """`captured` and `prev` of a state.json read from `root`, with the records themselves in
+    place of references (as written: secrets stay sealed)."""
+    store = Outputs(root)
+
+    def record(value: Any) -> Any:
+        return store.read(value) if is_ref(value) else value
+
+    captured = state.get("captured") or {}
+    return {
+        "captured": {name: record(value) for name, value in captured.items()},
+        "prev": record(state.get("prev") or {}),
+    }
+
+
+def _decode(raw: bytes) -> dict[str, Any] | None:
+    head, newline, rest = raw.partition(b"\n")
+    try:
+        meta = json.loads(head) if newline else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(meta, dict):
+        return None
+    sizes = meta.pop(_SIZES, None)
+    if not isinstance(sizes, list) or len(sizes) != len(_RAW) or sum(sizes) + 1 != len(rest):
+        return None
+    at = 0
+    for key, n in zip(_RAW, sizes, strict=True):
+        if not isinstance(n, int) or n < 0:
+            return None
+        meta[key] = rest[at : at + n].decode("utf-8", "surrogatepass")
+        at += n
+    return meta

@@ -1,0 +1,615 @@
+"""Run directories under `.loops/runs/<run-id>/`: atomic state.json, the event log, step logs.
+
+Over 400 lines on purpose: every file ll keeps under `.loops/` (run dirs, state, locks, step
+logs) is opened here, so the rules for them (no symbolic links, atomic replace, one-line
+errors) live in one module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import json
+import os
+import re
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from little_loops.errors import (
+    EXIT_USAGE,
+    LoopError,
+    RunError,
+)
+from little_loops.record.events import ENCODE
+
+# 2: step outputs and captures live in outputs.dat and state.json holds references to them.
+# Version 1 files (the texts inline) are still read; the session moves their texts out.
+STATE_VERSION = 2
+READ_VERSIONS = (1, 2)
+_ENCODE = ENCODE
+LOOPS = Path(".loops")
+RUNS = LOOPS / "runs"
+_GITIGNORE = (
+    "# Written by ll: runs, locks and caches, not source. Delete this file to track them.\n*\n"
+)
+
+
+def loops_dir(base: Path) -> Path:
+    """`base/.loops`; created with a `.gitignore` of `*` when it does not exist yet.
+
+    As pytest does for its cache: the run files stay out of `git status` without anyone
+    editing their own .gitignore. An existing `.loops/` (and its .gitignore) is left alone.
+    """
+    root = base / LOOPS
+    try:
+        root.mkdir(parents=True)
+    except FileExistsError:
+        return root
+    except OSError as exc:
+        raise RunError(cannot("create", root, exc)) from None
+    try:
+        (root / ".gitignore").write_text(_GITIGNORE, encoding="utf-8")
+    except OSError as exc:
+        raise RunError(cannot("write", root / ".gitignore", exc)) from None
+    return root
+
+
+def cannot(verb: str, path: Path | str, exc: OSError) -> str:
+    """`cannot create /ro/.loops: Permission denied; ...`: an OSError as a user's line."""
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.ELOOP:
+        why = "it is a symbolic link, which ll does not follow inside .loops/ (remove it)"
+    fix = {
+        errno.ENOSPC: "free some space and resume the run",
+        errno.EDQUOT: "free some space and resume the run",
+        errno.EACCES: "run ll in a directory you can write to",
+        errno.EPERM: "run ll in a directory you can write to",
+        errno.EROFS: "run ll in a directory on a writable file system",
+    }.get(exc.errno or 0)
+    return f"cannot {verb} {path}: {why}" + (f"; {fix}" if fix else "")
+
+
+def new_run_id(loop_name: str, now: float | None = None) -> str:
+    """A sortable, unique id: `20261122-041430-fix-lint-3fa2`."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", loop_name)[:40] or "loop"
+    return f"{stamp}-{slug}-{secrets.token_hex(2)}"
+
+
+def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
+    """Write to a temp file beside `path`, then rename over it: readers see old or new, never half.
+
+    Without fsync a power cut may lose the newest write (the rename survives a killed process
+    either way); `fsync=True` trades a few milliseconds per step for surviving that too.
+    """
+    target = os.fspath(path)
+    head, _, name = target.rpartition(os.sep)
+    tmp = f"{head}{os.sep}.{name}.{os.getpid()}.tmp" if head else f".{name}.{os.getpid()}.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # left by a killed process, or planted: never written through
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        _write_all(fd, text.encode("utf-8", "replace"), target)
+        if fsync:
+            os.fsync(fd)
+        os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _write_all(fd: int, data: bytes, path: str | None = None) -> None:
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as exc:
+        if path is None or exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, path) from None
+
+
+class _Exchange:
+    """`renameat2(RENAME_EXCHANGE)` through libc, where the platform and file system have it."""
+
+    def __init__(self) -> None:
+        self.usable = sys.platform.startswith("linux")
+        self._call: Any = None
+
+    def swap(self, a: bytes, b: bytes) -> bool:
+        """Swap two paths atomically; False (and never again) when the call is unavailable."""
+        if self._call is None:
+            try:
+                import ctypes
+
+                libc = ctypes.CDLL(None, use_errno=True)
+                call = libc.renameat2
+                call.argtypes = [
+                    ctypes.c_int,
+                    ctypes.c_char_p,
+                    ctypes.c_int,
+                    ctypes.c_char_p,
+                    ctypes.c_uint,
+                ]
+                self._call = call
+            except (OSError, AttributeError):
+                self.usable = False
+                return False
+        at_fdcwd, rename_exchange = -100, 2
+        if self._call(at_fdcwd, a, at_fdcwd, b, rename_exchange) == 0:
+            return True
+        self.usable = False  # EINVAL/ENOSYS: this file system or kernel cannot; fall back
+        return False
+
+
+_EXCHANGE = _Exchange()
+
+
+class RunDir:
+    """One run's directory and the files in it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        # Paths used every step are built once.
+        self.state_path = root / "state.json"
+        self.events_path = root / "events.jsonl"
+        self._steps = os.fspath(root / "steps")
+        self._state = os.fspath(self.state_path)
+        self._spare = os.fspath(root / ".state.next")
+        self._state_b, self._spare_b = os.fsencode(self._state), os.fsencode(self._spare)
+        self._fds: list[int] | None = None  # [spare, state] while swapping
+        self._sizes: list[int] = [0, 0]
+        self._safe: dict[str, str] = {}
+
+    @classmethod
+    def create(cls, base: Path, run_id: str) -> RunDir:
+        root = loops_dir(base) / "runs" / run_id
+        if (root / "state.json").exists():
+            raise RunError(f"run '{run_id}' already exists under {base / RUNS}")
+        try:
+            (root / "steps").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunError(cannot("create", root, exc)) from None
+        run = cls(root)
+        run.check_links()
+        return run
+
+    @classmethod
+    def open(cls, base: Path, run_id: str) -> RunDir:
+        root = base / RUNS / run_id
+        if not (root / "state.json").is_file():
+            raise RunError(f"no run '{run_id}' under {base / RUNS}; see 'll list' for run ids")
+        return cls(root)
+
+    @property
+    def run_id(self) -> str:
+        return self.root.name
+
+    def check_links(self) -> None:
+        """Refuse a run directory (or its `steps/`) that is a symbolic link.
+
+        Whoever can write to `.loops/` could otherwise point a run's files at any file the
+        user can write (`~/.bashrc`), and the run would overwrite it. The files inside are
+        opened without following links (O_NOFOLLOW) for the same reason.
+        """
+        for path in (self.root, self.root / "steps"):
+            if path.is_symlink():
+                raise RunError(
+                    f"{path} is a symbolic link; ll does not follow links inside .loops/ "
+                    "(someone may have planted it): remove it, or start a new run"
+                )
+
+    def step_log(self, step: int, state: str, attempt: int = 1) -> str:
+        """The path of a step's log under `steps/` (a string: it is made every step)."""
+        suffix = f"-attempt{attempt}" if attempt > 1 else ""
+        safe = self._safe.get(state)
+        if safe is None:
+            safe = self._safe[state] = re.sub(r"[^A-Za-z0-9_.-]+", "_", state)
+        return f"{self._steps}{os.sep}{step:04d}-{safe}{suffix}.log"
+
+    def write_state(self, data: dict[str, Any], *, fsync: bool = False) -> None:
+        """Replace state.json whole: readers and a `kill -9` see the old file or the new one.
+
+        The new state is written into `.state.next` and the two names are swapped in one
+        atomic rename (Linux `RENAME_EXCHANGE`), so no file is created or deleted per step,
+        which on ext4 costs several times the write. The two files stay open and trade places
+        every step. Where the swap is not available, a temp file is renamed over state.json.
+        """
+        state = {"version": STATE_VERSION, **data}
+        text = _ENCODE(state) + "\n"
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A value with bytes that are not UTF-8 (a file name, an environment variable) is
+            # kept as a JSON escape, which reads back the same, instead of failing the write.
+            text = json.dumps(state, separators=(",", ":")) + "\n"
+            raw = text.encode("ascii")
+        if _EXCHANGE.usable and self._swap_in(raw, fsync):
+            return
+        self.close()
+        atomic_write_text(self.state_path, text, fsync=fsync)
+
+    def _swap_in(self, raw: bytes, fsync: bool) -> bool:
+        if self._fds is None:
+            if not os.path.exists(self._state):
+                return False  # the first state is written the plain way
+            flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
+            self._fds = [
+                os.open(self._spare, flags | os.O_CREAT, 0o644),
+                os.open(self._state, flags),
+            ]
+            self._sizes = [os.fstat(fd).st_size for fd in self._fds]
+        fd, size = self._fds[0], self._sizes[0]
+        try:
+            written = os.pwrite(fd, raw, 0)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, self._state) from None
+        if written != len(raw):  # a full disk writes part: never swap that in
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._state)
+        if len(raw) < size:
+            os.ftruncate(fd, len(raw))
+        if fsync:
+            os.fsync(fd)
+        if not _EXCHANGE.swap(self._spare_b, self._state_b):
+            return False
+        # The file just written is state.json now; the old state.json is the next spare.
+        self._fds.reverse()
+        self._sizes = [self._sizes[1], len(raw)]
+        return True
+
+    def close(self) -> None:
+        """Close the state files kept open between steps."""
+        for fd in self._fds or ():
+            os.close(fd)
+        self._fds = None
+
+    def read_state(self) -> dict[str, Any]:
+        """The run's state; a corrupt, truncated or future-version file is a clear error."""
+        path = self.state_path
+        self.check_links()
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as fh:
+                data = json.loads(fh.read())
+        except FileNotFoundError:
+            raise RunError(f"{path}: missing; the run directory is incomplete") from None
+        except OSError as exc:
+            raise RunError(cannot("read", path, exc)) from None
+        except RecursionError:
+            raise RunError(f"{path}: corrupted state file (nested too deeply)") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise RunError(
+                f"{path}: corrupted or truncated state file ({exc}); the run cannot be resumed"
+            ) from None
+        if not isinstance(data, dict):
+            raise RunError(f"{path}: corrupted state file (not a JSON object)")
+        version = data.get("version")
+        if type(version) is not int or version not in READ_VERSIONS:
+            raise RunError(
+                f"{path}: state format version {version!r}, this ll reads versions "
+                f"{' and '.join(map(str, READ_VERSIONS))}; use the ll version that started the run"
+            )
+        for key, kinds in _STATE_TYPES.items():
+            value = data.get(key)
+            if key in data and value is not None and not _is(value, kinds):
+                names = " or ".join(k.__name__ for k in kinds)
+                raise RunError(
+                    f"{path}: corrupted state file ('{key}' should be {names}, not "
+                    f"{_short(value)}); the run cannot be resumed"
+                )
+        return data
+
+
+# What each field of state.json must be; a hand-edited or damaged file is refused whole.
+_STATE_TYPES: dict[str, tuple[type, ...]] = {
+    "run_id": (str,),
+    "loop_file": (str,),
+    "loop_sha256": (str,),
+    "started_at": (str,),
+    "context": (dict,),
+    "max_iterations": (int,),
+    "current": (str,),
+    "status": (str,),
+    "step": (int,),
+    "elapsed_ms": (int, float),
+    "cost_usd": (int, float),
+    "captured": (dict,),
+    "prev": (dict,),
+    "convergence": (dict,),
+    "prior_reasons": (dict,),
+    "on_max_used": (bool,),
+    "attempt": (int,),
+    "pid": (int,),
+    "options": (dict,),
+    "last_route": (dict,),
+    "outcome": (str,),
+    "exit_code": (int,),
+    "error": (str,),
+}
+
+
+def _is(value: object, kinds: tuple[type, ...]) -> bool:
+    if isinstance(value, bool) and bool not in kinds:
+        return False
+    return isinstance(value, kinds)
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+DEFAULT_MAX_LOG_BYTES = 50 * 1024 * 1024
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def max_log_bytes() -> int:
+    """The size at which a step's log is cut: `LL_MAX_LOG_BYTES` (bytes, or a number with K, M
+    or G), else 50 MiB; 0 keeps everything. A bad value is a usage error."""
+    return _log_limit(os.environ.get("LL_MAX_LOG_BYTES", "").strip())
+
+
+@functools.lru_cache(maxsize=8)
+def _log_limit(text: str) -> int:
+    """The parsed limit; every step's log asks, so each text is read once."""
+    if not text:
+        return DEFAULT_MAX_LOG_BYTES
+    found = re.fullmatch(r"(\d{1,15})\s*([kmgKMG]?)(?:i?[bB])?", text)
+    if found is None:
+        raise LoopError(
+            f"LL_MAX_LOG_BYTES={text!r} is not a size; give bytes or a number with K, M or G "
+            "(e.g. 50M), or 0 to keep whole logs",
+            exit_code=EXIT_USAGE,
+        )
+    return int(found[1]) * _UNITS[found[2].lower()]
+
+
+class StepLog:
+    """A step's log file, appended to; opened without following a symbolic link (a planted
+    link would make the run overwrite its target) and cut at `limit` bytes with a marker line,
+    so a step that prints without end cannot fill the disk."""
+
+    def __init__(self, path: str, limit: int | None = None) -> None:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        self.path = path
+        try:
+            self._fd: int | None = os.open(path, flags, 0o644)
+        except OSError as exc:
+            raise RunError(cannot("open the step log", path, exc)) from None
+        self.limit = max_log_bytes() if limit is None else limit
+        self.size = os.fstat(self._fd).st_size  # a retried attempt appends
+        self.cut = False
+
+    def write(self, chunk: bytes) -> int:
+        if self.cut or self._fd is None:
+            return len(chunk)
+        room = self.limit - self.size if self.limit else len(chunk)
+        if len(chunk) <= room:
+            _write_all(self._fd, chunk, self.path)
+            self.size += len(chunk)
+            return len(chunk)
+        _write_all(self._fd, chunk[: max(room, 0)], self.path)
+        self.size += max(room, 0)
+        marker = (
+            f"\n[ll: log cut at {self.limit} bytes (LL_MAX_LOG_BYTES); "
+            "the rest of this step's output was not kept]\n"
+        )
+        _write_all(self._fd, marker.encode(), self.path)
+        self.cut = True
+        return len(chunk)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (a zombie counts as gone)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def process_start(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (`/proc/PID/stat` field 22), or
+    None where that cannot be read (no such process, no /proc). Together with the pid it names
+    one process: a pid is reused, a (pid, start) pair is not."""
+    if pid <= 0:
+        return None
+    own = pid == os.getpid()
+    if own and _OWN_START[0] == pid:
+        return _OWN_START[1]  # every child run of this process asks again (bench/nesting.py)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    fields = raw.rpartition(b")")[2].split()  # the name, in brackets, may hold spaces
+    try:
+        start = int(fields[19])  # field 22; the list starts at field 3
+    except (IndexError, ValueError):
+        return None
+    if own:
+        _OWN_START[:] = [pid, start]
+    return start
+
+
+_OWN_START: list[int | None] = [None, None]  # (pid, start) of this process, once read
+
+
+def owner_alive(run_dir: RunDir, state: dict[str, Any]) -> bool | None:
+    """Whether the process that owns this run still runs it: its pid alive with the start time
+    recorded in state.json, or else (a run recorded without one, no /proc) the run's loop lock
+    still held on its behalf. None when neither can tell: never trust the pid alone, after a
+    crash it may belong to anyone."""
+    pid = state.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    started = state.get("pid_start")
+    if isinstance(started, int) and not isinstance(started, bool):
+        now = process_start(pid)
+        if now is not None:
+            return now == started and pid_alive(pid)
+        if os.path.isdir(f"/proc/{os.getpid()}"):
+            return False  # /proc works here and has no such process
+    held = _lock_held_by(run_dir, state)
+    if held is not None:
+        return held
+    return None if pid_alive(pid) else False
+
+
+def _lock_held_by(run_dir: RunDir, state: dict[str, Any]) -> bool | None:
+    """Whether the loop lock of this run's file is held and names this run; None when there is
+    no such lock to ask (the run was started with --allow-concurrent, or the files moved)."""
+    import fcntl
+
+    loop_file = state.get("loop_file")
+    if not isinstance(loop_file, str):
+        return None
+    base = run_dir.root.parent.parent.parent
+    path = LoopLock(base, Path(loop_file)).path
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if _read_owner(fd).get("run_id") != run_dir.run_id:
+            return None
+        try:
+            # Shared and released at once: a start racing this probe is refused only if it
+            # lands in the same microseconds.
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+class LoopLock:
+    """One active run per loop file per directory, held with flock for the run's lifetime.
+
+    The kernel drops an flock when its owner dies, however it dies, so a lock left by a
+    killed run is reclaimed by the next start without a race between two starters. The
+    file also names the owner (run id, pid) so a refused start can say who holds it.
+    """
+
+    def __init__(self, base: Path, loop_file: Path) -> None:
+        import hashlib
+
+        key = hashlib.sha256(os.fsencode(loop_file.resolve())).hexdigest()[:16]
+        self._base = base
+        self.path = base / LOOPS / "locks" / f"{key}.lock"
+        self._fd: int | None = None
+        self.reclaimed_from: dict[str, Any] | None = None
+
+    def acquire(self, run_id: str, loop_file: Path) -> None:
+        import fcntl
+
+        try:
+            (loops_dir(self._base) / "locks").mkdir(exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise RunError(cannot("open", self.path, exc)) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = _read_owner(fd)
+            os.close(fd)
+            raise RunError(
+                f"{loop_file}: already running as run {owner.get('run_id', '?')} "
+                f"(pid {owner.get('pid', '?')}); wait for it, stop it with "
+                f"'ll stop {owner.get('run_id', 'RUN')}', or pass --allow-concurrent"
+            ) from None
+        previous = _read_owner(fd)
+        if previous.get("pid") and previous.get("released") is not True:
+            self.reclaimed_from = previous
+        os.ftruncate(fd, 0)
+        os.pwrite(
+            fd,
+            json.dumps({"run_id": run_id, "pid": os.getpid(), "file": str(loop_file)}).encode(),
+            0,
+        )
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        import fcntl
+
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, json.dumps({"released": True}).encode(), 0)
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None
+
+
+def _read_owner(fd: int) -> dict[str, Any]:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def list_runs(base: Path) -> list[RunDir]:
+    """Every run directory under `base`, oldest first.
+
+    Run ids start with the second the run began; runs begun within the same second are
+    ordered by the millisecond start time in their state file.
+    """
+    root = base / RUNS
+    if not root.is_dir():
+        return []
+    runs = [
+        RunDir(p) for p in root.iterdir() if not p.is_symlink() and (p / "state.json").is_file()
+    ]
+    return sorted(runs, key=lambda r: (r.run_id[:15], _started_at(r), r.run_id))
+
+
+def _started_at(run: RunDir) -> str:
+    try:
+        value = json.loads(run.state_path.read_text(encoding="utf-8")).get("started_at")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return ""
+    return value if isinstance(value, str) else ""
+
+
+def find_run(base: Path, run_id: str | None) -> RunDir:
+    """A run by id (or a unique prefix of one); the latest run when `run_id` is None."""
+    if run_id is not None and os.sep not in run_id:
+        RunDir(base / RUNS / run_id).check_links()  # `list_runs` skips it: say why
+    runs = list_runs(base)
+    if not runs:
+        raise RunError(f"no runs under {base / RUNS}; start one with 'll run FILE'")
+    if run_id is None:
+        return runs[-1]
+    exact = [r for r in runs if r.run_id == run_id]
+    if exact:
+        return exact[0]
+    matches = [r for r in runs if r.run_id.startswith(run_id)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise RunError(f"'{run_id}' matches {len(matches)} runs; give more of the run id")
+    raise RunError(f"no run '{run_id}' under {base / RUNS}; see 'll list' for run ids")

@@ -1,0 +1,1 @@
+"""Listeners and drawings of a run: terminal, JUnit, GitHub, OpenTelemetry, graphs."""

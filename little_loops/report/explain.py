@@ -1,0 +1,145 @@
+"""`ll judge explain`: what a judged step sent the judge and what came back, from the run's log.
+
+Every judgement writes a `judge_request` event (the system prompt, the user message with its
+fenced output, examples and reference, the answer schema, the temperature), redacted like
+every event, before its `evaluate` event; this module reads them back for one step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from little_loops.errors import LoopError
+from little_loops.record.events import read_events
+from little_loops.record.store import RunDir
+
+NO_TEMPERATURE = {
+    "anthropic": "not sent (the Anthropic API refuses sampling parameters)",
+    "claude": "not sent (the claude CLI takes none)",
+}
+
+
+def explain(run_dir: RunDir, step: int | None) -> dict[str, Any]:
+    """The requests and the verdict of one judged step (the last judged one when None)."""
+    events = [e for e in read_events(run_dir.events_path) if "path" not in e]
+    judged = sorted(
+        {e["step"] for e in events if e.get("event") == "judge_request" and "step" in e}
+    )
+    if not judged:
+        raise LoopError(
+            f"run {run_dir.run_id} has no judged step with its request recorded (runs "
+            "before this version of ll did not record it)"
+        )
+    if step is None:
+        step = judged[-1]
+    elif step not in judged:
+        raise LoopError(
+            f"step {step} of run {run_dir.run_id} asked no judge; judged steps: "
+            + ", ".join(map(str, judged))
+        )
+    mine = [e for e in events if e.get("step") == step]
+    # The last attempt's requests: those after the step's previous evaluate event.
+    last = max(i for i, e in enumerate(mine) if e.get("event") in ("judge_request", "evaluate"))
+    verdict = next((e for e in reversed(mine[: last + 1]) if e.get("event") == "evaluate"), None)
+    end = mine.index(verdict) if verdict is not None else len(mine)
+    before = [i for i, e in enumerate(mine[:end]) if e.get("event") == "evaluate"]
+    start = before[-1] + 1 if before else 0
+    requests = [e for e in mine[start:end] if e.get("event") == "judge_request"]
+    return {
+        "run_id": run_dir.run_id,
+        "step": step,
+        "state": requests[0].get("state") if requests else None,
+        "requests": [_request(e) for e in requests],
+        "retries": [e for e in mine[start:end] if e.get("event") == "judge_retry"],
+        "verdict": None if verdict is None else verdict.get("verdict"),
+        "details": {} if verdict is None else dict(verdict.get("details") or {}),
+    }
+
+
+def _request(event: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("model", "provider", "temperature", "max_tokens", "examples", "est_input_tokens",
+            "cached", "system", "user", "schema")  # fmt: skip
+    return {k: event.get(k) for k in keys}
+
+
+def explain_text(found: Mapping[str, Any]) -> str:
+    """The explanation as people read it."""
+    out = [f"run {found['run_id']}, step {found['step']} ({found['state']})"]
+    details: Mapping[str, Any] = found["details"]
+    answered = (
+        "the recording (--replay; nothing sent)"
+        if details.get("replayed") or details.get("replay_miss")
+        else "the cache (nothing sent)"
+        if details.get("cached")
+        else "the model"
+    )
+    for i, req in enumerate(found["requests"], 1):
+        if len(found["requests"]) > 1:
+            out += ["", f"== panel member {i} of {len(found['requests'])} =="]
+        temperature = req["temperature"]
+        shown = (
+            NO_TEMPERATURE.get(str(req["provider"]), "not sent")
+            if temperature is None
+            else f"{temperature:g}"
+        )
+        out += [
+            f"judge:        {req['model']} ({req['provider']})",
+            f"temperature:  {shown}",
+            f"max_tokens:   {req['max_tokens']}",
+            f"examples:     {req['examples']}",
+            f"input:        about {req['est_input_tokens']} tokens",
+            f"answered by:  {answered}",
+            "",
+            "-- system prompt --",
+            str(req["system"]),
+            "",
+            "-- user message (question, examples, reference, fenced output) --",
+            str(req["user"]),
+            "",
+            "-- answer schema --",
+            json.dumps(req["schema"], indent=2, ensure_ascii=False),
+        ]
+    out += ["", "-- what came back --"]
+    if found["verdict"] is None:
+        out.append("nothing yet: the step was cut off before its verdict")
+        return "\n".join(out) + "\n"
+    confident = "confident" if details.get("confident") else "not confident"
+    out.append(
+        f"verdict:      {found['verdict']} (confidence {float(details.get('confidence') or 0):.2f}"
+        f", {confident})"
+    )
+    out.append(f"reason:       {details.get('reason', '')}")
+    if details.get("error"):
+        out.append(f"error:        {details['error']}")
+    for member in details.get("panel") or ():
+        out.append(
+            f"  {member.get('model')}: {member.get('verdict')} "
+            f"({float(member.get('confidence') or 0):.2f}) {member.get('reason', '')}"
+        )
+    for sample in details.get("samples") or ():
+        out.append(
+            f"  sample: {sample.get('verdict')} ({float(sample.get('confidence') or 0):.2f}) "
+            f"{sample.get('reason', '')}"
+        )
+    if details.get("raw") is not None:
+        out.append("raw answer:   " + json.dumps(details["raw"], ensure_ascii=False))
+    usage = details.get("usage") or {}
+    facts = [
+        f"model {details.get('model') or '?'}",
+        f"{usage.get('input_tokens', 0)} tokens in, {usage.get('output_tokens', 0)} out",
+        f"cost ${float(details.get('cost_usd') or 0):.4f}",
+    ]
+    if details.get("replayed"):
+        facts.append(
+            f"replayed (recorded cost ${float(details.get('recorded_cost_usd') or 0):.4f})"
+        )
+    if details.get("cached"):
+        facts.append("from the cache")
+    if details.get("latency_ms") is not None:
+        facts.append(f"{details['latency_ms']:.0f} ms")
+    if found["retries"]:
+        facts.append(f"{len(found['retries'])} retries")
+    out.append("              " + " · ".join(facts))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,377 @@
+"""OpenTelemetry export: a run as a trace, built from the run's events (an event listener).
+
+The run is the root span; each step is a child span carrying its state, verdict and route;
+each judge call is a grandchild span named and attributed after the OpenTelemetry GenAI
+semantic conventions (`gen_ai.*`), with the cost as our own attribute. Spans take their start
+and end times from when the events happen, so nothing in the runner knows about tracing.
+
+The SDK (the optional extra `[otel]`) is imported only when export is asked for: `--otel`,
+or the standard `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`. The
+exporter itself reads the other standard variables (headers, timeout, protocol details).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+# The [otel] extra's packages by name: the project itself is installed from a checkout or a
+# wheel, never by name from the package index (README.md), so the hint names what to add.
+INSTALL_HINT = (
+    "pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http "
+    "(the [otel] extra; from a checkout: pip install '.[otel]')"
+)
+ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+SCOPE = "little_loops"
+
+# gen_ai.provider.name for each judge scheme; `claude://` asks Anthropic's models via the CLI.
+GENAI_PROVIDERS = {
+    "anthropic": "anthropic",
+    "claude": "anthropic",
+    "openai": "openai",
+    "ollama": "ollama",
+}
+
+
+class OtelMissing(Exception):
+    """Export was asked for, but the `[otel]` extra is not installed."""
+
+
+def asked(flag: bool, env: Mapping[str, str]) -> bool:
+    """Whether this run is to be exported: `--otel`, or an OTLP endpoint in the environment
+    (unless `OTEL_SDK_DISABLED=true`, the standard switch that turns the SDK off)."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return flag or any(env.get(name) for name in ENDPOINT_VARS)
+
+
+def otlp_listener(env: Mapping[str, str]) -> TraceListener:
+    """A listener exporting over OTLP/HTTP (protobuf). Raises OtelMissing without the extra."""
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as exc:
+        raise OtelMissing(
+            f"OpenTelemetry export needs packages that are not installed ({exc.name}); "
+            f"install them: {INSTALL_HINT}"
+        ) from None
+    from little_loops import __version__
+
+    resource = Resource.create(
+        {
+            "service.name": env.get("OTEL_SERVICE_NAME") or "little-loops",
+            "service.version": __version__,
+        }
+    )
+    provider = TracerProvider(resource=resource)
+    exporter: Any = _Counted(OTLPSpanExporter(), endpoint(env))  # duck-typed SpanExporter
+    # Batched: a slow collector never slows a step; `close` flushes what is left.
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    # The exporter logs every failed attempt at length; `close` says it once, in one line.
+    logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
+    return TraceListener(provider, exporter=exporter)
+
+
+def endpoint(env: Mapping[str, str]) -> str:
+    """Where the OTLP/HTTP exporter sends spans (its own rule, for messages)."""
+    traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if traces:
+        return traces
+    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "http://localhost:4318"
+    return base.rstrip("/") + "/v1/traces"
+
+
+class _Counted:
+    """An exporter that counts the spans it could not deliver (the SDK's processor calls it)."""
+
+    def __init__(self, inner: Any, where: str) -> None:
+        self.inner = inner
+        self.where = where
+        self.lost = 0
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        result = self.inner.export(spans)
+        if result is not SpanExportResult.SUCCESS:
+            self.lost += len(spans)
+        return result
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.inner.force_flush(timeout_millis))
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+
+class TraceListener:
+    """Turns events into spans. `provider` is an SDK TracerProvider (tests pass one with an
+    in-memory exporter); `clock` gives nanoseconds since the epoch."""
+
+    def __init__(
+        self,
+        provider: Any,
+        *,
+        clock: Callable[[], int] = time.time_ns,
+        exporter: _Counted | None = None,
+    ) -> None:
+        self._provider = provider
+        self._exporter = exporter
+        self.problem: str | None = None  # set by `close` when spans could not be delivered
+        self._tracer = provider.get_tracer(SCOPE)
+        self._clock = clock
+        self._run: Any = None
+        self._step: Any = None
+        self._judge: Any = None
+        self._closed = False
+        self._broken = False  # a handler failed: no more spans, `problem` says why
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        handler = _HANDLERS.get(str(event.get("event")))
+        if "path" in event:  # a child run's event: its time is inside the calling step's span
+            return
+        if handler is None or self._closed or self._broken:
+            return
+        try:
+            handler(self, event, self._clock())
+        except Exception as exc:  # tracing is a side channel: it never stops a run
+            self._broken = True
+            self.problem = f"tracing stopped at a '{event.get('event')}' event: {exc!r}"
+
+    def close(self) -> None:
+        """End what is still open (a run cut off before `loop_complete`) and flush the export."""
+        if self._closed:
+            return
+        now = self._clock()
+        for span in (self._judge, self._step, self._run):
+            if span is not None:
+                _fail(span, "the run ended before this span was finished")
+                span.end(end_time=now)
+        self._judge = self._step = self._run = None
+        self._closed = True
+        self._provider.shutdown()  # flushes the batch; bounded by the exporter's timeout
+        if self._exporter is not None and self._exporter.lost and self.problem is None:
+            self.problem = (
+                f"{self._exporter.lost} trace spans could not be exported to "
+                f"{self._exporter.where}; is an OpenTelemetry collector listening there?"
+            )
+
+    # -- events --------------------------------------------------------------------------
+
+    def _loop_start(self, event: Mapping[str, Any], now: int) -> None:
+        loop = str(event.get("loop") or "")
+        self._run = self._tracer.start_span(
+            f"ll run {loop}",
+            start_time=now,
+            attributes={
+                "ll.loop.name": loop,
+                "ll.loop.file": str(event.get("file") or ""),
+                "ll.run.id": str(event.get("run_id") or ""),
+                "ll.run.resumed": bool(event.get("resumed")),
+            },
+        )
+
+    def _state_enter(self, event: Mapping[str, Any], now: int) -> None:
+        self._end_step(now)
+        if self._run is None:
+            return
+        state = str(event.get("state") or "")
+        self._step = self._tracer.start_span(
+            f"step {state}",
+            context=_inside(self._run),
+            start_time=now,
+            attributes={"ll.state": state, "ll.step": _int(event.get("step"))},
+        )
+
+    def _action_start(self, event: Mapping[str, Any], now: int) -> None:
+        if self._step is not None:
+            self._step.set_attribute("ll.action.type", str(event.get("action_type") or ""))
+
+    def _action_complete(self, event: Mapping[str, Any], now: int) -> None:
+        if self._step is None:
+            return
+        self._step.set_attributes(
+            {
+                "ll.action.exit_code": _int(event.get("exit_code")),
+                "ll.action.duration_ms": _int(event.get("duration_ms")),
+                "ll.action.timed_out": bool(event.get("timed_out")),
+            }
+        )
+
+    def _judge_start(self, event: Mapping[str, Any], now: int) -> None:
+        if self._step is None:
+            return
+        self._end_judge(now)
+        model = str(event.get("model") or "")
+        provider, target = _judge_target(model)
+        self._judge = self._tracer.start_span(
+            f"chat {target}",
+            context=_inside(self._step),
+            kind=_client_kind(),
+            start_time=now,
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": provider,
+                "gen_ai.system": provider,  # the name before semantic conventions 1.37
+                "gen_ai.request.model": target,
+                "ll.judge.model": model,
+                "ll.judge.samples": _int(event.get("samples")),
+            },
+        )
+
+    def _judge_retry(self, event: Mapping[str, Any], now: int) -> None:
+        if self._judge is not None:
+            attributes = {k: event[k] for k in ("attempt", "delay_s", "status") if k in event}
+            attributes["error"] = str(event.get("error") or "")
+            self._judge.add_event("judge_retry", attributes, timestamp=now)
+
+    def _evaluate(self, event: Mapping[str, Any], now: int) -> None:
+        verdict = str(event.get("verdict") or "")
+        details = event.get("details")
+        details = details if isinstance(details, Mapping) else {}
+        if self._judge is not None:
+            if event.get("type") == "llm_structured":
+                self._judge.set_attributes(_judge_attributes(verdict, details))
+                if verdict == "error":
+                    self._judge.set_attribute("error.type", _error_type(details))
+                    _fail(self._judge, str(details.get("error") or "the judge failed"))
+            self._end_judge(now)
+        if self._step is not None:
+            self._step.set_attributes(
+                {"ll.evaluate.type": str(event.get("type") or ""), "ll.verdict": verdict}
+            )
+            if details.get("cached") is True:
+                self._step.set_attribute("ll.judge.cached", True)
+            reason = event.get("reason")
+            if isinstance(reason, str) and reason:
+                self._step.set_attribute("ll.reason", reason)
+
+    def _retry(self, event: Mapping[str, Any], now: int) -> None:
+        if self._step is not None:
+            attributes = {k: event[k] for k in ("attempt", "delay_s", "verdict") if k in event}
+            self._step.add_event("retry", attributes, timestamp=now)
+
+    def _route(self, event: Mapping[str, Any], now: int) -> None:
+        if self._step is None:
+            return
+        self._step.set_attributes(
+            {"ll.route.to": str(event.get("to") or ""), "ll.route.via": str(event.get("via") or "")}
+        )
+        self._end_step(now)
+
+    def _loop_complete(self, event: Mapping[str, Any], now: int) -> None:
+        self._end_step(now)
+        if self._run is None:
+            return
+        outcome = str(event.get("outcome") or "")
+        self._run.set_attributes(
+            {
+                "ll.run.outcome": outcome,
+                "ll.run.exit_code": _int(event.get("exit_code")),
+                "ll.run.steps": _int(event.get("steps")),
+                "ll.run.final_state": str(event.get("final_state") or ""),
+                "ll.cost_usd": float(event.get("cost_usd") or 0.0),
+            }
+        )
+        if outcome != "success":
+            _fail(self._run, str(event.get("error") or outcome))
+        self._run.end(end_time=now)
+        self._run = None
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _end_step(self, now: int) -> None:
+        self._end_judge(now)
+        if self._step is not None:
+            self._step.end(end_time=now)
+            self._step = None
+
+    def _end_judge(self, now: int) -> None:
+        if self._judge is not None:
+            self._judge.end(end_time=now)
+            self._judge = None
+
+
+_HANDLERS: dict[str, Callable[[TraceListener, Mapping[str, Any], int], None]] = {
+    "loop_start": TraceListener._loop_start,
+    "state_enter": TraceListener._state_enter,
+    "action_start": TraceListener._action_start,
+    "action_complete": TraceListener._action_complete,
+    "judge_start": TraceListener._judge_start,
+    "judge_retry": TraceListener._judge_retry,
+    "evaluate": TraceListener._evaluate,
+    "retry": TraceListener._retry,
+    "route": TraceListener._route,
+    "loop_complete": TraceListener._loop_complete,
+}
+
+
+def _judge_attributes(verdict: str, details: Mapping[str, Any]) -> dict[str, Any]:
+    usage = details.get("usage")
+    usage = usage if isinstance(usage, Mapping) else {}
+    attributes: dict[str, Any] = {
+        "gen_ai.usage.input_tokens": _int(usage.get("input_tokens")),
+        "gen_ai.usage.output_tokens": _int(usage.get("output_tokens")),
+        "ll.judge.cost_usd": float(details.get("cost_usd") or 0.0),
+        "ll.judge.cost_known": bool(details.get("cost_known")),
+        "ll.judge.verdict": verdict,
+        "ll.judge.confidence": float(details.get("confidence") or 0.0),
+    }
+    if details.get("model"):
+        attributes["gen_ai.response.model"] = str(details["model"])
+    if isinstance(details.get("attempts"), int):
+        attributes["ll.judge.attempts"] = details["attempts"]
+    if details.get("stop_reason"):
+        attributes["gen_ai.response.finish_reasons"] = [str(details["stop_reason"])]
+    return attributes
+
+
+def _error_type(details: Mapping[str, Any]) -> str:
+    """The first of the judge's error flags (`timeout`, `rate_limited`, ...), for `error.type`."""
+    for flag in ("loop_timeout", "timeout", "rate_limited", "overloaded", "no_api_key"):
+        if details.get(flag) is True:
+            return flag
+    flags = sorted(k for k, v in details.items() if v is True and k not in ("cost_known",))
+    return flags[0] if flags else "_OTHER"
+
+
+def _judge_target(model: str) -> tuple[str, str]:
+    """(gen_ai.provider.name, the model id the provider is asked for) of a judge model URI."""
+    from little_loops.providers import (
+        ollama_target,
+        split_model,
+    )
+
+    try:
+        scheme, target = split_model(model)
+        if scheme == "ollama":
+            target = ollama_target(target)[1]
+    except ValueError:
+        return "_OTHER", model
+    return GENAI_PROVIDERS.get(scheme, scheme), target
+
+
+def _inside(parent: Any) -> Any:
+    from opentelemetry.trace import set_span_in_context
+
+    return set_span_in_context(parent)
+
+
+def _client_kind() -> Any:
+    from opentelemetry.trace import SpanKind
+
+    return SpanKind.CLIENT
+
+
+def _fail(span: Any, description: str) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_status(Status(StatusCode.ERROR, description))
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,291 @@
+"""A fork's scheduling, in the thread of the run that forks: branches started in item order
+(at most `max_concurrency` at once) each in a thread of its own, their ends recorded as they
+come, the rest stopped once a `fail_fast` join is decided, and every branch stopped and
+waited for when a signal (or, nested, its own stop) ends the fork.
+
+A branch's end becomes its record (`result.json` beside its run's `state.json`), which a
+resumed fork reads back instead of running the branch again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import queue
+import signal
+import threading
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from little_loops.errors import (
+    EXIT_SUSPENDED,
+    EXIT_TERMINATED,
+)
+from little_loops.model.fork import (
+    CANCELLED,
+    OUTPUT_CHARS,
+    BranchEnd,
+    Item,
+    concurrency,
+    decide,
+)
+from little_loops.model.loop import (
+    Join,
+    Loop,
+    State,
+)
+from little_loops.record import events as ev
+from little_loops.record.questions import Suspended
+from little_loops.record.store import (
+    RunDir,
+    atomic_write_text,
+)
+from little_loops.run.action_layer import Processes
+from little_loops.run.branch_layer import (
+    BranchActions,
+    Scope,
+    TreeSlots,
+)
+from little_loops.run.gate import (
+    GATE,
+    Terminated,
+)
+from little_loops.run.subloop import ChildEnd
+
+SUSPENDED = "suspended"  # a branch waiting for an answer (an `ask`): not an end yet
+RESULT = "result.json"  # a finished branch's record, beside its state.json
+
+
+@dataclasses.dataclass
+class Job:
+    """A branch started in a thread, and what it gave back."""
+
+    item: Item
+    root: Path
+    run_id: str
+    runner: Any
+    scope: Scope
+    action: bool  # an inline action (a one-step run) rather than a `loop:` child
+    child: Loop
+    result: Any = None
+    error: BaseException | None = None
+
+
+class Fork:
+    """One fork's scheduling, in the thread of the run that forks."""
+
+    def __init__(
+        self, run: Any, step: int, state: State, root: Path, items: list[Item], join: Join
+    ) -> None:
+        self.run_, self.step, self.state, self.root = run, step, state, root
+        self.items, self.join = items, join
+        base = run.steps.actions
+        self.base: Any = base
+        if not isinstance(base, BranchActions):  # the outermost fork: the tree's slots
+            self.base = TreeSlots(base, threading.Semaphore(max(1, run.options.jobs)))
+        raw = base.inner if isinstance(base, BranchActions) else base
+        # A simulation runs branches one at a time, in item order: the same result each time.
+        self.limit = concurrency(state, len(items)) if isinstance(raw, Processes) else 1
+        self.done: queue.Queue[Job] = queue.Queue()
+
+    def run(self) -> dict[str, BranchEnd]:
+        ends: dict[str, BranchEnd] = {}
+        todo = deque(self.items)
+        running: dict[str, tuple[Job, threading.Thread]] = {}
+        stopping = False
+        try:
+            while (todo and not stopping) or running:
+                while todo and len(running) < self.limit and not stopping:
+                    item = todo.popleft()
+                    end = self._finished(item)
+                    if end is None:
+                        job = self.run_._prepare(
+                            self.step, self.state, self.root, item, self.base, len(self.items)
+                        )
+                        if isinstance(job, Job):
+                            thread = threading.Thread(
+                                target=self._work, args=(job,), name=f"ll-{item.key}", daemon=True
+                            )
+                            running[item.key] = (job, thread)
+                            thread.start()
+                            continue
+                        end = job
+                    ends[item.key] = self._complete(item, end)
+                    stopping = stopping or self._decided(ends)
+                if not running:
+                    continue
+                job = self._wait()
+                del running[job.item.key]
+                ends[job.item.key] = self._complete(job.item, self._end(job))
+                if not stopping and self._decided(ends):
+                    stopping = True
+                    for other, _ in running.values():
+                        other.scope.stop()
+            waiting = [k for k, e in ends.items() if e.verdict == SUSPENDED]
+            if waiting and decide(self.join, len(self.items), _settled(ends)) is None:
+                # Nothing else can progress: the run suspends; `ll resume` resumes these.
+                raise Suspended([q for k in waiting for q in ends[k].record.get("pending", ())])
+            for key in waiting:  # the join was decided without them
+                ends[key] = BranchEnd(CANCELLED, CANCELLED, {})
+            for item in todo:  # never started: the join was decided without them
+                ends[item.key] = self._complete(item, BranchEnd(CANCELLED, CANCELLED, {}))
+        except BaseException as exc:
+            signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+            for job, _ in running.values():
+                job.scope.stop(signum)
+            for _, thread in running.values():
+                thread.join()
+            raise
+        return ends
+
+    def _decided(self, ends: dict[str, BranchEnd]) -> bool:
+        settled = _settled(ends)
+        return self.state.fail_fast and decide(self.join, len(self.items), settled) is not None
+
+    def _work(self, job: Job) -> None:
+        GATE.adopt(job.scope.gate)
+        try:
+            job.result = job.runner.run()
+        except BaseException as exc:
+            job.error = exc
+        finally:
+            self.done.put(job)
+
+    def _wait(self) -> Job:
+        while True:
+            try:
+                with GATE.interruptible():  # a signal (or, in a branch, a stop) ends the wait
+                    return self.done.get(timeout=0.2)
+            except queue.Empty:
+                continue
+
+    def _finished(self, item: Item) -> BranchEnd | None:
+        """A branch that ended before the fork stopped: read back, never run again."""
+        root = self.root / item.key
+        if not (root / "state.json").is_file():
+            return None
+        data = RunDir(root).read_state()
+        if data.get("status") != "finished":
+            return None
+        try:
+            record = json.loads((root / RESULT).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # killed between its end and its record: from its files
+            record = self._read_back(item, root, data)
+            write_result(root, record)
+        return BranchEnd(str(record.get("verdict")), str(record.get("outcome") or ""), record)
+
+    def _read_back(self, item: Item, root: Path, data: dict[str, Any]) -> dict[str, Any]:
+        outcome = str(data.get("outcome") or "error")
+        final = str(data.get("final_state") or "")
+        verdict = {"timeout": "timeout", "error": "error", "budget": "error"}.get(outcome, final)
+        work = self.state.parallel[item.key] if self.state.parallel else self.state
+        if work.loop is None:  # an action branch: its evaluator's verdict, from its events
+            lines = (root / "events.jsonl").read_text(encoding="utf-8").splitlines()
+            for line in reversed(lines):
+                event = json.loads(line) if line.strip() else {}
+                if event.get("event") == "evaluate" and "path" not in event:
+                    verdict = str(event.get("verdict"))
+                    break
+        record = {key: data.get(key) for key in ("run_id", "final_state", "exit_code")}
+        record.update(verdict=verdict, outcome=outcome, key=item.key, index=item.index)
+        return {**record, "item": item.text, "outputs": data.get("outputs") or {}}
+
+    def _end(self, job: Job) -> BranchEnd:
+        result = job.result
+        if job.error is not None or result is None:
+            raise job.error or RuntimeError("a branch ended without a result")
+        runner = job.runner
+        waits = result.outcome == "suspended" or (
+            result.outcome == "interrupted" and result.exit_code == EXIT_SUSPENDED
+        )
+        if waits and job.scope.stopped is None:  # it waits for an answer: kept, not counted
+            pending = list(runner.progress.pending)
+            return BranchEnd(SUSPENDED, SUSPENDED, {"run_id": job.run_id, "pending": pending})
+        if result.outcome == "interrupted":
+            if job.scope.stopped is None:  # not ours: the whole run stops, and resumes it
+                raise Terminated() if result.exit_code == EXIT_TERMINATED else KeyboardInterrupt()
+            _mark_cancelled(job.root)
+            record: dict[str, Any] = {
+                "verdict": CANCELLED,
+                "outcome": CANCELLED,
+                "run_id": job.run_id,
+            }
+            record.update(key=job.item.key, index=job.item.index, item=job.item.text)
+            write_result(job.root, record)
+            return BranchEnd(CANCELLED, CANCELLED, record)
+        end = ChildEnd.of_run(job.run_id, result, runner.progress, job.child)
+        record = loop_record(end, job.item)
+        verdict = end.verdict
+        prev = runner.progress.prev
+        if job.action and prev.get("state") == job.item.key and prev.get("verdict"):
+            verdict = str(prev["verdict"])  # the action's own verdict, as its evaluator gave
+            record["output"] = str(prev.get("output") or "")[-OUTPUT_CHARS:]
+            record["stderr"] = str(prev.get("stderr") or "")[-OUTPUT_CHARS:]
+        record["verdict"] = verdict
+        write_result(job.root, record)
+        return BranchEnd(verdict, end.outcome, record)
+
+    def _complete(self, item: Item, end: BranchEnd) -> BranchEnd:
+        """A branch's end, told: its event, and its cost spent by the run."""
+        run = self.run_
+        record = end.record
+        cost = float(record.get("cost_usd") or 0.0)
+        run.session.emit(
+            ev.ChildComplete(
+                step=self.step,
+                state=self.state.name,
+                child_run_id=str(record.get("run_id") or ""),
+                final_state=str(record.get("final_state") or ""),
+                outcome=end.outcome,
+                exit_code=record.get("exit_code"),
+                verdict=end.verdict,
+                steps=int(record.get("steps") or 0),
+                duration_ms=int(record.get("duration_ms") or 0),
+                cost_usd=round(cost, 6),
+                outputs=dict(record.get("outputs") or {}),
+                branch=item.key,
+                reason=_reason(end),
+            )
+        )
+        run.steps.spend(cost)
+        run._check_budget(self.state.name)  # spent: the other branches stop, the run ends
+        return end
+
+
+def _settled(ends: dict[str, BranchEnd]) -> dict[str, BranchEnd]:
+    """The ends a join may count: a suspended branch has not ended yet."""
+    return {k: e for k, e in ends.items() if e.verdict != SUSPENDED}
+
+
+def _reason(end: BranchEnd) -> str | None:
+    """Why a branch did not succeed, in one line (its run's error, without the preamble)."""
+    if end.verdict in ("success", CANCELLED):
+        return None
+    text = str(end.record.get("error") or end.record.get("stderr") or "").strip()
+    if text.startswith("terminal state '"):
+        text = text.partition(": ")[2] or text
+    return text.splitlines()[0] if text else None
+
+
+def loop_record(end: ChildEnd, item: Item) -> dict[str, Any]:
+    return {
+        **end.record(),
+        "error": end.error or "",
+        "verdict": end.verdict,
+        "key": item.key,
+        "index": item.index,
+        "item": item.text,
+    }
+
+
+def write_result(root: Path, record: dict[str, Any]) -> None:
+    atomic_write_text(root / RESULT, json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _mark_cancelled(root: Path) -> None:
+    """A stopped branch's run ends `cancelled`: finished, not to be resumed."""
+    run_dir = RunDir(root)
+    data = run_dir.read_state()
+    data.update(status="finished", outcome=CANCELLED)
+    run_dir.write_state(data)

@@ -1,0 +1,140 @@
+"""Where SIGINT and SIGTERM take effect during a run: the gate the runner opens around waits."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from little_loops.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+)
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by the SIGTERM handler, so running actions are killed."""
+
+
+class GateState:
+    """One thread's gate: whether signals are held, and the one that came meanwhile."""
+
+    def __init__(self) -> None:
+        self.held = False
+        self.pending: int | None = None
+
+
+class _SignalGate:
+    """Where SIGINT and SIGTERM take effect during a run.
+
+    A signal stops the run at once only inside a window the runner opens for waiting on
+    something outside (an action, the judge, a sleep). Anywhere else it is held until the
+    step's bookkeeping (its events and persisted route) is done, so a step is either
+    finished and recorded, or cut off and run again on resume, never half of each.
+    """
+
+    def __init__(self) -> None:
+        self._main = GateState()
+        self._local = threading.local()
+
+    # A branch of a fork runs in a thread of its own, with its own gate state (`adopt`):
+    # the main thread's handler never reaches it; a fork stops it by setting its `pending`.
+    def _state(self) -> GateState:
+        state: GateState | None = getattr(self._local, "state", None)
+        return state if state is not None else self._main
+
+    def adopt(self, state: GateState) -> None:
+        """This thread (a fork's branch) uses `state` from now on."""
+        self._local.state = state
+
+    @property
+    def held(self) -> bool:
+        return self._state().held
+
+    @held.setter
+    def held(self, value: bool) -> None:
+        self._state().held = value
+
+    @property
+    def pending(self) -> int | None:
+        return self._state().pending
+
+    @pending.setter
+    def pending(self, value: int | None) -> None:
+        self._state().pending = value
+
+    def arrived(self, signum: int) -> None:
+        """The handler's half: raise now, or remember the signal for the end of the hold."""
+        if self.held:
+            self.pending = signum
+            return
+        _raise_for(signum)
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Hold signals; a signal that came meanwhile is raised on leaving, unless still held."""
+        was = self.held
+        self.held = True
+        try:
+            yield
+        finally:
+            self.held = was
+        if not was:
+            self.raise_pending()
+
+    @contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """A window where a signal stops the run at once (a held one is raised on entry)."""
+        self.raise_pending()
+        was = self.held
+        self.held = False
+        try:
+            yield
+        finally:
+            self.held = was
+        if self._state() is not self._main:
+            self.raise_pending()  # a branch is stopped when its wait ends (the fork killed it)
+
+    def raise_pending(self) -> None:
+        if self.pending is not None:
+            signum, self.pending = self.pending, None
+            _raise_for(signum)
+
+
+def _raise_for(signum: int) -> None:
+    import signal
+
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated
+
+
+GATE = _SignalGate()
+
+
+@contextmanager
+def signals_as_exceptions() -> Iterator[None]:
+    """While a run is in progress, SIGINT and SIGTERM raise, so the action is stopped and the
+    run persisted; a second signal ends the process at once (state.json is only ever replaced
+    whole, so the run stays resumable). Where a signal lands in a step's bookkeeping, it is
+    held until that bookkeeping is done (see `_SignalGate`)."""
+    import signal
+
+    received: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        if received:
+            os._exit(EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_TERMINATED)
+        received.append(signum)
+        GATE.arrived(signum)
+
+    # Held from here: a signal while the run is set up stops it at its first step, recorded.
+    GATE.held, GATE.pending = True, None
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+        GATE.held, GATE.pending = False, None

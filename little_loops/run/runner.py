@@ -1,0 +1,443 @@
+"""The run: enter -> act -> evaluate -> route -> record, step after step, until the end.
+
+The runner never prints and never exits; it reports through events and returns a RunResult.
+What a run holds open (lock, run directory, event sink, clock) is its `RunSession`; one
+state's step (render, act, evaluate, retry) is the `StepPipeline`; everything a resumed run
+needs lives in `Progress`, written to state.json once per step. Just over 400 lines: the
+steps of other kinds already live beside it (`calls`: a child run, `asking`: a question).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from little_loops.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_SUSPENDED,
+    EXIT_TERMINATED,
+    LoopError,
+)
+from little_loops.model import router
+from little_loops.model.loop import (
+    Loop,
+    State,
+)
+from little_loops.model.progress import (
+    OUTCOME_EXIT,
+    Progress,
+    RunOptions,
+    RunResult,
+)
+from little_loops.record import events as ev
+from little_loops.record.events import Listener
+from little_loops.record.questions import Suspended
+from little_loops.record.secrets import (
+    Redactor,
+    Sealer,
+    secret_sources,
+)
+from little_loops.record.store import (
+    RUNS,
+    RunDir,
+    cannot,
+    new_run_id,
+    process_start,
+)
+from little_loops.run.action_layer import (
+    ActionLayer,
+    Processes,
+)
+from little_loops.run.asking import AskCalls
+from little_loops.run.branches import ForkCalls
+from little_loops.run.calls import ChildCalls
+from little_loops.run.gate import (
+    GATE,
+    Terminated,
+    signals_as_exceptions,
+)
+from little_loops.run.session import (
+    Clock,
+    RunSession,
+    file_secrets,
+)
+from little_loops.run.steps import (
+    Finish,
+    StepPipeline,
+    StepResult,
+    output_record,
+)
+from little_loops.run.subloop import Parent
+from little_loops.templates.interpolate import resolve_context
+
+# The names other modules and tests import from here.
+__all__ = [
+    "GATE",
+    "OUTCOME_EXIT",
+    "Clock",
+    "Progress",
+    "RunOptions",
+    "RunResult",
+    "Runner",
+    "Terminated",
+    "file_secrets",
+    "signals_as_exceptions",
+]
+
+
+class Runner(ChildCalls, ForkCalls, AskCalls):
+    """Runs one loop to its end, or to a limit, writing every step to the run directory."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        options: RunOptions | None = None,
+        *,
+        listeners: list[Listener] | None = None,
+        progress: Progress | None = None,
+        run_dir: RunDir | None = None,
+        run_id: str | None = None,
+        sleep: Callable[[float], None] | None = None,
+        rng: random.Random | None = None,
+        clock: Clock | None = None,
+        action_layer: ActionLayer | None = None,
+        parent: Parent | None = None,
+    ) -> None:
+        self.loop = loop
+        self.options = options or RunOptions()
+        # A child run (a `loop:` state's) takes no lock: its root holds the tree's.
+        self.parent = parent
+        if parent is not None:
+            self.options = dataclasses.replace(self.options, allow_concurrent=True)
+        self._listeners = list(listeners or [])
+        clock = clock or Clock()
+        if sleep is not None:
+            clock = Clock(clock.monotonic, clock.wall, sleep)
+        self.env: Mapping[str, str] = (
+            self.options.env if self.options.env is not None else dict(os.environ)
+        )
+        self.resumed = progress is not None
+        # `ll step`: asked after each recorded step; a reason pauses the run there (exit 6).
+        self.pause: Callable[[], str | None] | None = None
+        run_id = progress.run_id if progress else (run_id or new_run_id(loop.name))
+        started_at = progress.started_at if progress else clock.wall()
+        run_root = run_dir.root if run_dir else self.options.base_dir / RUNS / run_id
+        # Fixed for the whole run; context values may use them, and ${env.X}.
+        loop_scope = {
+            "name": loop.name,
+            "run_id": run_id,
+            "run_dir": str(run_root.resolve()),
+            "dir": str(loop.dir),
+            "started_at": started_at,
+        }
+        context = resolve_context(
+            loop.context, self.options.overrides, env=self.env, loop=loop_scope
+        )
+        if progress is None:
+            o = self.options
+            progress = Progress(
+                run_id=run_id,
+                loop_file=str(loop.path.resolve()),
+                loop_sha256=loop.source_sha256,
+                started_at=started_at,
+                context=context,
+                max_iterations=o.max_iterations or loop.max_iterations,
+                current=loop.initial,
+                options={
+                    "cwd": str(loop.cwd(o.base_dir)),
+                    "base_dir": str(o.base_dir.resolve()),  # a resume elsewhere maps paths by it
+                    "overrides": {
+                        k: v for k, v in o.overrides.items() if k not in set(loop.secrets)
+                    },
+                    "model": o.model,
+                    "cache": o.cache,
+                    "record": str(o.record) if o.record else None,
+                    "replay": str(o.replay) if o.replay else None,
+                    "claude": list(o.claude),
+                    "claude_flags": list(o.claude_flags),
+                    # which secrets came from --set, so a resume asks for them again
+                    "secret_sets": sorted(k for k in o.overrides if k in set(loop.secrets)),
+                    "secret_nonce": os.urandom(4).hex(),
+                },
+            )
+        else:
+            # Secret context values are never written down; a resumed run takes them afresh.
+            progress.context.update({k: context[k] for k in loop.secrets if k in context})
+        progress.pid = os.getpid()
+        progress.pid_start = process_start(progress.pid)
+        self.progress = progress
+        sources = secret_sources(self.env, progress.context, loop.secrets)
+        # A value secret anywhere above a child is secret in it too (and sealed in its state).
+        for i, value in enumerate(parent.secrets if parent else ()):
+            sources[f"caller.{i}"] = value
+        self.redactor = Redactor(sources.values())
+        # Saved values hold markers where secrets stood; a resumed run fills them in again.
+        sealer = Sealer(sources, str(progress.options.get("secret_nonce") or ""))
+        if self.resumed and sealer.nonce:
+            progress.context = sealer.unseal(progress.context, sources)
+        self.session = RunSession(
+            loop,
+            self.options,
+            progress,
+            redactor=self.redactor,
+            sealer=sealer,
+            clock=clock,
+            listeners=self._listeners,
+            run_dir=run_dir,
+        )
+        self.run_dir = self.session.run_dir
+        if self.resumed:
+            try:
+                self.session.load_outputs(progress)
+            except BaseException:
+                self.session.close()
+                raise
+            if sealer.nonce:
+                progress.captured = sealer.unseal(progress.captured, sources)
+                progress.prev = sealer.unseal(progress.prev, sources)
+        self.steps = StepPipeline(
+            loop,
+            self.options,
+            progress,
+            self.session,
+            env=self.env,
+            scope=loop_scope,
+            action_layer=action_layer or Processes(),
+            rng=rng or random.Random(),
+        )
+
+    # -- the run -------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        """Run until a terminal state, a limit, an error or a signal; always persists the end.
+
+        Signals are held throughout, except in the windows that wait on something outside
+        (actions, the judge, sleeps); one that arrives while the end is being recorded does
+        not change the recorded outcome.
+        """
+        # Held until signals_as_exceptions ends, so that a signal after the end is recorded
+        # is dropped there rather than raised on the way out.
+        GATE.held = True
+        try:
+            return self._run()
+        finally:
+            if self.parent is None:  # a child's caller still has its end to record
+                GATE.pending = None
+
+    def _run(self) -> RunResult:
+        p = self.progress
+        self._start()
+        try:
+            GATE.raise_pending()  # one that came while the run was set up
+            while True:
+                self._next_step()
+                GATE.raise_pending()  # the step is recorded: a held signal stops the run here
+                why = self.pause() if self.pause is not None else None
+                if why:
+                    return self._finish("interrupted", p.current, why, EXIT_SUSPENDED)
+        except Finish as end:
+            return self._finish(end.outcome, end.final_state, end.error)
+        except Suspended as waiting:  # a question (here, in a child or a fork's branch) waits
+            return self._suspend(waiting.pending)
+        except LoopError as exc:
+            return self._finish("error", p.current, exc.message)
+        except KeyboardInterrupt:
+            return self._finish("interrupted", p.current, "interrupted (SIGINT)", EXIT_INTERRUPTED)
+        except Terminated:
+            return self._finish("interrupted", p.current, "terminated (SIGTERM)", EXIT_TERMINATED)
+        except OSError as exc:  # the machine said no: disk full, a file made unwritable
+            return self._finish("error", p.current, _os_error(exc))
+        except Exception as exc:  # a bug in ll: recorded as ended in error, never "running"
+            from little_loops.crash import (
+                one_line,
+                write_report,
+            )
+
+            report = write_report(exc, self.run_dir.root)
+            message = f"internal error (a bug in ll): {one_line(exc)}"
+            if report is not None:
+                message += f"; crash report: {report}"
+            return self._finish("error", p.current, message, EXIT_INTERNAL)
+        finally:
+            self.steps.close()
+            self.session.close()
+
+    def _start(self) -> None:
+        p, session = self.progress, self.session
+        session.emit(
+            ev.LoopStart(
+                loop=self.loop.name,
+                file=str(self.loop.path),
+                max_iterations=p.max_iterations,
+                resumed=self.resumed,
+            )
+        )
+        lock = session.lock
+        if lock is not None and lock.reclaimed_from:
+            owner = lock.reclaimed_from
+            session.emit(
+                ev.LockReclaimed(previous_run_id=owner.get("run_id"), previous_pid=owner.get("pid"))
+            )
+        session.persist(p)
+
+    def _next_step(self) -> None:
+        """One step, in the order things happen."""
+        step, state = self._enter()
+        result = self._dispatch(step, state)  # an action, a child run, a fork, or a question
+        self._remember(step, state, result)
+        route = self._route(state, result)
+        self._record(step, state, route)
+
+    def _enter(self) -> tuple[int, State]:
+        """The state the next step runs (the `on_max_iterations` one once the limit is hit)."""
+        p = self.progress
+        self.steps.check_deadline(p.current)
+        if p.step >= p.max_iterations:
+            if self.loop.on_max_iterations is None or p.on_max_used:
+                raise Finish("max_iterations", p.current)
+            p.on_max_used = True
+            p.current = self.loop.on_max_iterations
+        step = p.step + 1
+        self.session.emit(ev.StateEnter(step=step, state=p.current))
+        return step, self.loop.states[p.current]
+
+    def _route(self, state: State, result: StepResult) -> dict[str, str]:
+        """Where the run goes next; `Finish` when it ends here."""
+        verdict = result.verdict.verdict
+        if state.is_loop or state.is_fork:
+            self._check_budget(state.name)  # the child's cost, or an ancestor's budget, ends us
+        if self.steps.ends_run(state):
+            return self._after_terminal(state, result)
+        # A child's terminal routes as its outcome when it has no route of its own.
+        outcome = result.verdict.details.get("outcome") if state.is_loop else None
+        if verdict in ("error", "timeout") or not isinstance(outcome, str):
+            outcome = None
+        decision = router.route(self.loop, state, verdict, outcome)
+        if decision is None:
+            self.progress.last_route = None  # written once, by _finish
+            outcome, message = router.stop(state, verdict, result.reason)
+            raise Finish(outcome, state.name, message)
+        return {"from": state.name, "to": decision.target, "verdict": verdict, "via": decision.via}
+
+    def _after_terminal(self, state: State, result: StepResult) -> dict[str, str]:
+        """End the run at a terminal (or the `on_max_iterations` state), or maintain.
+
+        A terminal whose action did not succeed makes the outcome `failure`, whatever its
+        `outcome` says, and stops a maintained loop too. At `on_max_iterations` the outcome
+        stays `max_iterations` (the limit came first) and the error names the failed action.
+        """
+        failed = None
+        if result.verdict.verdict != "success":
+            kind = "terminal state" if state.terminal else "state"
+            failed = f"{kind} '{state.name}' gave verdict '{result.verdict.verdict}'"
+            if result.reason:
+                failed += f": {result.reason}"
+        if self.progress.on_max_used:
+            raise Finish("max_iterations", state.name, failed)
+        if failed is not None:
+            raise Finish("failure", state.name, failed)
+        if self.loop.maintain and state.terminal:
+            target = state.on_maintain or self.loop.initial
+            return {"from": state.name, "to": target, "verdict": "maintain", "via": "maintain"}
+        raise Finish(state.outcome, state.name)
+
+    def _record(self, step: int, state: State, route: dict[str, str]) -> None:
+        """The step's one persist point: its route written, then the state that names it.
+
+        A step that ends the run is written once, by `_finish`: a state.json naming a finished
+        step but not the end would make resume run that step again as the next one.
+        """
+        p = self.progress
+        self.session.emit(
+            ev.Route(
+                step=step,
+                state=state.name,
+                from_=route["from"],
+                to=route["to"],
+                verdict=route["verdict"],
+                via=route["via"],
+            )
+        )
+        p.last_route = route
+        p.current = route["to"]
+        self.session.persist(p)
+        self._check_budget(state.name)
+        if self.loop.backoff > 0:
+            remaining = self.session.remaining(self.loop.timeout)
+            with GATE.interruptible():
+                self.session.clock.sleep(min(self.loop.backoff, remaining or self.loop.backoff))
+
+    def _remember(self, step: int, state: State, result: StepResult) -> None:
+        """The finished step in the progress: what `prev` and `captured` show from now on."""
+        p = self.progress
+        p.step = step
+        p.attempt = 0
+        p.path.append(state.name)
+        details = result.verdict.details
+        fields = result.record or output_record(state, result.action)
+        record = {**fields, "verdict": result.verdict.verdict}
+        p.prev = record
+        kept = {**record, "confidence": details.get("confidence"), "reason": details.get("reason")}
+        if state.capture:
+            p.captured[state.capture] = kept
+        self.session.keep_outputs(kept, state.capture)
+        value = details.get("value")
+        converging = state.evaluate is not None and state.evaluate.type == "convergence"
+        if converging and isinstance(value, int | float) and not isinstance(value, bool):
+            p.convergence[state.name] = float(value)
+        # Only a real judge verdict's reason is shown to the judge again, never an error text.
+        reason = details.get("reason")
+        judged = state.evaluate is not None and state.evaluate.type == "llm_structured"
+        real = "confident" in details and "error" not in details  # not an error, not a timeout
+        if judged and real and not details.get("fail_open") and isinstance(reason, str) and reason:
+            p.prior_reasons[state.name] = str(reason)
+
+    def _child_runner(self, child: Loop, options: RunOptions, **kwargs: Any) -> Runner:
+        return Runner(child, options, **kwargs)
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def _finish(
+        self, outcome: str, final_state: str, error: str | None, exit_code: int | None = None
+    ) -> RunResult:
+        p = self.progress
+        code = exit_code if exit_code is not None else OUTCOME_EXIT[outcome]
+        p.status = "interrupted" if outcome == "interrupted" else "finished"
+        p.outcome, p.exit_code, p.error = outcome, code, error
+        p.final_state = final_state
+        if self.loop.outputs and outcome != "interrupted":
+            p.outputs = self._outputs(final_state)
+        duration_ms = self.session.elapsed_ms()
+        self.session.emit(
+            ev.LoopComplete(
+                final_state=final_state,
+                outcome=outcome,
+                exit_code=code,
+                steps=p.step,
+                duration_ms=duration_ms,
+                error=error,
+                cost_usd=round(p.cost_usd, 6),
+                outputs=p.outputs,
+            )
+        )
+        # After the event, so whoever sees the final state also finds the event in the log.
+        self.session.persist(p)
+        return RunResult(
+            run_id=p.run_id,
+            outcome=outcome,
+            exit_code=code,
+            final_state=final_state,
+            steps=p.step,
+            duration_ms=duration_ms,
+            path=tuple(p.path),
+            run_dir=self.run_dir.root,
+            error=error,
+        )
+
+
+def _os_error(exc: OSError) -> str:
+    return cannot("write", os.fsdecode(exc.filename), exc) if exc.filename else str(exc)

@@ -1,0 +1,204 @@
+"""A run session: the loop lock, the run directory, the event sink and the clock of one run.
+
+The session is the run's only writer: events go out through `emit`, step outputs through
+`keep_outputs`, and the progress through `persist`, which writes state.json whole. Whatever
+fails while it is being set up releases the lock it took, so the loop can be run again.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from little_loops.model.loop import Loop
+from little_loops.model.progress import (
+    _CHANGING,
+    _FIXED,
+    Progress,
+    RunOptions,
+)
+from little_loops.record import outputs as outputs_store
+from little_loops.record.events import (
+    Emitter,
+    Event,
+    JsonlSink,
+    Listener,
+    RunEvent,
+    utc_now,
+)
+from little_loops.record.secrets import (
+    Redactor,
+    Sealer,
+)
+from little_loops.record.store import (
+    LoopLock,
+    RunDir,
+)
+from little_loops.run.gate import GATE
+
+# Fields of a step's record that only `captured` shows; `prev` is the record without them.
+_VERDICT_ONLY = ("confidence", "reason")
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Time as a run sees it: a simulation or a test gives its own."""
+
+    monotonic: Callable[[], float] = time.monotonic
+    wall: Callable[[], str] = utc_now  # the `ts` of every event
+    sleep: Callable[[float], None] = time.sleep
+
+
+class RunSession:
+    """What one run holds open from its start to its end."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        options: RunOptions,
+        progress: Progress,
+        *,
+        redactor: Redactor,
+        sealer: Sealer,
+        clock: Clock,
+        listeners: list[Listener],
+        run_dir: RunDir | None = None,
+    ) -> None:
+        self.options = options
+        self.clock = clock
+        self.redactor = redactor
+        self._sealer = sealer
+        self._t0 = clock.monotonic() - progress.elapsed_ms / 1000.0
+        fixed = progress.to_dict(_FIXED)
+        # Secret context values are never written down; a resumed run takes them afresh.
+        fixed["context"] = {k: v for k, v in progress.context.items() if k not in loop.secrets}
+        if redactor:
+            fixed = redactor.obj({**fixed, "context": sealer.seal(fixed["context"])})
+        self._fixed = fixed
+        self.lock: LoopLock | None = None
+        if not options.allow_concurrent:
+            # Before the run directory exists, so a refused start leaves nothing behind.
+            self.lock = LoopLock(options.base_dir, loop.path)
+            self.lock.acquire(progress.run_id, loop.path)
+        try:
+            if run_dir is None:
+                run_dir = RunDir.create(options.base_dir, progress.run_id)
+                _write_snapshot(loop, run_dir, redactor)
+            elif progress.step == 0 and not (run_dir.root / "loop.yaml").exists():
+                _write_snapshot(loop, run_dir, redactor)  # a child run, at its start
+            self.run_dir = run_dir
+            self.outputs = outputs_store.Outputs(run_dir.root)
+            self.sink = JsonlSink(run_dir.events_path)
+        except BaseException:
+            self.release_lock()  # or the next run of this loop in this process is refused
+            raise
+        self.emitter = Emitter(
+            progress.run_id,
+            [self.sink, *listeners],
+            redact=redactor.obj if redactor else None,
+            clock=clock.wall,
+        )
+        # Where state.json points for `captured` and `prev`: records of finished steps only.
+        self._captured_refs: dict[str, dict[str, Any]] = {}
+        self._prev_ref: dict[str, Any] = {}
+
+    # -- time ------------------------------------------------------------------------------
+
+    def elapsed_ms(self) -> int:
+        return int((self.clock.monotonic() - self._t0) * 1000)
+
+    def deadline(self, timeout: float | None) -> float | None:
+        """The clock's monotonic time when a loop `timeout` runs out; None without one."""
+        return None if timeout is None else self._t0 + timeout
+
+    def remaining(self, timeout: float | None) -> float | None:
+        if timeout is None:
+            return None
+        return max(0.0, timeout - (self.clock.monotonic() - self._t0))
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def emit(self, event: RunEvent) -> Event:
+        """Write a typed event (SPEC section 10) to the log and every listener."""
+        return self.emitter.send(event)
+
+    def flush(self) -> None:
+        self.sink.flush()
+
+    def keep_outputs(self, record: dict[str, Any], capture: str | None) -> None:
+        """A finished step's record: appended once, pointed to by the next state.json."""
+        where = self.outputs.append(self._sealer.seal(record) if self.redactor else record)
+        self._prev_ref = where
+        if capture:
+            self._captured_refs[capture] = where
+
+    def load_outputs(self, progress: Progress) -> None:
+        """Fill a resumed run's `captured` and `prev` from what its state.json points to.
+
+        Records an older ll wrote inline are moved into outputs.dat, so from here on
+        state.json holds references only. Values stay sealed; the runner unseals them.
+        """
+        for name, value in list(progress.captured.items()):
+            progress.captured[name], self._captured_refs[name] = self._load(value)
+        if progress.prev:
+            progress.prev, self._prev_ref = self._load(progress.prev)
+            for key in _VERDICT_ONLY:
+                progress.prev.pop(key, None)
+
+    def _load(self, value: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        if outputs_store.is_ref(value):
+            return self.outputs.read(value), value
+        record = value if isinstance(value, dict) else {}
+        return record, self.outputs.append(record)  # inline: already sealed when written
+
+    def persist(self, progress: Progress) -> None:
+        """Write state.json whole, after the events so far: the one place the state is saved."""
+        with GATE.deferred():
+            self.sink.flush()
+            progress.elapsed_ms = self.elapsed_ms()
+            data = progress.to_dict(_CHANGING)
+            if self.redactor:
+                data = self.redactor.obj(data)
+            data["captured"], data["prev"] = self._captured_refs, self._prev_ref
+            if self.options.fsync:
+                self.outputs.sync()
+            self.run_dir.write_state({**self._fixed, **data}, fsync=self.options.fsync)
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def release_lock(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def close(self) -> None:
+        self.release_lock()
+        self.sink.close()
+        self.outputs.close()
+        self.run_dir.close()
+
+
+def file_secrets(loop: Loop) -> list[str]:
+    """The literal values the loop file itself gives its secret keys."""
+    return [str(loop.context[k]) for k in loop.secrets if k in loop.context]
+
+
+def _write_snapshot(loop: Loop, run_dir: RunDir, run_secrets: Redactor) -> None:
+    """The file as it was at the start, so `ll resume` can tell what changed since; secret
+    values (the run's, and literals the file gives its secret keys) are masked, since run
+    directories get uploaded as CI artifacts. Resume compares digests of the original."""
+    try:
+        if not stat.S_ISREG(os.stat(loop.path).st_mode):
+            return  # a pipe (`ll run /dev/stdin`) cannot be read twice
+        data = loop.path.read_bytes()
+    except OSError:
+        return
+    redactor = Redactor([*run_secrets.values, *file_secrets(loop)])
+    if redactor:
+        text = data.decode("utf-8", "surrogateescape")
+        data = redactor.text(text).encode("utf-8", "surrogateescape")
+    (run_dir.root / "loop.yaml").write_bytes(data)

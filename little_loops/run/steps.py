@@ -1,0 +1,439 @@
+"""One state's step: render -> act -> evaluate, with retries; what a step gives the runner.
+
+The action layer is a seam (`ActionLayer`): the default runs real processes through `actions`,
+a simulation or a benchmark passes its own. The step writes its events through the session
+and never routes: the runner decides where the run goes next.
+
+A little over 400 lines: `StepPipeline` is one class, a step from render to verdict with its
+retries, and its small helpers (`output_record`, `retry_delay`) are imported from here.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from little_loops import actions
+from little_loops.evaluators import (
+    EvalInput,
+    evaluate,
+)
+from little_loops.model import reasons
+from little_loops.model.loop import (
+    Loop,
+    Retry,
+    State,
+    Verdict,
+    base_verdict,
+)
+from little_loops.model.progress import (
+    Progress,
+    RunOptions,
+)
+from little_loops.record import events as ev
+from little_loops.record.secrets import RedactingStream
+from little_loops.record.store import StepLog
+from little_loops.run.action_layer import ActionLayer
+from little_loops.run.gate import GATE
+from little_loops.run.session import RunSession
+from little_loops.run.step_scope import StepScope
+
+
+@dataclass(frozen=True)
+class StepResult:
+    verdict: Verdict
+    action: actions.ActionResult | None
+    reason: str | None = None  # one line, for a verdict other than success
+    record: dict[str, Any] | None = None  # the output fields of `prev` and `captured`
+
+
+class Finish(Exception):
+    """The run ends here with this outcome."""
+
+    def __init__(self, outcome: str, final_state: str, error: str | None = None) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
+        self.final_state = final_state
+        self.error = error
+
+
+class StepPipeline:
+    """Runs one state of a loop: its action, its evaluator, its retries."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        options: RunOptions,
+        progress: Progress,
+        session: RunSession,
+        *,
+        env: Mapping[str, str],
+        scope: Mapping[str, Any],
+        action_layer: ActionLayer,
+        rng: random.Random,
+    ) -> None:
+        self.loop = loop
+        self.options = options
+        self.progress = progress
+        self.session = session
+        self.redactor = session.redactor
+        self.env = env
+        # None lets actions inherit our environment without re-encoding it every step.
+        self._child_env = options.env
+        self.templates = StepScope(
+            progress, self.redactor, loop_scope=scope, env=env, elapsed_ms=session.elapsed_ms
+        )
+        self.actions = action_layer
+        self._rng = rng
+        # Recorded at the start, so a run resumed from elsewhere acts in the same place; runs
+        # recorded before v2 ran their actions in the loop file's directory.
+        self._cwd = Path(progress.options.get("cwd") or loop.dir)
+        self._judge: Any = None
+        self._judge_spent = 0.0  # what the judge's answers in this evaluation cost so far
+
+    def run(self, step: int, state: State) -> StepResult:
+        """The step's attempts, until one needs no retry; each retry is persisted first."""
+        # A resumed run continues the retry count of the step it was cut off in.
+        attempt = max(self.progress.attempt, 1)
+        while True:
+            result = self._attempt(step, state, attempt)
+            if not self.wait_to_retry(step, state, attempt, result.verdict.verdict):
+                return result
+            attempt += 1
+
+    def wait_to_retry(
+        self, step: int, state: State, attempt: int, verdict: str, *, jitter: bool = True
+    ) -> bool:
+        """Whether `verdict` on `attempt` calls for another attempt; if so, the retry is
+        recorded (its event, and the attempt count persisted so a resume continues it) and
+        its backoff waited out, within the loop's deadline."""
+        retry = state.retry
+        if retry is None or verdict not in retry.on or attempt >= retry.max_attempts:
+            return False
+        delay = retry_delay(retry, attempt)
+        if jitter and retry.jitter:
+            delay = self._rng.uniform(0, delay)
+        remaining = self.session.remaining(self.loop.timeout)
+        if remaining is not None:
+            delay = min(delay, remaining)
+        self.session.emit(
+            ev.Retry(
+                step=step,
+                state=state.name,
+                attempt=attempt + 1,
+                delay_s=round(delay, 3),
+                verdict=verdict,
+            )
+        )
+        self.progress.attempt = attempt + 1
+        self.session.persist(self.progress)
+        with GATE.interruptible():
+            self.session.clock.sleep(delay)
+        self.check_deadline(state.name)
+        return True
+
+    def _attempt(self, step: int, state: State, attempt: int) -> StepResult:
+        action = None
+        shown: str | None = None
+        record = None
+        if state.action is not None:
+            shell = state.action_type == "shell"
+            command = self.templates.render(
+                state.action, step, state, attempt, shell=shell, command=True
+            )
+            # What events, the terminal and reports show: secrets masked before quoting.
+            shown = self.templates.display(state.action, command, step, state, attempt, shell=shell)
+            action = self._act(step, state, attempt, command, shown)
+            # Spent as soon as it is known: a step cut off later still counts its action.
+            self.spend(action.cost_usd)
+            if self.ends_run(state):
+                self._show_terminal_output(action)
+            record = output_record(state, action)
+            if state.capture:  # its own evaluator may read the output fields
+                self.progress.captured[state.capture] = record
+            if action.timed_out:
+                self.check_deadline(state.name)
+                verdict = Verdict("timeout", {"timeout_s": self._action_timeout(state)})
+                return self._evaluated(step, state, verdict, action, "timeout", shown, record)
+            if action.error is not None:
+                verdict = Verdict("error", {"error": action.error, **dict(action.details)})
+                return self._evaluated(step, state, verdict, action, "action", shown, record)
+            forced = action.details.get("simulated_verdict")
+            if isinstance(forced, str):  # a simulation's answer (simulate.py) stands as given
+                verdict = Verdict(
+                    forced, {k: v for k, v in action.details.items() if k != "simulated_verdict"}
+                )
+                return self._evaluated(step, state, verdict, action, "simulated", shown, record)
+        elif state.terminal:
+            return StepResult(Verdict("success"), None)  # nothing ran, so nothing failed
+        else:
+            record = output_record(state, None)
+            if state.capture:
+                self.progress.captured[state.capture] = record
+        spec = state.evaluate
+        if spec is None:
+            verdict = Verdict("success")
+            return self._evaluated(step, state, verdict, action, "none", shown, record)
+        judged = _uses_judge(spec)
+        # The judge (a remote model, a cache file) never sees a secret value.
+        mask = self.redactor.text if judged and self.redactor else _same
+
+        def resolve(text: str) -> str:
+            return mask(self.templates.render(text, step, state, attempt, shell=False))
+
+        inp = EvalInput(
+            text=mask(action.output) if action else "",
+            stderr=mask(action.stderr) if action else "",
+            exit_code=action.exit_code if action else None,
+            state=state.name,
+            resolve=resolve,
+            previous_value=self.progress.convergence.get(state.name),
+            prior_reason=self.progress.prior_reasons.get(state.name),
+            judge=self._judge_session() if judged else None,
+            deadline=self.session.deadline(self.loop.timeout),
+        )
+        self._judge_spent = 0.0
+        if judged:
+            # Waiting on a model: a signal stops the step here (it is run again on resume),
+            # while each answer's cost is recorded the moment it arrives (`_on_judge_cost`).
+            with GATE.interruptible():
+                verdict = evaluate(spec, inp)
+        else:
+            verdict = evaluate(spec, inp)
+        result = self._evaluated(step, state, verdict, action, spec.type, shown, record)
+        if judged:
+            self.check_deadline(state.name)  # the judge gave up at the loop's deadline
+        return result
+
+    def _evaluated(
+        self,
+        step: int,
+        state: State,
+        verdict: Verdict,
+        action: actions.ActionResult | None,
+        kind: str,
+        command: str | None,
+        record: dict[str, Any] | None,
+    ) -> StepResult:
+        # The judge's answers were counted as they came; only the rest is added here.
+        self.spend(_cost(verdict.details.get("cost_usd")) - self._judge_spent)
+        self._judge_spent = 0.0
+        why: dict[str, Any] = {}
+        if verdict.verdict != "success":
+            # Why it did not succeed, and what it printed last: the terminal, JUnit and the
+            # stop message all read these two fields.
+            why["reason"] = reasons.step_reason(
+                verdict.verdict,
+                verdict.details,
+                exit_code=action.exit_code if action else None,
+                stderr=action.stderr if action else "",
+                stdout=action.output if action else "",
+                command=command,
+                action_type=state.action_type,
+            )
+            base = base_verdict(verdict.verdict) or verdict.verdict
+            if action is not None and base in reasons.BAD_VERDICTS:
+                why["tail"] = reasons.output_tail(action.output, action.stderr)
+        self.session.emit(
+            ev.Evaluate(
+                step=step,
+                state=state.name,
+                type=kind,
+                verdict=verdict.verdict,
+                details=dict(verdict.details),
+                reason=why.get("reason"),
+                tail=why.get("tail"),
+            )
+        )
+        return StepResult(verdict, action, why.get("reason"), record)
+
+    def _act(
+        self, step: int, state: State, attempt: int, command: str, shown: str
+    ) -> actions.ActionResult:
+        assert state.action_type is not None
+        GATE.raise_pending()  # rather than start a process only to kill it
+        self.session.emit(
+            ev.ActionStart(step=step, state=state.name, action=shown, action_type=state.action_type)
+        )
+        self.session.flush()  # `ll logs -f` shows the step while it runs
+        timeout = self._action_timeout(state)
+        remaining = self.session.remaining(self.loop.timeout)
+        if remaining is not None:
+            timeout = min(timeout, remaining)
+        log: str | None = self.session.run_dir.step_log(step, state.name, attempt)
+        on_output = self.options.on_output
+        streams: list[RedactingStream] = []
+        log_file = None
+        if self.redactor:
+            # Output is masked on its way to the log and the terminal, never written raw.
+            assert log is not None
+            log_file = StepLog(log)
+            streams.append(RedactingStream(log_file.write, self.redactor))
+            if on_output is not None:
+                verbose = on_output
+                streams.append(RedactingStream(lambda b: verbose("stdout", b), self.redactor))
+            log = None
+
+            def on_output(_name: str, chunk: bytes) -> None:
+                for stream in streams:
+                    stream.write(chunk)
+
+        try:
+            if state.action_type == "slash":
+                result = self.actions.run_slash(
+                    command,
+                    claude=self.options.claude,
+                    flags=self.options.claude_flags,
+                    cwd=self._cwd,
+                    env=self._child_env,
+                    timeout=timeout,
+                    log_path=log,
+                    on_output=on_output,
+                    interruptible=GATE.interruptible,
+                )
+            else:
+                result = self.actions.run_shell(
+                    command,
+                    shell=self.loop.shell,
+                    cwd=self._cwd,
+                    env=self._child_env,
+                    timeout=timeout,
+                    log_path=log,
+                    on_output=on_output,
+                    interruptible=GATE.interruptible,
+                )
+        finally:
+            for stream in streams:
+                stream.flush()
+            if log_file is not None:
+                log_file.close()
+        self.session.emit(
+            ev.ActionComplete(
+                step=step,
+                state=state.name,
+                exit_code=result.exit_code,
+                duration_ms=result.duration_ms,
+                timed_out=result.timed_out,
+                output_bytes=result.output_bytes,
+            )
+        )
+        return result
+
+    def ends_run(self, state: State) -> bool:
+        """A terminal, or the `on_max_iterations` state once the limit sent the run there."""
+        on_max = self.progress.on_max_used and state.name == self.loop.on_max_iterations
+        return state.terminal or on_max
+
+    def _show_terminal_output(self, action: actions.ActionResult) -> None:
+        show = self.options.on_terminal_output
+        if show is None:
+            return  # nobody asked (--quiet, --json), or --verbose streamed it already
+        for name, text in (("stdout", action.output), ("stderr", action.stderr)):
+            if text:
+                if self.redactor:
+                    text = self.redactor.text(text)
+                show(name, (text if text.endswith("\n") else text + "\n").encode())
+
+    # -- limits and cost -------------------------------------------------------------------
+
+    def _action_timeout(self, state: State) -> float:
+        return state.timeout if state.timeout is not None else self.loop.action_timeout
+
+    def check_deadline(self, state_name: str) -> None:
+        remaining = self.session.remaining(self.loop.timeout)
+        if remaining is not None and remaining <= 0:
+            raise Finish("timeout", state_name, f"loop timeout of {self.loop.timeout:g}s reached")
+
+    def spend(self, cost: float) -> None:
+        if cost > 0:
+            self.progress.cost_usd += cost
+
+    # -- the judge -------------------------------------------------------------------------
+
+    def _judge_session(self) -> Any:
+        if self._judge is None:
+            from little_loops.evaluators.llm import (
+                JudgeSession,
+                JudgeSettings,
+            )
+
+            o = self.options
+            self._judge = JudgeSession(
+                JudgeSettings(
+                    model_override=o.model,
+                    llm=self.loop.llm,
+                    cache_dir=(o.base_dir / ".loops" / "cache") if o.cache else None,
+                    record=o.record,
+                    replay=o.replay,
+                    claude=o.claude,
+                ),
+                emit=self._judge_event,
+                env=self.env,
+                on_cost=self._on_judge_cost,
+            )
+        return self._judge
+
+    def _judge_event(self, event: ev.RunEvent) -> None:
+        with GATE.deferred():
+            p = self.progress
+            self.session.emit(replace(event, step=p.step + 1, state=p.current))
+
+    def _on_judge_cost(self, cost: object) -> None:
+        """An answer arrived: its cost is spent even if the step is cut off before its verdict,
+        so it is written down at once (a resumed run re-judges, and pays again)."""
+        amount = _cost(cost)
+        if amount:
+            with GATE.deferred():
+                self._judge_spent += amount
+                self.spend(amount)
+                self.session.persist(self.progress)
+
+    def close(self) -> None:
+        if self._judge is not None:
+            self._judge.close()
+            self._judge = None
+        self.actions.kill_orphans()  # nothing a step started outlives the run
+
+
+def output_record(state: State, action: actions.ActionResult | None) -> dict[str, Any]:
+    # Trailing newlines are dropped, as shell command substitution does, so that
+    # `${captured.dir.output}/file` works after an action that printed a path.
+    return {
+        "output": action.output.rstrip("\n") if action else "",
+        "stderr": action.stderr.rstrip("\n") if action else "",
+        "exit_code": action.exit_code if action else None,
+        "duration_ms": action.duration_ms if action else 0,
+        "state": state.name,
+    }
+
+
+def retry_delay(retry: Retry, attempt: int) -> float:
+    """interval * backoff_rate ** (attempt - 1), at most max_delay, without float overflow."""
+    top, first, rate = float(retry.max_delay), float(retry.interval), float(retry.backoff_rate)
+    if first <= 0 or first >= top or rate <= 1:
+        return min(first, top)
+    # The power passes max_delay after this many steps; before that it cannot overflow.
+    if attempt - 1 >= math.log(top / first) / math.log(rate):
+        return top
+    return min(top, first * rate ** (attempt - 1))
+
+
+def _cost(value: object) -> float:
+    """A cost in USD; anything not a finite, non-negative number counts as unknown (0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value) if math.isfinite(value) and value > 0 else 0.0
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def _uses_judge(spec: Any) -> bool:
+    if spec.type == "llm_structured":
+        return True
+    return any(_uses_judge(sub) for sub in spec.of)

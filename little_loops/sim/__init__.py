@@ -1,0 +1,1 @@
+"""Simulation: scripted answers in place of actions, `ll step` and `ll test`."""

@@ -1,0 +1,1 @@
+"""`${...}` placeholders and the shell quoting that makes their values safe."""

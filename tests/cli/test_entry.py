@@ -1,0 +1,112 @@
+"""The `ll` entry point answers --help and --version without click, exactly as click would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from little_loops import __version__
+from little_loops._help import HELP
+from little_loops.cli.main import main
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+
+
+def test_help_copy_is_clicks_page() -> None:
+    from gen_help import render, source
+
+    assert render() == HELP, "little_loops/_help.py is stale: run python scripts/gen_help.py"
+    assert source(render()) == (REPO / "little_loops" / "_help.py").read_text()
+
+
+def test_version_matches_click() -> None:
+    result = CliRunner().invoke(main, ["--version"], prog_name="ll")
+    assert result.output == f"ll, version {__version__}\n"
+
+
+def _ll(*args: str, columns: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    code = (
+        "import sys\nfrom little_loops.entry import main\nsys.argv[0] = 'll'\n"
+        "try:\n    main()\nfinally:\n"
+        "    print('CLICK' if 'click' in sys.modules else 'NO-CLICK', file=sys.stderr)\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=30
+    )
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["--version"]])
+def test_fast_paths_skip_click(args: list[str]) -> None:
+    proc = _ll(*args)
+    assert proc.returncode == 0
+    assert proc.stderr.strip() == "NO-CLICK"
+    expected = HELP if args != ["--version"] else f"ll, version {__version__}\n"
+    assert proc.stdout == expected
+
+
+def test_narrow_terminal_and_other_commands_go_to_click() -> None:
+    narrow = _ll("--help", columns="60")
+    assert "CLICK" in narrow.stderr
+    assert narrow.stdout.startswith("Usage: ll [OPTIONS] COMMAND [ARGS]...")
+    schema = _ll("schema")
+    assert "CLICK" in schema.stderr
+
+
+LOOP = """\
+name: tiny
+initial: a
+states:
+  a: {action: "true", on_success: z, on_failure: z}
+  z: {terminal: true}
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["good.yaml"],
+        ["good.yaml", "bad.yaml"],
+        ["--strict", "warn.yaml"],
+        ["warn.yaml"],
+        ["--format", "json", "bad.yaml"],
+        ["--format=json", "good.yaml", "missing.yaml"],
+        ["--", "good.yaml"],
+    ],
+)
+def test_fast_validate_equals_click(tmp_path: Path, args: list[str]) -> None:
+    (tmp_path / "good.yaml").write_text(LOOP)
+    (tmp_path / "bad.yaml").write_text(LOOP.replace("on_success: z", "on_success: zz"))
+    (tmp_path / "warn.yaml").write_text(LOOP + "  orphan: {terminal: true}\n")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        clicked = CliRunner().invoke(main, ["validate", *args], prog_name="ll")
+    finally:
+        os.chdir(cwd)
+    code = (
+        "import sys\nfrom little_loops.entry import main\n"
+        "try:\n    main()\nfinally:\n"
+        "    print('CLICK' if 'click' in sys.modules else 'NO-CLICK', file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "validate", *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert proc.stderr.strip().endswith("NO-CLICK")
+    assert (proc.returncode, proc.stdout) == (clicked.exit_code, clicked.output)
+
+
+@pytest.mark.parametrize("args", [["--help"], [], ["--format", "xml", "a.yaml"], ["-x", "a"]])
+def test_other_validate_arguments_go_to_click(args: list[str]) -> None:
+    proc = _ll("validate", *args)
+    assert "CLICK" in proc.stderr
+    assert "NO-CLICK" not in proc.stderr

@@ -1,0 +1,354 @@
+"""Events: typed records and their wire form, timestamps, the JSONL sink, the emitter."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from little_loops.record.events import (
+    ENCODE,
+    EVENT_NAMES,
+    EVENT_TYPES,
+    ActionComplete,
+    Emitter,
+    Evaluate,
+    Event,
+    JsonlSink,
+    JudgeRetry,
+    LoopComplete,
+    Route,
+    StateEnter,
+    UnknownEvent,
+    parse,
+    read_events,
+    utc_now,
+)
+from little_loops.record.secrets import Redactor
+
+TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+
+
+def test_utc_now_format_and_value() -> None:
+    before = time.time()
+    stamp = utc_now()
+    after = time.time()
+    assert TIMESTAMP.fullmatch(stamp), stamp
+    parsed = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    assert before - 0.001 <= parsed.timestamp() <= after
+
+
+def test_utc_now_is_monotonic_across_calls() -> None:
+    stamps = [utc_now() for _ in range(200)]
+    assert all(TIMESTAMP.fullmatch(s) for s in stamps)
+    assert stamps == sorted(stamps)
+
+
+def test_event_names_are_the_public_set() -> None:
+    assert EVENT_NAMES[:8] == (
+        "loop_start",
+        "state_enter",
+        "action_start",
+        "action_complete",
+        "evaluate",
+        "retry",
+        "route",
+        "loop_complete",
+    )
+    assert len(set(EVENT_NAMES)) == len(EVENT_NAMES)
+
+
+def test_jsonl_sink_buffers_until_flush(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "run" / "events.jsonl"
+    sink = JsonlSink(path)  # creates the parent directories
+    try:
+        sink({"event": "loop_start", "loop": "démo", "n": 1})
+        sink({"event": "state_enter", "state": "a", "nested": {"x": [1, None, True]}})
+        assert path.read_text(encoding="utf-8") == ""
+        sink.flush()
+        assert path.read_text(encoding="utf-8") == (
+            '{"event":"loop_start","loop":"démo","n":1}\n'
+            '{"event":"state_enter","state":"a","nested":{"x":[1,null,true]}}\n'
+        )
+    finally:
+        sink.close()
+
+
+def test_jsonl_sink_appends_to_an_existing_log(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"event":"loop_start"}\n', encoding="utf-8")
+    sink = JsonlSink(path)
+    sink({"event": "loop_start", "resumed": True})
+    sink.close()  # closing flushes too
+    assert [e["event"] for e in read_events(path)] == ["loop_start", "loop_start"]
+    assert read_events(path)[1] == {"event": "loop_start", "resumed": True}
+
+
+def test_jsonl_sink_escapes_newlines_so_each_event_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    sink = JsonlSink(path)
+    sink({"event": "action_complete", "stdout": "line 1\nline 2\r\n"})
+    sink.close()
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 1
+    assert read_events(path) == [{"event": "action_complete", "stdout": "line 1\nline 2\r\n"}]
+
+
+def test_emitter_common_fields_and_order() -> None:
+    seen: list[Event] = []
+    emitter = Emitter("run-1", [seen.append], clock=lambda: "2026-01-01T00:00:00.000Z")
+    event = emitter.emit("route", {"from": "a", "to": "b"}, step=2, state="a")
+    assert event == seen[0]
+    assert list(event.items()) == [
+        ("event", "route"),
+        ("ts", "2026-01-01T00:00:00.000Z"),
+        ("run_id", "run-1"),
+        ("step", 2),
+        ("state", "a"),
+        ("from", "a"),
+        ("to", "b"),
+    ]
+
+
+def test_emitter_leaves_out_step_and_state_when_not_given() -> None:
+    emitter = Emitter("run-1", [], clock=lambda: "T")
+    assert emitter.emit("loop_start") == {"event": "loop_start", "ts": "T", "run_id": "run-1"}
+    assert emitter.emit("x", {}, step=0) == {"event": "x", "ts": "T", "run_id": "run-1", "step": 0}
+
+
+def test_emitter_uses_the_real_clock_by_default() -> None:
+    event = Emitter("r", []).emit("loop_start")
+    assert TIMESTAMP.fullmatch(event["ts"])
+
+
+def test_emitter_calls_listeners_in_order() -> None:
+    calls: list[str] = []
+    emitter = Emitter(
+        "r",
+        [lambda e: calls.append(f"first:{e['event']}"), lambda e: calls.append("second")],
+    )
+    emitter.emit("a")
+    emitter.emit("b")
+    assert calls == ["first:a", "second", "first:b", "second"]
+
+
+def test_emitter_redacts_before_any_listener_sees_the_event(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    sink = JsonlSink(path)
+    seen: list[Event] = []
+    emitter = Emitter("r", [sink, seen.append], redact=Redactor(["hunter2024"]).obj)
+    fields = {"stdout": "pw is hunter2024", "details": {"hunter2024": ["hunter2024"]}}
+    returned = emitter.emit("action_complete", fields, state="hunter2024")
+    sink.close()
+    assert seen == [returned]
+    assert returned["stdout"] == "pw is ***"
+    assert returned["details"] == {"***": ["***"]}
+    assert returned["state"] == "***"
+    assert "hunter2024" not in path.read_text(encoding="utf-8")
+    assert fields["stdout"] == "pw is hunter2024"  # the caller's mapping is left alone
+
+
+def test_read_events_missing_file(tmp_path: Path) -> None:
+    assert read_events(tmp_path / "nope.jsonl") == []
+
+
+def test_read_events_skips_a_torn_last_line_and_blank_lines(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    lines = [
+        json.dumps({"event": "loop_start", "step": None}),
+        "",
+        "   ",
+        json.dumps({"event": "state_enter", "step": 1}),
+        '["not", "an", "object"]',
+        "42",
+        json.dumps({"event": "route", "step": 1}),
+        '{"event":"action_sta',
+    ]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    assert [e["event"] for e in read_events(path)] == ["loop_start", "state_enter", "route"]
+
+
+def test_read_events_tolerates_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"event":"a","out":"\xff"}\n{"event":"b"}\n')
+    events = read_events(path)
+    assert [e["event"] for e in events] == ["a", "b"]
+    assert events[0]["out"] == "\ufffd"
+
+
+def test_written_events_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    sink = JsonlSink(path)
+    emitter = Emitter("run-9", [sink], clock=lambda: "T")
+    sent = [emitter.emit("state_enter", {"i": i}, step=i, state="s") for i in range(1, 4)]
+    sink.flush()
+    assert read_events(path) == sent
+    sink.close()
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=20,
+    )
+)
+def test_encode_matches_compact_json_dumps(value: object) -> None:
+    assert ENCODE(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# -- typed events ---------------------------------------------------------------------------
+
+STORY = """\
+name: story
+initial: count
+max_iterations: 6
+on_max_iterations: report
+states:
+  count:
+    action: 'n=$(cat n 2>/dev/null || echo 0); n=$((n+1)); echo $n > n; echo "try $n"; [ $n -ge 2 ]'
+    retry: {max_attempts: 3, interval: 0.01, jitter: false, on: [failure]}
+    on_success: check
+    on_failure: report
+  check:
+    action: 'echo "bad thing" >&2; exit 1'
+    on_success: done
+    on_failure: count
+  report:
+    action: echo reporting
+    next: done
+  done: {terminal: true}
+"""
+
+
+def run_story(tmp_path: Path) -> Path:
+    """A real `ll run` of STORY (a retry, routed failures, the on_max_iterations jump)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "story.yaml").write_text(STORY, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "little_loops", "run", "story.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 4, done.stderr  # max_iterations
+    (run,) = (tmp_path / ".loops" / "runs").iterdir()
+    return run / "events.jsonl"
+
+
+def test_every_line_of_a_real_run_parses_typed_and_writes_back_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    lines = run_story(tmp_path).read_text(encoding="utf-8").splitlines()
+    typed = [parse(json.loads(line)) for line in lines]
+    assert not [e for e in typed if isinstance(e, UnknownEvent)]
+    assert {e.name for e in typed} >= {
+        "loop_start",
+        "state_enter",
+        "action_start",
+        "action_complete",
+        "evaluate",
+        "retry",
+        "route",
+        "loop_complete",
+    }
+    assert [ENCODE(e.to_dict()) for e in typed] == lines
+    assert all(not e.extra for e in typed)
+    failed = next(e for e in typed if isinstance(e, Evaluate) and e.verdict == "failure")
+    assert failed.reason == "exit code 1: try 1"
+    assert failed.tail == ("try 1",)
+    route = next(e for e in typed if isinstance(e, Route))
+    assert (route.from_, route.to, route.via) == ("count", "check", "on_success")
+
+
+def test_send_writes_the_same_line_as_emit(tmp_path: Path) -> None:
+    clock = "2026-01-01T00:00:00.000Z"
+    by_name = Emitter("r", [], clock=lambda: clock)
+    events = [
+        (Route(step=2, state="a", from_="a", to="b", verdict="success", via="next"), None),
+        (Evaluate(step=1, state="a", type="exit_code", verdict="success", details={"x": 1}), None),
+        (
+            Evaluate(step=1, state="a", type="t", verdict="error", reason="why", tail=("x",)),
+            None,
+        ),
+        (LoopComplete(final_state="d", outcome="success", exit_code=0, steps=3, error=None), None),
+        (JudgeRetry(step=1, state="a", attempt=2, delay_s=0.5, error="busy"), None),
+        (StateEnter(step=1, state="a"), None),
+    ]
+    for event, _ in events:
+        sent = by_name.send(event)
+        emitted = by_name.emit(event.name, event.payload(), step=event.step, state=event.state)
+        assert ENCODE(sent) == ENCODE(emitted)
+        assert ENCODE(sent) == ENCODE(event.to_dict() | {"ts": clock, "run_id": "r"})
+    assert by_name.send(Route(from_="a", to="b"))["from"] == "a"
+    assert "reason" not in by_name.send(Evaluate(verdict="success"))
+    assert by_name.send(LoopComplete())["error"] is None  # null on the wire, as always
+
+
+def test_parse_keeps_what_it_does_not_know_and_never_raises() -> None:
+    newer = parse({"event": "route", "from": "a", "to": "b", "weight": 3, "step": "two"})
+    assert isinstance(newer, Route)
+    assert (newer.from_, newer.to, newer.step) == ("a", "b", None)
+    assert newer.extra == {"step": "two", "weight": 3}
+    wrong = parse({"event": "action_complete", "exit_code": "0", "timed_out": False})
+    assert isinstance(wrong, ActionComplete)
+    assert wrong.exit_code is None
+    assert wrong.extra == {"exit_code": "0"}
+    unknown = parse({"event": "fork_start", "ts": "T", "run_id": "r", "child": "x"})
+    assert isinstance(unknown, UnknownEvent)
+    assert unknown.name == "fork_start"
+    assert unknown.to_dict() == {
+        "event": "fork_start",
+        "ts": "T",
+        "run_id": "r",
+        "child": "x",
+    }
+    assert isinstance(parse([1, 2]), UnknownEvent)
+    assert isinstance(parse({"no": "name"}), UnknownEvent)
+    assert parse({"event": "evaluate", "tail": ["a", 1]}).extra == {"tail": ["a", 1]}
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["event", "ts", "run_id", "step", "state", "from", "details", "tail", "x"]),
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.text(max_size=5)
+        | st.sampled_from(EVENT_NAMES)
+        | st.lists(st.text(max_size=3), max_size=2)
+        | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+        max_size=8,
+    )
+)
+def test_parse_takes_any_line(raw: dict[str, object]) -> None:
+    event = parse(raw)
+    again = event.to_dict()
+    assert isinstance(again, dict)
+    assert json.loads(ENCODE(again)) is not None
+
+
+def test_every_event_the_code_emits_has_a_typed_record() -> None:
+    """The run writes events only as typed records, and every record is written somewhere."""
+    import little_loops
+
+    root = Path(little_loops.__file__).parent
+    by_name: list[str] = []
+    built: set[str] = set()
+    for path in root.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        by_name += [f"{path.name}: {m}" for m in re.findall(r"\bemit\(\s*\"(\w+)\"", text)]
+        if path.name != "events.py":  # where the records are declared, not built
+            built |= set(re.findall(r"\b(?:ev\.)?([A-Z][A-Za-z]+)\(", text))
+    assert not by_name, f"events written by name, not as records: {by_name}"
+    records = {cls.__name__ for cls in EVENT_TYPES.values()}
+    assert records <= built, records - built
+    assert set(EVENT_NAMES) == set(EVENT_TYPES)

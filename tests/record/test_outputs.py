@@ -1,0 +1,162 @@
+"""Step outputs out of state.json: `captured` and `prev` live in outputs.dat, state.json points.
+
+state.json is rewritten every step, so it must not grow with what steps captured; the records
+are written once, read back on resume, and runs recorded with inline records still resume.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from little_loops.load.loader import load
+from little_loops.record import outputs
+from little_loops.record.events import Event
+from little_loops.record.store import RunDir
+from little_loops.run.resume import prepare_resume
+from little_loops.run.runner import (
+    Runner,
+    RunOptions,
+)
+
+MIB = 1 << 20
+
+BIG = f"""\
+name: big
+initial: a
+max_iterations: 6
+on_max_iterations: count
+states:
+  a:
+    action: head -c {MIB} /dev/zero | tr '\\0' a
+    capture: a
+    next: b
+  b:
+    action: head -c {MIB} /dev/zero | tr '\\0' b
+    capture: b
+    next: a
+  count:
+    action: printf %s ${{captured.a.output}} | wc -c
+    capture: n
+    next: done
+  done:
+    terminal: true
+"""
+
+STEPS = """\
+name: steps
+initial: a
+states:
+  a:
+    action: echo first
+    capture: x
+    next: b
+  b:
+    action: echo second
+    next: c
+  c:
+    action: echo "x=${captured.x.output} prev=${prev.output}"
+    capture: c
+    next: done
+  done:
+    terminal: true
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "loop.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def ll(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "little_loops", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def only_run(base: Path) -> Path:
+    (run,) = (base / ".loops" / "runs").iterdir()
+    return run
+
+
+def kept(run: Path) -> dict[str, Any]:
+    return outputs.resolve(run, json.loads((run / "state.json").read_text()))
+
+
+def interrupt_at(step: int) -> Any:
+    def listener(event: Event) -> None:
+        if event["event"] == "state_enter" and event["step"] == step:
+            raise KeyboardInterrupt
+
+    return listener
+
+
+def test_state_json_stays_small_with_large_captures(tmp_path: Path) -> None:
+    write(tmp_path, BIG)
+    proc = ll(tmp_path, "run", "loop.yaml", "-q")
+    assert proc.returncode == 4, proc.stderr  # max_iterations, after `count`
+    run = only_run(tmp_path)
+    assert (run / "state.json").stat().st_size < 64 * 1024
+    records = kept(run)
+    assert len(records["captured"]["a"]["output"]) == MIB
+    assert records["captured"]["b"]["output"] == "b" * MIB
+    assert records["captured"]["n"]["output"].strip() == str(MIB)
+    # One record a step, written once: six steps of 1 MiB and the count.
+    assert 6 * MIB < (run / outputs.NAME).stat().st_size < 7 * MIB
+
+
+def test_an_interrupted_run_reads_its_captures_back(tmp_path: Path) -> None:
+    loop = load(write(tmp_path, STEPS))
+    options = RunOptions(base_dir=tmp_path)
+    first = Runner(loop, options, listeners=[interrupt_at(3)]).run()
+    assert (first.outcome, first.steps) == ("interrupted", 2)
+    loop, options, progress, run_dir = prepare_resume(tmp_path, first.run_id)
+    runner = Runner(loop, options, progress=progress, run_dir=run_dir)
+    assert runner.progress.captured["x"]["output"] == "first"
+    assert runner.progress.prev["output"] == "second"
+    assert "confidence" not in runner.progress.prev  # `prev` is the record without the verdict's
+    result = runner.run()
+    assert result.outcome == "success"
+    assert kept(result.run_dir)["captured"]["c"]["output"] == "x=first prev=second"
+
+
+def test_a_run_recorded_with_inline_captures_still_resumes(tmp_path: Path) -> None:
+    first = Runner(
+        load(write(tmp_path, STEPS)), RunOptions(base_dir=tmp_path), listeners=[interrupt_at(3)]
+    ).run()
+    # As an older ll left it: the records inside state.json, no outputs.dat.
+    run_dir = RunDir.open(tmp_path, first.run_id)
+    state = run_dir.read_state()
+    state.update(outputs.resolve(run_dir.root, state))
+    state["version"] = 1  # the format before outputs.dat
+    run_dir.state_path.write_text(json.dumps(state), encoding="utf-8")
+    (run_dir.root / outputs.NAME).unlink()
+    proc = ll(tmp_path, "resume", first.run_id, "-q")
+    assert proc.returncode == 0, proc.stderr
+    state = json.loads(run_dir.state_path.read_text())
+    assert all(outputs.is_ref(v) for v in state["captured"].values())
+    assert kept(run_dir.root)["captured"]["c"]["output"] == "x=first prev=second"
+
+
+def test_a_damaged_outputs_file_is_one_clear_line(tmp_path: Path) -> None:
+    first = Runner(
+        load(write(tmp_path, STEPS)), RunOptions(base_dir=tmp_path), listeners=[interrupt_at(3)]
+    ).run()
+    (first.run_dir / outputs.NAME).write_text("")
+    proc = ll(tmp_path, "resume", first.run_id, "-q")
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert "outputs.dat: no step output at offset" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    # The failed start let go of the loop: a new run of it starts.
+    assert ll(tmp_path, "run", "loop.yaml", "-q").returncode == 0

@@ -1,0 +1,133 @@
+"""`ll test`: simulation scripts with `expect:`, a path diff on mismatch, JUnit, exit 0/1/2."""
+
+from __future__ import annotations
+
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from little_loops.sim.looptest import path_diff
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED_TESTS = sorted((REPO / "loops" / "tests").glob("*.test.yaml"))
+
+
+def ll(ll_cmd: list[str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ll_cmd, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_every_shipped_loop_has_a_passing_test(ll_cmd: list[str], tmp_path: Path) -> None:
+    for loop in (REPO / "loops").glob("*.yaml"):
+        assert any(p.name.startswith(loop.stem) for p in SHIPPED_TESTS), loop.name
+    done = ll(ll_cmd, tmp_path, "test", *map(str, SHIPPED_TESTS))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("PASS ") == len(SHIPPED_TESTS)
+    assert list(tmp_path.iterdir()) == []  # no run directory left behind
+
+
+def test_a_mismatch_prints_the_path_diff_and_exits_1(ll_cmd: list[str], tmp_path: Path) -> None:
+    script = tmp_path / "wrong.test.yaml"
+    script.write_text(
+        f"loop: {REPO / 'loops' / 'fix-until-green.yaml'}\n"
+        "states:\n  setup: {output: /tmp/w}\n  check: [failure, success]\n  fix: success\n"
+        "expect:\n  path: [setup, check, fix, fix, check, done]\n  outcome: success\n",
+        encoding="utf-8",
+    )
+    report = tmp_path / "out" / "ll-test.xml"
+    done = ll(ll_cmd, tmp_path, "test", str(script), "--junit-xml", str(report))
+    assert done.returncode == 1, done.stderr
+    assert "FAIL  " in done.stdout
+    assert "path differs at step 4:" in done.stdout
+    marked = [line for line in done.stdout.splitlines() if line.lstrip().startswith(">")]
+    assert marked
+    assert marked[0].split()[1:] == ["4", "fix", "check"]
+    suite = ET.parse(report).getroot()
+    assert suite.get("tests") == "1"
+    assert suite.get("failures") == "1"
+    failure = suite.find("testcase/failure")
+    assert failure is not None
+    assert "path differs at step 4" in (failure.text or "")
+
+
+def test_bad_input_exits_2_with_one_line(ll_cmd: list[str], tmp_path: Path) -> None:
+    good = REPO / "loops" / "tests" / "fix-until-green.test.yaml"
+    bad = tmp_path / "bad.test.yaml"
+    bad.write_text(
+        f"loop: {REPO / 'loops' / 'fix-until-green.yaml'}\nstates:\n  check: success\n"
+        "expect:\n  pth: [check]\n",
+        encoding="utf-8",
+    )
+    missing = tmp_path / "missing.test.yaml"
+    missing.write_text("states: {}\n", encoding="utf-8")
+    done = ll(ll_cmd, tmp_path, "test", str(good), str(bad), str(missing))
+    assert done.returncode == 2
+    assert "PASS  " in done.stdout
+    assert "bad.test.yaml:5: unknown expect key 'pth' (did you mean 'path'?)" in done.stdout
+    assert "missing.test.yaml:1: names no 'loop:'" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_set_values_reach_the_run(ll_cmd: list[str], tmp_path: Path) -> None:
+    script = tmp_path / "s.test.yaml"
+    base = f"loop: {REPO / 'loops' / 'decide-on-number.yaml'}\nstates:\n  count: {{output: '4'}}\n"
+    script.write_text(base + "set: {threshold: '9'}\nexpect: {final_state: fine}\n")
+    assert ll(ll_cmd, tmp_path, "test", str(script)).returncode == 0
+    script.write_text(base + "expect: {final_state: fine}\n")
+    done = ll(ll_cmd, tmp_path, "test", str(script))
+    assert done.returncode == 1
+    assert "final_state: expected fine, got triage" in done.stdout
+
+
+def test_expected_outputs_are_the_runs_outputs(ll_cmd: list[str], tmp_path: Path) -> None:
+    """`expect: outputs:` is held against what the loop's `outputs:` rendered at its end."""
+    (tmp_path / "child.yaml").write_text(
+        "name: child\ninitial: build\ncontext: {region: ~}\n"
+        "outputs: {url: 'https://${context.region}.example.com', built: '${captured.b.output}'}\n"
+        "states:\n  build:\n    action: make\n    capture: b\n    next: done\n"
+        "  done: {terminal: true}\n"
+    )
+    script = tmp_path / "s.test.yaml"
+    head = "loop: child.yaml\nset: {region: eu}\nstates:\n  build: {output: v2}\n"
+    good = "expect: {outputs: {url: 'https://eu.example.com', built: v2}}\n"
+    script.write_text(head + good)
+    done = ll(ll_cmd, tmp_path, "test", str(script))
+    assert done.returncode == 0, done.stdout + done.stderr
+    script.write_text(head + "expect: {outputs: {url: 'https://us.example.com', built: v2}}\n")
+    done = ll(ll_cmd, tmp_path, "test", str(script))
+    assert done.returncode == 1
+    assert "https://us.example.com" in done.stdout
+
+
+def test_path_diff_marks_the_first_difference() -> None:
+    text = path_diff(["a", "b", "c"], ["a", "b"])
+    lines = text.splitlines()
+    assert lines[0] == "path differs at step 3:"
+    assert lines[-1].split() == [">", "3", "c", "-"]
+    assert path_diff(["a"], ["b"]).splitlines()[2].split() == [">", "1", "a", "b"]
+
+
+def test_compare_names_each_difference() -> None:
+    from little_loops.run.runner import RunResult
+    from little_loops.sim.looptest import compare
+
+    result = RunResult(
+        run_id="r",
+        outcome="failure",
+        exit_code=1,
+        final_state="broken",
+        steps=2,
+        duration_ms=0,
+        path=("a", "broken"),
+        run_dir=Path("."),
+        error="state 'a' gave verdict 'error'",
+    )
+    expect = {"path": ["a", "b"], "outcome": "success", "exit_code": 1, "outputs": {"url": "x"}}
+    found = compare(expect, result, None)
+    assert found[0].startswith("path differs at step 2:")
+    assert "outcome: expected success, got failure" in found
+    assert "outputs: expected outputs, but the run records none" in found
+    assert found[-1] == "the run: state 'a' gave verdict 'error'"
+    assert compare({"exit_code": 1, "steps": 2}, result, None) == []
+    assert compare({"outputs": {"url": "x"}}, result, {"url": "x"}) == []
