@@ -5,16 +5,19 @@ word, `difflib.get_close_matches(word, options, n=1)` scores each option three t
 score a bound on the next (lengths; shared characters, counted with repeats; the matching
 blocks), and keeps the best final score (ties go to the option that sorts last). That is
 quadratic when a file misspells many names among many states: 3,000 unknown targets among
-3,000 states took a minute. `closest` gives the same answer (tests/test_wording.py) with an
-index of the options, built once per list of options:
+3,000 states took 10.9 s. `closest` gives the same answer (tests/test_wording.py) through an
+index of the options, built once per list of options (lists under 64 go straight to difflib):
 
-- for each character and count k, the options that hold the character at least k times. The
-  second score is the size of the multiset intersection, so an option scoring at least t must
-  hold all but (len(word) - need) of the word's (character, k) pairs; it is therefore in one of
-  the (len(word) - need + 1) rarest of those lists (the prefix filter of set-similarity joins);
-- a first guess (the options sharing the rarest pairs) sets t high, so those lists are short;
-- the survivors are scored as difflib scores them, best bound first, until the bound falls
-  below the best final score.
+- a first guess: the options sharing most of the word's rarest three-letter runs are scored,
+  which sets a floor t that the answer's score reaches;
+- for each character and count k, the options holding the character at least k times. An
+  option whose shared-character score reaches t holds all but m of the word's (character, k)
+  pairs, so it is in at least r - m of the r rarest of those lists (the prefix filter of
+  set-similarity joins); those lists are counted with set operations, in C;
+- each survivor's shared-character score, then its longest common subsequence (found
+  bit-parallel; difflib's matching blocks are a common subsequence, so it bounds the final
+  score), then difflib's own score, best bound first, until no bound can beat the best or win
+  its tie.
 
 `rapidfuzz` was not taken: its scores are not difflib's (the suggestions would change), and a
 compiled dependency for one message is a cost; the index keeps difflib's exact answers.
@@ -57,10 +60,11 @@ class _Index:
         self.names = sorted(set(options))
         # An option's characters as a set of "pairs": "0", "00", "000" for three zeros.
         self.pairs = [_pairs(name) for name in self.names]
-        self.postings: dict[str, list[int]] = {}
+        postings: dict[str, list[int]] = {}
         for i, pairs in enumerate(self.pairs):
             for pair in pairs:
-                self.postings.setdefault(pair, []).append(i)
+                postings.setdefault(pair, []).append(i)
+        self.postings = {pair: frozenset(ids) for pair, ids in postings.items()}
         self.sizes = [len(name) for name in self.names]
         self.lengths = sorted(set(self.sizes))
         self.grams: dict[str, list[int]] = {}  # for the first guess: order counts there
@@ -78,56 +82,60 @@ class _Index:
 
         matcher = difflib.SequenceMatcher()
         matcher.set_seq2(word)  # as get_close_matches does: the option is seq1, the word seq2
+        size, masks = len(word), _masks(word)
         best: tuple[float, str] | None = None
-        scored: set[int] = set()
 
-        def score(i: int) -> None:
+        def score_best_first(bounded: list[tuple[float, str]]) -> None:
+            """difflib's score of each option that may beat the best so far, best bound first.
+
+            Each comes with a bound of its score; a second, tighter one is the longest common
+            subsequence (difflib's matching blocks are one). An option whose bound is below the
+            best, or equal to it with a name that sorts first (difflib's tie), cannot win."""
             nonlocal best
-            scored.add(i)
-            name = self.names[i]
-            matcher.set_seq1(name)
-            found = (matcher.ratio(), name)
-            if found[0] >= cutoff and (best is None or found > best):
-                best = found
+            bounded.sort(reverse=True)
+            for bound, name in bounded:
+                if best is not None and (bound, name) < best:
+                    break  # neither it nor any after it
+                tighter = 2.0 * _lcs(masks, size, name) / (size + len(name))
+                if tighter < cutoff or (best is not None and (tighter, name) <= best):
+                    continue  # `<=`: the best itself is not scored twice
+                matcher.set_seq1(name)
+                found = (matcher.ratio(), name)
+                if found[0] >= cutoff and (best is None or found > best):
+                    best = found
 
         # A first guess: the options that share most of the word's rarest three-letter runs.
         grams = sorted((self.grams[g] for g in _grams(word) if g in self.grams), key=len)
         guess: Counter[int] = Counter()
         for ids in grams[:4]:
             guess.update(ids)
-        for i, _ in guess.most_common(3):
-            score(i)
-        want = _pairs(word)
-        pairs = sorted(want, key=lambda pair: len(self.postings.get(pair, ())))
+        first = [self.names[i] for i, _ in guess.most_common(5)]
+        score_best_first([(1.0, name) for name in first])
         floor = cutoff if best is None else max(cutoff, best[0])
-        size = len(word)
         lengths = [n for n in self.lengths if 2.0 * min(size, n) / (size + n) >= floor]
         if not lengths:
             return None if best is None else best[1]
-        # An option may miss at most `misses` of the word's pairs, so it holds at least
-        # (r - misses) of the rarest r: count those r lists (in C) and keep who is in enough.
+        # An option scoring `floor` holds all but `misses` of the word's pairs, so it is in at
+        # least (r - misses) of the r rarest lists: count those (set work and counting in C).
+        want = _pairs(word)
+        pairs = sorted(want, key=lambda pair: len(self.postings.get(pair, ())))
         misses = size - _need(floor, size, lengths[0])
-        rarest = pairs[: misses + 4]
+        empty: frozenset[int] = frozenset()
+        lists = [self.postings.get(pair, empty) for pair in pairs[: misses + 4]]
+        some: set[int] = set().union(*lists[: misses + 1])
         held: Counter[int] = Counter()
-        for pair in rarest:
-            held.update(self.postings.get(pair, ()))
-        enough = len(rarest) - misses
-        found = [i for i, times in held.items() if times >= enough and i not in scored]
-        # Bound each by its shared characters (difflib's quick_ratio), then by the longest
-        # common subsequence (the matching blocks are one), and score the rest best bound first.
+        for ids in lists:
+            held.update(some.intersection(ids))
+        enough = len(lists) - misses
+        # Then the exact count of shared characters (difflib's second score) bounds each.
         names, sets, sizes = self.names, self.pairs, self.sizes
-        near = [i for i in found if 2.0 * len(want & sets[i]) / (size + sizes[i]) >= floor]
-        masks = _masks(word)
-        bounded: list[tuple[float, str, int]] = []
-        for i in near:
-            bound = 2.0 * _lcs(masks, size, names[i]) / (size + sizes[i])
-            if bound >= floor:
-                bounded.append((bound, names[i], i))
-        bounded.sort(reverse=True)
-        for bound, _, i in bounded:
-            if best is not None and bound < best[0]:
-                break
-            score(i)
+        bounded = []
+        for i, times in held.items():
+            if times >= enough:
+                bound = 2.0 * len(want & sets[i]) / (size + sizes[i])
+                if bound >= floor:
+                    bounded.append((bound, names[i]))
+        score_best_first(bounded)
         return None if best is None else best[1]
 
 
