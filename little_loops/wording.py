@@ -124,8 +124,8 @@ class _Index:
         lists = [self.postings.get(pair, empty) for pair in pairs[: misses + 4]]
         some: set[int] = set().union(*lists[: misses + 1])
         held: Counter[int] = Counter()
-        for ids in lists:
-            held.update(some.intersection(ids))
+        for members in lists:
+            held.update(some.intersection(members))
         enough = len(lists) - misses
         # Then the exact count of shared characters (difflib's second score) bounds each.
         names, sets, sizes = self.names, self.pairs, self.sizes
