@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,10 +56,11 @@ def timed(argv: list[str], cwd: Path) -> tuple[float, float, int]:
 
 def measure(ours: list[str], theirs: list[str], steps: int, repeat: int) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
-    for label, make in (
+    cases: list[tuple[str, Callable[[Path], str]]] = [
         ("`true`", lambda d: "'true'"),
         ("`cat FILE` (1 KiB)", lambda d: f"'cat {d / 'kib.txt'}'"),
-    ):
+    ]
+    for label, make in cases:
         best: dict[str, list[float]] = {"ours": [9e9, 9e9], "theirs": [9e9, 9e9]}
         for _ in range(repeat):
             for who, cmd in (("ours", ours), ("theirs", theirs)):
