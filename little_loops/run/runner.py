@@ -188,6 +188,7 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
             clock=clock,
             listeners=self._listeners,
             run_dir=run_dir,
+            snapshot=parent.snapshot if parent is not None else True,
         )
         self.run_dir = self.session.run_dir
         if self.resumed:
