@@ -266,7 +266,8 @@ class ForkCalls:
         out = self.options.on_output if base.verbose is None else base.verbose[1]
         verbose = ("/".join(path), out) if out is not None else None
         wrapped = BranchActions(layer, branch_scope, base.jobs, verbose)
-        listeners = [serial(subloop.forward(one, path), one) for one in self._listeners]
+        segment = (state.name, item.key)
+        listeners = [serial(subloop.forward(one, segment), one) for one in self._listeners]
         if not isinstance(layer, Processes) and callable(layer):
             listeners.append(layer)
         limits = [t for t in (child.timeout, None if work.action else work.timeout) if t]
