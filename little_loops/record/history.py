@@ -205,17 +205,22 @@ class History:
         is the branch itself: `checks/lint`, not `checks/lint/lint`."""
         for visit in self.steps:
             yield Node(path, visit, self)
-            child = self.children.get(visit.step)
-            if child is not None:
-                yield from child.walk((*path, visit.state))
-            starts = self.branch_starts.get(visit.step, {})
-            for key, branch in self.branches.get(visit.step, {}).items():
-                start = starts.get(key)
-                if start is not None and not start.file:  # an action branch: one step
-                    for inner in branch.steps:
-                        yield Node((*path, visit.state), inner, branch, branch=key)
-                    continue
-                yield from branch.walk((*path, visit.state, key))
+            yield from self.below(visit, path)
+
+    def below(self, visit: Step, path: tuple[str, ...] = ()) -> Iterator[Node]:
+        """The steps of the tree under one step of this run (a `loop:` state's child run, a
+        fork's branches), as `walk` gives them."""
+        child = self.children.get(visit.step)
+        if child is not None:
+            yield from child.walk((*path, visit.state))
+        starts = self.branch_starts.get(visit.step, {})
+        for key, branch in self.branches.get(visit.step, {}).items():
+            start = starts.get(key)
+            if start is not None and not start.file:  # an action branch: one step
+                for inner in branch.steps:
+                    yield Node((*path, visit.state), inner, branch, branch=key)
+                continue
+            yield from branch.walk((*path, visit.state, key))
 
     # -- the run ---------------------------------------------------------------------------
 

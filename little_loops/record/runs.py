@@ -18,7 +18,10 @@ from little_loops.errors import (
     LoopError,
 )
 from little_loops.record.events import Event
-from little_loops.record.history import History
+from little_loops.record.history import (
+    History,
+    Step,
+)
 from little_loops.record.questions import tree_pending
 from little_loops.record.store import (
     RunDir,
@@ -358,6 +361,7 @@ class StepOutput:
     state: str
     attempt: int
     log: Path | None
+    label: str | None = None  # a child's or a branch's step: its path (`call/inner/s`)
 
 
 def step_outputs(run_dir: RunDir, step: int) -> list[StepOutput]:
@@ -380,6 +384,10 @@ def step_outputs(run_dir: RunDir, step: int) -> list[StepOutput]:
     if told is not None:
         for attempt in range(1, told.attempts + 1):
             found.setdefault(attempt, StepOutput(step, told.state, attempt, None))
+    if told is not None and not any(o.log for o in found.values()):
+        below = _outputs_below(history, told)
+        if below:  # a `loop:` state or a fork: what its child's or branches' steps printed
+            return below
     if not found:
         steps = [s.step for s in history.steps]
         known = f"its steps are 1 to {steps[-1]}" if steps else "it has no steps yet"
@@ -388,3 +396,23 @@ def step_outputs(run_dir: RunDir, step: int) -> list[StepOutput]:
             exit_code=EXIT_USAGE,
         )
     return [found[attempt] for attempt in sorted(found)]
+
+
+def _outputs_below(history: History, told: Step) -> list[StepOutput]:
+    """Every attempt of every action step in the child run (or the branches) of a step."""
+    import re
+
+    out: list[StepOutput] = []
+    for node in history.below(told):
+        visit, run = node.step, node.run
+        if visit.action is None or run.dir is None:
+            continue  # a `loop:` state or a fork inside: its own steps follow
+        pattern = re.compile(rf"^{visit.step:04d}-.+?(?:-attempt(\d+))?\.log$")
+        logs: dict[int, Path] = {}
+        for log in sorted((run.dir / "steps").glob(f"{visit.step:04d}-*.log")):
+            match = pattern.match(log.name)
+            if match:
+                logs[int(match.group(1) or 1)] = log
+        for attempt in sorted({*logs, *range(1, visit.attempts + 1)}):
+            out.append(StepOutput(visit.step, node.where, attempt, logs.get(attempt), node.where))
+    return out
