@@ -124,7 +124,7 @@ class AskCalls:
     def _find_answer(self, question: dict[str, Any], state_name: str) -> dict[str, Any] | None:
         qid = str(question["id"])
         root = qs.tree_root(self.run_dir.root)
-        found = qs.take_answer(root, question)
+        found = self._take(root, question)
         if found is not None:
             # Answered before it expired (the command line refuses later ones).
             at, expires = qs.epoch(found.get("at")), qs.epoch(question.get("expires_at"))
@@ -153,8 +153,13 @@ class AskCalls:
         if qs.expired(question, self._now()):
             return {"expired": True}
         if qs.waiting_answer(root, str(question["id"])):
-            return qs.take_answer(root, question)
+            return self._take(root, question)
         return None
+
+    def _take(self, root: Any, question: dict[str, Any]) -> dict[str, Any] | None:
+        """An answer recorded for `question`; its used copy written by this run's session."""
+        session = self.session
+        return qs.take_answer(root, question, keep=session.write_record, read=session.read_record)
 
     def _answered(
         self, step: int, state: State, question: dict[str, Any], answer: dict[str, Any] | None

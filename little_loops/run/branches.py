@@ -11,7 +11,6 @@ What a branch acts through, and what stops it, is `branch_layer`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -46,10 +45,7 @@ from little_loops.model.progress import (
 from little_loops.record import events as ev
 from little_loops.record.events import Listener
 from little_loops.record.secrets import Redactor
-from little_loops.record.store import (
-    RunDir,
-    atomic_write_text,
-)
+from little_loops.record.store import RunDir
 from little_loops.run import subloop
 from little_loops.run.action_layer import Processes
 from little_loops.run.branch_layer import (
@@ -121,7 +117,7 @@ class ForkCalls:
         ends = Fork(self, step, state, root, items, join).run()
         verdict = decide(join, len(items), ends) or "failure"
         done = summary(join, items, ends, verdict)
-        atomic_write_text(root / JOIN, json.dumps(done["branches"], ensure_ascii=False) + "\n")
+        self.session.write_record(root / JOIN, done["branches"])
         reason: str | None = None
         if verdict != "success":
             failed = done["failed_keys"].replace("\n", ", ")
@@ -168,7 +164,7 @@ class ForkCalls:
         """The items, resolved once: read back from items.json when the fork resumes."""
         stored = root / ITEMS
         if stored.is_file():
-            data = json.loads(stored.read_text(encoding="utf-8"))
+            data = self.session.read_record(stored)
             return [Item(str(d["key"]), int(d["index"]), d["value"]) for d in data]
         if state.parallel:
             items = branch_items(state)
@@ -181,8 +177,7 @@ class ForkCalls:
                 values = list(given or ())
             items = make_items(values, max_items(self.env))
         root.mkdir(parents=True, exist_ok=True)
-        text = json.dumps([i.to_dict() for i in items], ensure_ascii=False) + "\n"
-        atomic_write_text(stored, text)
+        self.session.write_record(stored, [i.to_dict() for i in items])
         return items
 
     # -- one branch ------------------------------------------------------------------------

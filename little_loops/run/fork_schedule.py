@@ -10,7 +10,6 @@ resumed fork reads back instead of running the branch again.
 from __future__ import annotations
 
 import dataclasses
-import json
 import queue
 import signal
 import threading
@@ -36,11 +35,9 @@ from little_loops.model.loop import (
     State,
 )
 from little_loops.record import events as ev
+from little_loops.record.events import read_events
 from little_loops.record.questions import Suspended
-from little_loops.record.store import (
-    RunDir,
-    atomic_write_text,
-)
+from little_loops.record.store import RunDir
 from little_loops.run.action_layer import Processes
 from little_loops.run.branch_layer import (
     BranchActions,
@@ -169,10 +166,10 @@ class Fork:
         if data.get("status") != "finished":
             return None
         try:
-            record = json.loads((root / RESULT).read_text(encoding="utf-8"))
+            record = self.run_.session.read_record(root / RESULT)
         except (OSError, ValueError):  # killed between its end and its record: from its files
             record = self._read_back(item, root, data)
-            write_result(root, record)
+            self._write_result(root, record)
         return BranchEnd(str(record.get("verdict")), str(record.get("outcome") or ""), record)
 
     def _read_back(self, item: Item, root: Path, data: dict[str, Any]) -> dict[str, Any]:
@@ -181,9 +178,7 @@ class Fork:
         verdict = {"timeout": "timeout", "error": "error", "budget": "error"}.get(outcome, final)
         work = self.state.parallel[item.key] if self.state.parallel else self.state
         if work.loop is None:  # an action branch: its evaluator's verdict, from its events
-            lines = (root / "events.jsonl").read_text(encoding="utf-8").splitlines()
-            for line in reversed(lines):
-                event = json.loads(line) if line.strip() else {}
+            for event in reversed(read_events(root / "events.jsonl")):  # a torn line skipped
                 if event.get("event") == "evaluate" and "path" not in event:
                     verdict = str(event.get("verdict"))
                     break
@@ -212,7 +207,7 @@ class Fork:
                 "run_id": job.run_id,
             }
             record.update(key=job.item.key, index=job.item.index, item=job.item.text)
-            write_result(job.root, record)
+            self._write_result(job.root, record)
             return BranchEnd(CANCELLED, CANCELLED, record)
         end = ChildEnd.of_run(job.run_id, result, runner.progress, job.child)
         record = loop_record(end, job.item)
@@ -223,8 +218,12 @@ class Fork:
             record["output"] = str(prev.get("output") or "")[-OUTPUT_CHARS:]
             record["stderr"] = str(prev.get("stderr") or "")[-OUTPUT_CHARS:]
         record["verdict"] = verdict
-        write_result(job.root, record)
+        self._write_result(job.root, record)
         return BranchEnd(verdict, end.outcome, record)
+
+    def _write_result(self, root: Path, record: dict[str, Any]) -> None:
+        """A branch's end, kept beside its run (`result.json`) by the forking run's session."""
+        self.run_.session.write_record(root / RESULT, record)
 
     def _complete(self, item: Item, end: BranchEnd) -> BranchEnd:
         """A branch's end, told: its event, and its cost spent by the run."""
@@ -277,10 +276,6 @@ def loop_record(end: ChildEnd, item: Item) -> dict[str, Any]:
         "index": item.index,
         "item": item.text,
     }
-
-
-def write_result(root: Path, record: dict[str, Any]) -> None:
-    atomic_write_text(root / RESULT, json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def _mark_cancelled(root: Path) -> None:

@@ -188,6 +188,7 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
             clock=clock,
             listeners=self._listeners,
             run_dir=run_dir,
+            sources=sources,
         )
         self.run_dir = self.session.run_dir
         if self.resumed:
@@ -252,12 +253,9 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
         except OSError as exc:  # the machine said no: disk full, a file made unwritable
             return self._finish("error", p.current, _os_error(exc))
         except Exception as exc:  # a bug in ll: recorded as ended in error, never "running"
-            from little_loops.crash import (
-                one_line,
-                write_report,
-            )
+            from little_loops.crash import one_line
 
-            report = write_report(exc, self.run_dir.root)
+            report = self.session.crash_report(exc)
             message = f"internal error (a bug in ll): {one_line(exc)}"
             if report is not None:
                 message += f"; crash report: {report}"
