@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +17,10 @@ from little_loops.errors import (
     EXIT_USAGE,
     LoopError,
 )
-from little_loops.record.events import Event
+from little_loops.record.events import (
+    Event,
+    EventLog,
+)
 from little_loops.record.history import (
     History,
     Step,
@@ -91,24 +94,9 @@ def _loop_name(run_dir: RunDir, loop_file: str) -> str:
     return start.loop if start is not None else Path(loop_file).stem
 
 
-def _head_events(run_dir: RunDir) -> Iterator[Event]:
+def _head_events(run_dir: RunDir) -> list[Event]:
     """The first few events, without reading a long log whole."""
-    import json
-
-    try:
-        with run_dir.events_path.open(encoding="utf-8", errors="replace") as fh:
-            for _ in range(3):
-                line = fh.readline()
-                if not line:
-                    return
-                try:
-                    event = json.loads(line)
-                except (ValueError, RecursionError):
-                    return
-                if isinstance(event, dict):
-                    yield event
-    except OSError:  # missing, unreadable: the listing shows the file's name instead
-        return
+    return EventLog(run_dir.events_path).head(3)
 
 
 def _duration(ms: int) -> str:
@@ -321,26 +309,11 @@ def follow(
     poll: float = 0.2,
 ) -> None:
     """Feed a run's events to `listener`; with `follow`, keep reading until the run ends."""
-    import json
-
-    position = 0
+    log = EventLog(run_dir.events_path)
     last_round = not follow
     while True:
-        try:
-            with run_dir.events_path.open("rb") as fh:
-                fh.seek(position)
-                data = fh.read()
-        except FileNotFoundError:
-            data = b""
-        end = data.rfind(b"\n") + 1
-        for line in data[:end].splitlines():
-            try:
-                event: dict[str, Any] = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            if isinstance(event, dict):
-                listener(event)
-        position += end
+        for event in log.read():  # whole lines only: the run may be writing the next one
+            listener(event)
         if last_round:
             return
         try:
