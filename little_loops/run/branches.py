@@ -51,10 +51,12 @@ from little_loops.run.action_layer import Processes
 from little_loops.run.branch_layer import (
     BranchActions,
     Scope,
+    TreeSlots,
     serial,
 )
 from little_loops.run.fork_schedule import (
     Fork,
+    ForkHost,
     Job,
     loop_record,
 )
@@ -114,7 +116,14 @@ class ForkCalls:
                 why = f"state '{state.name}' has no branch '{only[1]}'; its keys: {keys}"
                 return self._joined(step, state, join, [], {}, "error", why)
             items = chosen
-        ends = Fork(self, step, state, root, items, join).run()
+        host = ForkHost(
+            session=self.session,
+            steps=self.steps,
+            jobs=self.options.jobs,
+            prepare=lambda item, base, total: self._prepare(step, state, root, item, base, total),
+            check_budget=self._check_budget,
+        )
+        ends = Fork(host, step, state, root, items, join).run()
         verdict = decide(join, len(items), ends) or "failure"
         done = summary(join, items, ends, verdict)
         self.session.write_record(root / JOIN, done["branches"])
@@ -186,8 +195,14 @@ class ForkCalls:
         return (*(self.parent.path if self.parent else ()), state.name, item.key)
 
     def _prepare(
-        self, step: int, state: State, root: Path, item: Item, base: Any, total: int
-    ) -> Any:
+        self,
+        step: int,
+        state: State,
+        root: Path,
+        item: Item,
+        base: BranchActions | TreeSlots,
+        total: int,
+    ) -> Job | BranchEnd:
         """A `Job` ready to start, or the `BranchEnd` of a branch that cannot start."""
         work = state.parallel[item.key] if state.parallel else state
         if state.parallel and work.action is not None:  # the fork's timeout/retry: defaults
