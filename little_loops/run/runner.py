@@ -402,14 +402,26 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
     def _finish(
         self, outcome: str, final_state: str, error: str | None, exit_code: int | None = None
     ) -> RunResult:
+        """Every end of a run, a suspension included: the end's events, then the state that
+        records it, persisted once."""
         p = self.progress
         code = exit_code if exit_code is not None else OUTCOME_EXIT[outcome]
-        p.status = "interrupted" if outcome == "interrupted" else "finished"
+        p.status = outcome if outcome in ("interrupted", "suspended") else "finished"
         p.outcome, p.exit_code, p.error = outcome, code, error
         p.final_state = final_state
-        if self.loop.outputs and outcome != "interrupted":
+        if self.loop.outputs and outcome not in ("interrupted", "suspended"):
             p.outputs = self._outputs(final_state)
         duration_ms = self.session.elapsed_ms()
+        if outcome == "suspended":  # the questions it waits on, before its end
+            self.session.emit(
+                ev.LoopSuspended(
+                    pending=tuple(str(q.get("id")) for q in p.pending),
+                    exit_code=code,
+                    steps=p.step,
+                    duration_ms=duration_ms,
+                    cost_usd=round(p.cost_usd, 6),
+                )
+            )
         self.session.emit(
             ev.LoopComplete(
                 final_state=final_state,
