@@ -63,6 +63,13 @@ def output(f: Any) -> Any:
                 help="Write a JUnit XML report to FILE.",
             ),
             click.option(
+                "--report",
+                type=click.Path(dir_okay=False),
+                metavar="FILE",
+                help="Write the run's HTML report to FILE when it ends (also when it fails, "
+                "is suspended or interrupted): see 'll report'.",
+            ),
+            click.option(
                 "--heartbeat",
                 type=click.FloatRange(min=0),
                 metavar="SECONDS",

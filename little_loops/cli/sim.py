@@ -52,7 +52,7 @@ def step(
     \b
     Example:
       ll step loops/fix-until-green.yaml -n 2
-      ll step 20261122-041430-fix-until-green-3fa2 --until done
+      ll step 20261122-041430-fix-until-green-5b7c --until done
     """
     import os
     from pathlib import Path

@@ -67,3 +67,26 @@ def _evaluators(spec: Evaluate | None) -> Iterator[Evaluate]:
     yield spec
     for sub in spec.of:
         yield from _evaluators(sub)
+
+
+def no_key_hint(
+    loop: Loop, model_override: str | None, replay: Path | None, env: dict[str, str]
+) -> str | None:
+    """One line for a run whose judge needs the Anthropic API and finds no key: how to try
+    the loop without one. None when a key is set, or no judge needs one."""
+    if replay is not None or env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN"):
+        return None
+    from ..providers import split_model
+
+    for model in sorted(judge_models(loop, model_override)):
+        try:
+            provider, _ = split_model(model)
+        except ValueError:
+            continue
+        if provider == "anthropic":
+            return (
+                f"ll: no ANTHROPIC_API_KEY, so the judge ({model}) will give verdict error; "
+                "without a key: --simulate SCRIPT, --replay CASSETTE, or a local model "
+                "(--model ollama://localhost:11434/MODEL); see docs/judge.md#without-an-api-key"
+            )
+    return None

@@ -32,7 +32,7 @@ TOOL_DESCRIPTION = "Report your verdict on the action's result, as the schema de
 NO_KEY_MESSAGE = (
     "no Anthropic API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), or choose a judge "
     "that needs none: model: claude://sonnet (your Claude Code login) or "
-    "ollama://localhost:11434/MODEL"
+    "ollama://localhost:11434/MODEL; or try the loop with --simulate SCRIPT or --replay CASSETTE"
 )
 
 
