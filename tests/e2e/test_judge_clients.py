@@ -418,3 +418,22 @@ def test_explain_shows_the_schema_as_sent(tmp_path: Path, llm_server: LlmServer)
     assert proc.returncode == 0, proc.stderr
     shown = proc.stdout.split("-- answer schema (as sent) --\n")[1].split("\n\n--")[0]
     assert json.loads(shown) == body(llm_server)["tools"][0]["input_schema"]
+
+
+def test_the_system_prompt_asks_only_for_what_the_schema_has(
+    tmp_path: Path, llm_server: LlmServer
+) -> None:
+    text = judged(
+        "type: object\nproperties:\n  verdict: {type: string, enum: [success, failure]}\n"
+        "required: [verdict]\n"
+    )
+    (tmp_path / "loop.yaml").write_text(text, encoding="utf-8")
+    llm_server.script(then=message({"verdict": "success"}))
+    run = ll_run(tmp_path, tmp_path / "loop.yaml", llm_server, "--no-cache")
+    assert run.verdicts() == ["success"]
+    system = body(llm_server)["system"]
+    assert "reason" not in system.split("examples are judged.")[1]
+    assert "confidence" not in system.split("examples are judged.")[1]
+    assert system.endswith(
+        "Pick the verdict the evidence supports. Answer by calling the evaluate tool once."
+    )
