@@ -245,7 +245,7 @@ def test_samples_uncertain_suffix_fail_open_and_model_option(
         message(fail),
         message(SUCCESS),
         message({"verdict": "success", "confidence": 0.3, "reason": "unclear"}),
-        api_error(400, "invalid_request_error", "bad request"),
+        message(text='{"reason": "the output', stop_reason="max_tokens"),  # a priced error
     )
     states = [
         ("sampled", "samples: 3"),
@@ -261,7 +261,9 @@ def test_samples_uncertain_suffix_fail_open_and_model_option(
     assert [s["verdict"] for s in sampled["samples"]] == ["success", "failure", "success"]
     assert judged["unsure"]["details"]["confident"] is False
     assert judged["open"]["details"]["fail_open"] is True
-    assert run.named("judge_fail_open")
+    (opened,) = run.named("judge_fail_open")
+    # only the flags that say why it failed: never cost_known, replayed, ...
+    assert opened["flags"] == ["max_tokens"]
     assert len(llm_server.requests) == 5
     assert {r.body["model"] for r in llm_server.requests} == {"claude-opus-4-5"}
 
