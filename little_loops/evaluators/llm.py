@@ -49,7 +49,8 @@ Emit = Callable[[RunEvent], None]  # judge_start, judge_retry, judge_fail_open
 ERROR_FLAGS = frozenset(
     {
         "ambiguous_answer", "api_error", "cli_error", "config_error", "connection_error",
-        "internal_error", "invalid_answer", "invalid_response", "loop_timeout", "max_tokens",
+        "auth_error", "internal_error", "invalid_answer", "invalid_response", "loop_timeout",
+        "max_tokens",
         "no_api_key", "no_structured_output", "no_tool_call", "not_found", "overloaded",
         "rate_limited", "refusal", "replay_miss", "schema_error", "timeout",
     }

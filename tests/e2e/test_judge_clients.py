@@ -437,3 +437,26 @@ def test_the_system_prompt_asks_only_for_what_the_schema_has(
     assert system.endswith(
         "Pick the verdict the evidence supports. Answer by calling the evaluate tool once."
     )
+
+
+@pytest.mark.parametrize(
+    ("mode", "cause", "flag"),
+    [
+        ("retrying_529", "the API being overloaded (529)", "overloaded"),
+        ("retrying_login", "an expired or invalid login", "auth_error"),
+    ],
+)
+def test_a_claude_judge_timing_out_while_it_retries_names_the_cause(
+    tmp_path: Path, mode: str, cause: str, flag: str
+) -> None:
+    loop = loop_file(tmp_path, "model: claude://sonnet\ntimeout: 2")
+    run = ll_run(tmp_path, loop, None, "--no-cache", FAKE_JUDGE_MODE=mode)
+    (judged,) = run.judged()
+    details = judged["details"]
+    assert judged["verdict"] == "error"
+    assert details["timeout"] is True
+    assert details[flag] is True
+    assert details["error"].startswith(
+        f"the Claude Code CLI did not answer within 2 s: it was retrying after {cause}"
+    )
+    assert "attempt" in details["error"]
