@@ -65,12 +65,24 @@ FENCE_TAGS = (
 PRIOR_REASON_CHARS = 500  # the earlier reason shown with `prior_reason: true`
 
 
+# Cyrillic and Greek letters that look like the Latin ones of the fence tags' names.
+_HOMOGLYPHS = {
+    "a": "\u0430\u03b1\u0410\u0391", "c": "\u0441\u03f2\u0421\u03f9",
+    "d": "\u0501", "e": "\u0435\u0415\u0395", "g": "\u050d", "i": "\u0456\u03b9\u0406\u0399",
+    "l": "\u04cf", "m": "\u041c\u039c", "n": "\u039d", "o": "\u043e\u03bf\u041e\u039f",
+    "p": "\u0440\u03c1\u0420\u03a1", "r": "\u0433", "s": "\u0455\u0405",
+    "t": "\u0422\u03a4", "u": "\u03c5", "x": "\u0445\u03c7\u0425\u03a7",
+}  # fmt: skip
+
+
 def _lookalike(name: str) -> str:
-    """A pattern matching `name` in ASCII or fullwidth letters, any case."""
+    """A pattern matching `name` in ASCII, fullwidth, or Cyrillic and Greek look-alike
+    letters, any case."""
     out = []
     for ch in name:
         wide = {chr(ord(c) + 0xFEE0) for c in {ch.lower(), ch.upper()}}
-        out.append("[" + re.escape(ch.lower() + ch.upper() + "".join(sorted(wide))) + "]")
+        alike = _HOMOGLYPHS.get(ch.lower(), "")
+        out.append("[" + re.escape(ch.lower() + ch.upper() + "".join(sorted(wide)) + alike) + "]")
     return "".join(out)
 
 
