@@ -30,7 +30,11 @@ import click
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a context value.")
 @click.option("--json", "json_mode", is_flag=True, help="Stream events as JSON lines on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the final line.")
-@click.option("--replay", type=click.Path(dir_okay=False), help="Answer the judge from FILE.")
+@click.option(
+    "--replay",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Answer the judge from FILE (it must exist).",
+)
 def step(
     target: str,
     count: int | None,

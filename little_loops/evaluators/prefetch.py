@@ -17,9 +17,9 @@ from little_loops.model.loop import (
     Loop,
 )
 
-# Providers that import the SDK: the Anthropic API itself, and the OpenAI-compatible ones for
-# the strict-schema transform (providers/strict.py). `claude://` runs the Claude Code CLI.
-SDK_PROVIDERS = frozenset({"anthropic", "openai", "ollama"})
+# Providers that import the SDK: only the Anthropic API itself. The strict-schema transform is
+# our own (providers/strict.py); `claude://` runs the Claude Code CLI.
+SDK_PROVIDERS = frozenset({"anthropic"})
 
 
 def judge_models(loop: Loop, model_override: str | None) -> set[str]:
