@@ -63,7 +63,8 @@ def test_an_unrouted_verdict_ends_the_run_as_upstream_did(tmp_path: Path) -> Non
         """,
     )
     path, code, _ = run(loop, tmp_path)
-    assert path == ["check", "no_route"] and code == 1  # upstream: error at 'check', exit 1
+    assert path == ["check", "no_route"]
+    assert code == 1
     assert "verdict `failure` had no route (upstream ended the run in error there)" in notes
     assert ll("validate", "--strict", loop, cwd=tmp_path).returncode == 0
 
@@ -84,7 +85,8 @@ def test_an_unrouted_no_goes_to_on_error_as_upstream_sends_it(tmp_path: Path) ->
         """,
     )
     path, code, _ = run(loop, tmp_path)
-    assert path == ["check", "fix", "done"] and code == 0
+    assert path == ["check", "fix", "done"]
+    assert code == 0
     assert "upstream sent an unrouted `no` to `on_error`" in notes
 
 
@@ -104,7 +106,8 @@ def test_a_judges_partial_left_unrouted_is_not_taken_for_no(tmp_path: Path) -> N
         """,
     )
     text = loop.read_text()
-    assert "partial: no_route" in text and "blocked: no_route" in text
+    assert "partial: no_route" in text
+    assert "blocked: no_route" in text
 
 
 def test_shell_actions_run_in_bash_as_upstream_runs_them(tmp_path: Path) -> None:
@@ -128,7 +131,8 @@ def test_shell_actions_run_in_bash_as_upstream_runs_them(tmp_path: Path) -> None
     assert "shell: bash" in loop.read_text()
     assert "`shell: bash`" in notes
     path, code, _ = run(loop, tmp_path)
-    assert path == ["check", "done"] and code == 0
+    assert path == ["check", "done"]
+    assert code == 0
 
 
 def test_a_terminal_action_is_not_run_as_upstream_never_runs_it(tmp_path: Path) -> None:
@@ -145,7 +149,9 @@ def test_a_terminal_action_is_not_run_as_upstream_never_runs_it(tmp_path: Path) 
         """,
     )
     path, code, out = run(loop, tmp_path)
-    assert path == ["start", "done"] and code == 0 and "terminal ran" not in out
+    assert path == ["start", "done"]
+    assert code == 0
+    assert "terminal ran" not in out
     assert "never runs its action" in notes
 
 
@@ -172,7 +178,8 @@ def test_from_merges_a_partly_overridden_state_deeply(tmp_path: Path) -> None:
         """,
     )
     path, code, _ = run(loop, tmp_path)
-    assert path == ["check", "other"] and code == 0  # the base's action kept, the route taken
+    assert path == ["check", "other"]
+    assert code == 0
     assert "overridden in part: check" in notes
 
 
@@ -232,7 +239,8 @@ def test_output_numeric_with_key_reads_the_last_key_value(tmp_path: Path) -> Non
         """,
     )
     path, code, _ = run(loop, tmp_path)
-    assert path == ["measure", "measure_value", "good"] and code == 0
+    assert path == ["measure", "measure_value", "good"]
+    assert code == 0
 
 
 def test_convergence_without_previous_never_stalls_as_upstream(tmp_path: Path) -> None:
@@ -255,7 +263,8 @@ def test_convergence_without_previous_never_stalls_as_upstream(tmp_path: Path) -
         """,
     )
     path, _, _ = run(loop, tmp_path)
-    assert "stuck" not in path and path[:3] == ["measure"] * 3
+    assert "stuck" not in path
+    assert path[:3] == ["measure"] * 3
     assert "written as `route:` entries" in notes
 
 
@@ -274,7 +283,8 @@ def test_local_fragments_and_a_flows_last_entry(tmp_path: Path) -> None:
         """,
     )
     path, code, _ = run(loop, tmp_path)
-    assert path == ["first", "second", "last"] and code == 0
+    assert path == ["first", "second", "last"]
+    assert code == 0
 
 
 def test_a_capture_no_state_makes_is_empty_with_a_true_note(tmp_path: Path) -> None:
@@ -289,6 +299,8 @@ def test_a_capture_no_state_makes_is_empty_with_a_true_note(tmp_path: Path) -> N
           done: {terminal: true}
         """,
     )
-    assert "names no capture of this loop" in notes and "behaves differently" in notes
+    assert "names no capture of this loop" in notes
+    assert "behaves differently" in notes
     path, code, _ = run(loop, tmp_path)
-    assert path == ["a", "b", "done"] and code == 0
+    assert path == ["a", "b", "done"]
+    assert code == 0
