@@ -333,7 +333,7 @@ def validity(work: Path) -> tuple[list[str], list[str], list[str], list[str]]:
             section = line[3:].rsplit(" (", 1)[0]
             files.append(section)
             continue
-        if "**needs hand work**" in line:
+        if section and "**needs hand work**" in line:
             if "`ll validate` after migration" in line:
                 if section not in invalid:
                     invalid.append(section)
