@@ -33,17 +33,34 @@ def main() -> None:
             page = where / f"{name}.html"
             loop, *rest = args
             subprocess.run(
-                [sys.executable, "-m", "little_loops", "run", str(REPO / loop), *rest, "-q"]
-                + ["--report", str(page)],
+                [
+                    sys.executable,
+                    "-m",
+                    "little_loops",
+                    "run",
+                    str(REPO / loop),
+                    *rest,
+                    "-q",
+                    "--report",
+                    str(page),
+                ],
                 cwd=where,
                 capture_output=True,
                 check=False,
             )
             shot = OUT / f"{name}.png"
             subprocess.run(
-                [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
-                + [f"--user-data-dir={where / 'profile'}", "--window-size=1280,1400"]
-                + [f"--screenshot={shot}", page.as_uri()],
+                [
+                    browser,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--hide-scrollbars",
+                    f"--user-data-dir={where / 'profile'}",
+                    "--window-size=1280,1400",
+                    f"--screenshot={shot}",
+                    page.as_uri(),
+                ],
                 capture_output=True,
                 check=True,
             )
