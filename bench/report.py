@@ -464,15 +464,15 @@ def render_ms(page: Path) -> int | None:
 
 
 def shipped_example(where: Path) -> Path:
-    """loops/rollout.yaml run for real, its report written by `--report`."""
-    out = where / "rollout.html"
+    """loops/deploy-tree.yaml run for real, its report written by `--report`."""
+    out = where / "deploy-tree.html"
     subprocess.run(
         [
             sys.executable,
             "-m",
             "little_loops",
             "run",
-            str(REPO / "loops" / "rollout.yaml"),
+            str(REPO / "loops" / "deploy-tree.yaml"),
             "--quiet",
             "--report",
             str(out),
@@ -510,8 +510,8 @@ def main() -> None:
             print(f"{name}: ll report {took:.2f} s, {size / 1e6:.2f} MB, render {shown}")
         example = shipped_example(where)
         ms = render_ms(example)
-        rows.append(("the shipped loops/rollout.yaml", 0.0, example.stat().st_size, ms))
-        print(f"loops/rollout.yaml: {example.stat().st_size / 1e3:.0f} KB, render {ms} ms")
+        rows.append(("the shipped loops/deploy-tree.yaml", 0.0, example.stat().st_size, ms))
+        print(f"loops/deploy-tree.yaml: {example.stat().st_size / 1e3:.0f} KB, render {ms} ms")
         lots = many_runs(where / "many", args.runs)
         listing = timed("list", cwd=lots)
         dry = timed("prune", "--keep", "100", "--dry-run", "-q", cwd=lots)

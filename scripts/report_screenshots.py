@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "docs" / "images"
 EXAMPLES = {
-    "report-rollout": ["loops/rollout.yaml"],
+    "report-deploy-tree": ["loops/deploy-tree.yaml"],
     "report-release": ["loops/release.yaml", "--set", "us_healthy=false"],
 }
 

@@ -104,6 +104,14 @@ def execute(
     from little_loops.evaluators.prefetch import warm_judges
 
     warm_judges(loop, options.model, options.replay)  # the SDK loads while the first steps run
+    if rig is None or rig.actions is None:  # a simulation answers the judge itself
+        import os
+
+        from little_loops.evaluators.prefetch import no_key_hint
+
+        hint = no_key_hint(loop, options.model, options.replay, dict(options.env or os.environ))
+        if hint is not None and not display.quiet:
+            click.echo(hint, err=True)
     with signals_as_exceptions():
         runner = Runner(
             loop,

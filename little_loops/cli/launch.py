@@ -38,8 +38,14 @@ def regular_file(file: str) -> None:
 
 
 def writable(path: str, what: str) -> None:
-    """Refuse, before the run, a file the run would fail to write at its end."""
+    """Refuse, before the run, a file the run would fail to write at its end (its folder is
+    made, as for `--junit-xml`)."""
+    import os
+
     try:
+        folder = os.path.dirname(path)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
         with open(path, "a", encoding="utf-8"):
             pass
     except OSError as exc:

@@ -161,7 +161,7 @@ def run(
 
     \b
     Example:
-      ll run loops/fix-until-green.yaml --set target=src/ --max-iterations 10
+      ll run loops/rollout.yaml --set failing=ap-south --max-iterations 10
     """
     import os
     from pathlib import Path
@@ -274,8 +274,8 @@ def resume(
 
     \b
     Example:
-      ll resume 20261122-041430-fix-lint-3fa2
-      ll resume 20261122-041430-release-3fa2 --answer approve --note "canary is fine"
+      ll resume 20261122-041430-fix-until-green-9d2e
+      ll resume 20261122-041430-publish-3fa2 --answer approve --note "the page is fine"
     """
     from pathlib import Path
 

@@ -36,7 +36,9 @@ def judge(f: Any) -> Any:
                 help="Write every judge exchange to FILE.",
             ),
             click.option(
-                "--replay", type=click.Path(dir_okay=False), help="Answer the judge from FILE."
+                "--replay",
+                type=click.Path(dir_okay=False, exists=True),
+                help="Answer the judge from FILE (it must exist).",
             ),
         ]
     ):

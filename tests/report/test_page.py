@@ -22,7 +22,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LL = [sys.executable, "-m", "little_loops"]
-ROLLOUT = REPO / "loops" / "rollout.yaml"
+ROLLOUT = REPO / "loops" / "deploy-tree.yaml"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -71,7 +71,7 @@ def runs_dir(cwd: Path) -> list[Path]:
 def rollout(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     """The shipped fork and sub-loop example, run once through `ll run --report`."""
     cwd = tmp_path_factory.mktemp("rollout")
-    out = cwd / "out" / "rollout.html"
+    out = cwd / "out" / "deploy-tree.html"
     done = ll("run", ROLLOUT, "--report", out, cwd=cwd)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"ll: report: {out}" in done.stderr
@@ -94,7 +94,7 @@ def test_run_report_shows_the_tree_children_and_the_failing_branch(
         "deploy[ap-south]",
     ]
     top = data["runs"][0]
-    assert (top["loop"], top["outcome"], top["exit"]) == ("rollout", "failure", 1)
+    assert (top["loop"], top["outcome"], top["exit"]) == ("deploy-tree", "failure", 1)
     failing = data["runs"][5]
     assert (failing["outcome"], failing["verdict"], failing["final"]) == (
         "failure",
