@@ -103,7 +103,7 @@ def start_background(loop_name: str) -> None:
 
     run_id = new_run_id(loop_name)
     root = loops_dir(Path.cwd()) / "runs" / run_id
-    (root / "steps").mkdir(parents=True)
+    root.mkdir(parents=True)
     args = [a for a in sys.argv[1:] if a != "--background"]
     argv = [sys.executable, "-m", "little_loops", *args, "--run-id", run_id]
     proc = start_detached(argv, root / "output.log")
