@@ -100,7 +100,9 @@ class JudgeSession:
         max_chars = (
             spec.max_output_chars if spec.max_output_chars is not None else llm.max_output_chars
         )
-        prompt = render_prompt(spec.prompt or DEFAULT_JUDGE_PROMPT, inp.resolve, max_chars)
+        prompt = render_prompt(
+            spec.prompt or DEFAULT_JUDGE_PROMPT, inp.resolve, max_chars, inp.program
+        )
         text = inp.resolve(spec.source) if spec.source is not None else inp.text
         stderr = "" if spec.source is not None else inp.stderr
         reference = inp.resolve(spec.reference) if spec.reference is not None else None

@@ -219,7 +219,14 @@ class ForkCalls:
             else:
                 shell = work.action_type == "shell"
                 assert work.action is not None
-                command = render(work.action, scope, shell=shell, where=where, command=shell)
+                command = render(
+                    work.action,
+                    scope,
+                    shell=shell,
+                    where=where,
+                    command=shell,
+                    program=self.steps.templates.program,
+                )
                 child = self._action_loop(work, item.key, command)
                 # Not `for_loop`: a simulation answers the branch as an action, never as an
                 # unanswered terminal's silent success.
@@ -278,6 +285,13 @@ class ForkCalls:
         options = dataclasses.replace(
             self.options,
             overrides={k: v.replace("${", "$${") for k, v in values.items()},
+            # A branch's child: keys bound from program text; an action branch runs with this
+            # run's context, and its keys that hold program text.
+            program_context=(
+                subloop.program_inputs(work, self.steps.templates.program)
+                if work.loop is not None
+                else self.steps.templates.program
+            ),
             max_iterations=None,
             on_terminal_output=None,
             on_output=None,

@@ -190,6 +190,7 @@ class ChildCalls:
             o,
             # literal text: a with: value is not a template in the child
             overrides={k: v.replace("${", "$${") for k, v in values.items()},
+            program_context=subloop.program_inputs(state, self.steps.templates.program),
             max_iterations=None,
             on_terminal_output=None,
         )
