@@ -71,6 +71,11 @@ class Tail:
             del self.buf[: len(self.buf) - self.limit]
             self.trimmed = True
 
+    @property
+    def cut(self) -> bool:
+        """Whether bytes before the last `limit` were dropped."""
+        return self.trimmed or len(self.buf) > self.limit
+
     def text(self) -> str:
         if self.limit == 0 or not self.buf:
             return ""

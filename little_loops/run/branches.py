@@ -16,8 +16,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from little_loops.actions import DEFAULT_TAIL_BYTES
 from little_loops.errors import (
     LoopError,
+    RunError,
     SimulationError,
 )
 from little_loops.model.fork import (
@@ -72,7 +74,10 @@ from little_loops.run.subloop import (
     ChildError,
     Parent,
 )
-from little_loops.templates.interpolate import render
+from little_loops.templates.interpolate import (
+    placeholders,
+    render,
+)
 
 ITEMS = "items.json"
 JOIN = "join.json"
@@ -105,6 +110,8 @@ class ForkCalls:
         """Run (or resume) every branch; the join of their verdicts is the state's verdict."""
         root = subloop.child_dir(self.run_dir.root, step, state.name)
         join = state.join or Join()
+        if not (root / ITEMS).is_file():
+            self._refuse_cut_items(state)
         try:
             items = self._fork_items(step, state, root)
         except (ItemsError, LoopError) as exc:
@@ -163,6 +170,25 @@ class ForkCalls:
         if state.capture:
             self.progress.captured[state.capture] = record
         return StepResult(Verdict(verdict, details), None, reason, record)
+
+    def _refuse_cut_items(self, state: State) -> None:
+        """A for_each over a capture that kept only the tail of a longer output would run
+        the items of a cut list: the run stops (exit 3) and says why."""
+        if not isinstance(state.for_each, str):
+            return
+        for part in placeholders(state.for_each):
+            record: Any = None
+            if part.namespace == "captured" and part.path[1:] == ("output",):
+                record = self.progress.captured.get(part.path[0])
+            elif part.namespace == "prev" and part.path == ("output",):
+                record = self.progress.prev
+            if isinstance(record, dict) and record.get("output_cut"):
+                raise RunError(
+                    f"state '{state.name}': for_each reads '${{{part.name}}}', which holds only "
+                    f"the last {DEFAULT_TAIL_BYTES // (1 << 20)} MiB of a longer output, so its "
+                    "items would be cut; write the items to a file in that step and list them "
+                    "from there in a smaller output, or split the work"
+                )
 
     def _fork_items(self, step: int, state: State, root: Path) -> list[Item]:
         """The items, resolved once: read back from items.json when the fork resumes."""
@@ -249,6 +275,13 @@ class ForkCalls:
             progress = Progress.from_dict(RunDir(child_root).read_state())
             progress.path = History.from_file(child_root / "events.jsonl").path_upto(progress.step)
             progress.status = "running"
+            # Where this tree runs now: its run directory may have moved to another checkout
+            # (the CI approval flow), and a branch acts there, never in the old tree.
+            progress.options = {
+                **progress.options,
+                "cwd": str(child.cwd(self.options.base_dir)),
+                "base_dir": str(self.options.base_dir.resolve()),
+            }
             layer = layer.resumed(child_root / "events.jsonl")
         shown = self.redactor.obj(values) if self.redactor else values
         self.session.emit(

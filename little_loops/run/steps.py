@@ -409,13 +409,16 @@ class StepPipeline:
 def output_record(state: State, action: actions.ActionResult | None) -> dict[str, Any]:
     # Trailing newlines are dropped, as shell command substitution does, so that
     # `${captured.dir.output}/file` works after an action that printed a path.
-    return {
+    record = {
         "output": action.output.rstrip("\n") if action else "",
         "stderr": action.stderr.rstrip("\n") if action else "",
         "exit_code": action.exit_code if action else None,
         "duration_ms": action.duration_ms if action else 0,
         "state": state.name,
     }
+    if action is not None and action.details.get("output_cut"):
+        record["output_cut"] = True  # `output` holds only the last 1 MiB of stdout
+    return record
 
 
 def retry_delay(retry: Retry, attempt: int) -> float:

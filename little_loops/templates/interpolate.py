@@ -228,9 +228,7 @@ def _needs_quoting(p: Placeholder, program: frozenset[str] = frozenset()) -> boo
         return True
     if p.modifier is not None:
         return False
-    return p.namespace in _ESCAPED_NAMESPACES or (
-        p.namespace == "context" and p.path[0] in program
-    )
+    return p.namespace in _ESCAPED_NAMESPACES or (p.namespace == "context" and p.path[0] in program)
 
 
 def render(

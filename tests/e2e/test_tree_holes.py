@@ -256,7 +256,7 @@ def _one_line(proc: Any) -> str:
 
 
 @pytest.mark.parametrize(
-    "field,value",
+    ("field", "value"),
     [("key", "../../../../victim"), ("key", "ap-south"), ("dir", "../../../victim")],
 )
 def test_join_checks_a_branch_mark_against_the_plan(tmp_path: Path, field: str, value: str) -> None:
@@ -322,3 +322,127 @@ def test_join_of_a_good_branch_still_works(tmp_path: Path) -> None:
 
 def _files(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+
+
+# -- 3. a cut capture is never used silently ---------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", ["lines", "json"])
+def test_for_each_over_a_capture_past_the_cap_stops_naming_it(tmp_path: Path, shape: str) -> None:
+    # 60 items of 20,000 characters: 1.2 MB, more than the 1 MiB a capture keeps
+    if shape == "lines":
+        make = "python3 -c \"[print(f'{i:03d}' + 'x' * 20000) for i in range(60)]\""
+    else:
+        make = (
+            'python3 -c "import json; '
+            "print(json.dumps([f'{i:03d}' + 'x' * 20000 for i in range(60)]))\""
+        )
+    path = write(
+        tmp_path,
+        "big.yaml",
+        f"""
+        name: big
+        initial: list
+        states:
+          list:
+            action: {json.dumps(make)}
+            capture: items
+            next: each
+          each:
+            for_each: "${{captured.items.output}}"
+            action: "echo ${{item.index}} >> ran.txt"
+            on_success: done
+            on_failure: done
+            on_error: done
+          done: {{terminal: true}}
+        """,
+    )
+    proc = ll("run", path, cwd=tmp_path)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "1 MiB" in proc.stdout + proc.stderr
+    assert not (tmp_path / "ran.txt").exists()
+
+
+# -- 5. relocation covers the whole tree -------------------------------------------------------
+
+FORK_PARENT = """\
+name: parent
+initial: regions
+states:
+  regions:
+    for_each: [eu, us]
+    loop: review.yaml
+    with: {region: "${item.value}"}
+    on_success: done
+    on_failure: done
+  done: {terminal: true}
+"""
+FORK_REVIEW = """\
+name: review
+initial: check
+context:
+  region: ""
+states:
+  check:
+    ask: "Ship ${context.region}?"
+    choices: [approve, reject]
+    route: {approve: mark, reject: rejected}
+  mark:
+    action: pwd > "where-${context.region}.txt"
+    next: approved
+  approved: {terminal: true}
+  rejected: {terminal: true, outcome: failure}
+"""
+
+
+def test_a_run_suspended_in_a_fork_branch_resumes_in_a_fresh_checkout(tmp_path: Path) -> None:
+    import shutil
+
+    first, clone = tmp_path / "ci-job-1", tmp_path / "clone"
+    for d in (first, clone):
+        write(d, "parent.yaml", FORK_PARENT)
+        write(d, "review.yaml", FORK_REVIEW)
+    out = ll("run", "parent.yaml", cwd=first)
+    assert out.returncode == 6, out.stdout + out.stderr
+    shutil.copytree(first / ".loops", clone / ".loops")  # the old checkout is still there
+    (run,) = (clone / ".loops" / "runs").iterdir()
+    answers = ["--answer", "regions/eu/check=approve", "--answer", "regions/us/check=approve"]
+    done = ll("resume", run.name, *answers, cwd=clone)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(p.name for p in first.glob("where-*")) == []
+    assert sorted(p.name for p in clone.glob("where-*")) == ["where-eu.txt", "where-us.txt"]
+    assert (clone / "where-eu.txt").read_text().strip() == str(clone.resolve())
+
+
+# -- 6. `ll resume` keeps `--claude-flags ""` ----------------------------------------------------
+
+
+def test_resume_keeps_empty_claude_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fakes import install_fake_claude
+
+    fake = install_fake_claude(tmp_path / "bin", monkeypatch)
+    path = write(
+        tmp_path,
+        "slash.yaml",
+        """
+        name: slash
+        initial: ok
+        states:
+          ok:
+            ask: "Go?"
+            choices: [go]
+            route: {go: work}
+          work:
+            action: /do-it
+            action_type: slash
+            next: done
+          done: {terminal: true}
+        """,
+    )
+    out = ll("run", path, "--claude-flags", "", cwd=tmp_path)
+    assert out.returncode == 6, out.stdout + out.stderr
+    (run,) = (tmp_path / ".loops" / "runs").iterdir()
+    done = ll("resume", run.name, "--answer", "go", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (call,) = fake.calls()
+    assert "--dangerously-skip-permissions" not in call["argv"], call["argv"]
