@@ -248,7 +248,7 @@ def _paused_with_a_job(tmp_path: Path) -> tuple[Path, Path, str, Path]:
 
 
 def _one_line(proc: Any) -> str:
-    err = proc.stderr.strip()
+    err = str(proc.stderr).strip()
     assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert len(err.splitlines()) == 1, err
