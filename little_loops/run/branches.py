@@ -19,6 +19,7 @@ from typing import Any
 from little_loops.actions import DEFAULT_TAIL_BYTES
 from little_loops.errors import (
     LoopError,
+    RecordError,
     RunError,
     SimulationError,
 )
@@ -83,6 +84,39 @@ ITEMS = "items.json"
 JOIN = "join.json"
 
 
+def _stored_items(stored: Path, cap: int) -> list[Item]:
+    """The items a fork stored when it started, checked as any file read back: a list of
+    {key, index, value} with keys that name a branch directory, no more than the cap.
+    Anything else stops the run (exit 3), resumable once the file is repaired."""
+    from little_loops.model.fork import KEY_PATTERN
+
+    def bad(why: str) -> RecordError:
+        return RecordError(
+            f"{stored}: {why}; repair it (or remove it, to resolve the items again) and "
+            "run ll resume"
+        )
+
+    try:
+        data = json.loads(stored.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise bad(f"cannot be read as JSON ({type(exc).__name__})") from None
+    if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
+        raise bad("is not a list of items")
+    if len(data) > cap:
+        raise bad(f"holds {len(data)} items, more than the cap of {cap} (LL_MAX_ITEMS)")
+    items: list[Item] = []
+    for d in data:
+        key, index = d.get("key"), d.get("index")
+        if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):
+            raise bad(f"an item's key {str(key)[:60]!r} is not a branch key")
+        if not isinstance(index, int) or isinstance(index, bool) or "value" not in d:
+            raise bad(f"item '{key}' lacks its index or value")
+        items.append(Item(key, index, d["value"]))
+    if len({i.key for i in items}) != len(items):
+        raise bad("two items have the same key")
+    return items
+
+
 class ForkCalls:
     """The run's side of a `parallel:`/`for_each:` state; mixed into `Runner`."""
 
@@ -115,6 +149,8 @@ class ForkCalls:
         try:
             items = self._fork_items(step, state, root)
         except (ItemsError, LoopError) as exc:
+            if isinstance(exc, RecordError):
+                raise  # not the branches' doing: the run stops, resumable
             why = exc.message if isinstance(exc, LoopError) else str(exc)
             return self._joined(step, state, join, [], {}, "error", why)
         only = self.options.branch
@@ -194,8 +230,7 @@ class ForkCalls:
         """The items, resolved once: read back from items.json when the fork resumes."""
         stored = root / ITEMS
         if stored.is_file():
-            data = json.loads(stored.read_text(encoding="utf-8"))
-            return [Item(str(d["key"]), int(d["index"]), d["value"]) for d in data]
+            return _stored_items(stored, max_items(self.env))
         if state.parallel:
             items = branch_items(state)
         else:
@@ -250,7 +285,7 @@ class ForkCalls:
                     scope,
                     shell=shell,
                     where=where,
-                    command=shell,
+                    command=True,
                     program=self.steps.templates.program,
                 )
                 child = self._action_loop(work, item.key, command)

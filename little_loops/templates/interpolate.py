@@ -223,6 +223,11 @@ def literal_text(template: str) -> str | None:
     return "".join(texts)
 
 
+# `@` before an absolute, home or relative path, which the Claude Code CLI attaches as a file
+# (providers/claude_cli.py neutralises a judge's whole prompt the same way).
+_AT_PATH = re.compile(r"@(?=~|/|\.{1,2}/)")
+
+
 def _needs_quoting(p: Placeholder, program: frozenset[str] = frozenset()) -> bool:
     if p.modifier == "q":
         return True
@@ -263,6 +268,9 @@ def render(
 
     With `command=True` (an action: a shell command or a prompt passed to a program), a
     value holding a NUL byte is a RunError naming its placeholder: no argument carries one.
+    In a prompt (`command=True, shell=False`: a slash action's), program text has its
+    `@/path`, `@~/path` and `@./path` tokens neutralised (a fullwidth at sign), since the
+    Claude Code CLI would attach the file they name.
 
     `program` names the context keys that hold program text (a child's keys bound through
     `with:` from `captured`, `prev`, `item`...): they are escaped like `captured`.
@@ -302,6 +310,10 @@ def render(
                 ) from None
         elif not shell and part.modifier == "q":
             value = single_quote(value)
+        if command and not shell and part.modifier != "raw" and _needs_quoting(part, program):
+            # A prompt for the Claude Code CLI, which attaches any file an `@/path` names:
+            # program text never names one (the author's own text may).
+            value = _AT_PATH.sub("\uff20", value)
         elif lexer is not None:
             try:
                 lexer.feed(value)  # written as is: it may open or close quotes itself

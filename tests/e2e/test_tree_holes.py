@@ -446,3 +446,209 @@ def test_resume_keeps_empty_claude_flags(tmp_path: Path, monkeypatch: pytest.Mon
     assert done.returncode == 0, done.stdout + done.stderr
     (call,) = fake.calls()
     assert "--dangerously-skip-permissions" not in call["argv"], call["argv"]
+
+
+# -- 7. `claude://` judges and slash prompts: `@` paths, and the prompt on stdin ---------------
+
+FAKE_JUDGE = Path(__file__).parents[1] / "fake_claude_judge.py"
+
+
+def _secret_home(tmp_path: Path) -> tuple[dict[str, str], str]:
+    home = tmp_path / "home"
+    (home / ".aws").mkdir(parents=True)
+    secret = "aws_secret_access_key=AKIA-TOP-SECRET-1234"
+    (home / ".aws" / "credentials").write_text(secret, encoding="utf-8")
+    return {"HOME": str(home)}, secret
+
+
+def _everything(root: Path, proc: Any) -> str:
+    texts = [proc.stdout, proc.stderr]
+    for path in root.rglob("*"):
+        if path.is_file() and ".loops" in path.parts:
+            texts.append(path.read_text(encoding="utf-8", errors="replace"))
+    return "\n".join(texts)
+
+
+@pytest.mark.parametrize(
+    "where", ["output", "captured", "rubric", "example", "absolute"], ids=lambda w: w
+)
+def test_a_claude_judge_never_attaches_a_file_named_in_its_prompt(
+    tmp_path: Path, where: str
+) -> None:
+    env, _secret = _secret_home(tmp_path)
+    token = "@~/.aws/credentials"
+    if where == "absolute":
+        token = f"@{tmp_path}/home/.aws/credentials"
+    action = f"echo see {token}" if where in ("output", "absolute") else "echo fine"
+    rubric = f"Is it good? Read {token}" if where == "rubric" else "Is it good?"
+    prompt = "Is ${captured.c.output} good?" if where == "captured" else rubric
+    example = (
+        f"\n              examples:\n                - {{output: 'x {token}', verdict: success}}"
+        if where == "example"
+        else ""
+    )
+    first = f"echo {token}" if where == "captured" else "echo none"
+    path = write(
+        tmp_path,
+        "judged.yaml",
+        f"""
+        name: judged
+        initial: first
+        states:
+          first:
+            action: {json.dumps(first)}
+            capture: c
+            next: check
+          check:
+            action: {json.dumps(action)}
+            evaluate:
+              type: llm_structured
+              model: claude://sonnet
+              prompt: {json.dumps(prompt)}{example}
+            route: {{success: done, failure: done, blocked: done, partial: done, error: done}}
+          done: {{terminal: true}}
+        """,
+    )
+    env["LL_CLAUDE"] = f"{sys.executable} {FAKE_JUDGE}"
+    env["FAKE_JUDGE_PROMPT"] = str(tmp_path / "prompt.txt")
+    env["FAKE_JUDGE_ANSWER"] = json.dumps(SUCCESS)
+    proc = ll("run", path, "--no-cache", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "prompt.txt").exists()
+    assert "AKIA-TOP-SECRET" not in _everything(tmp_path, proc)
+
+
+def test_a_claude_judge_takes_a_128_kib_prompt(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "judged.yaml",
+        """
+        name: judged
+        initial: check
+        states:
+          check:
+            action: "python3 -c \\"print('y' * 140000)\\""
+            evaluate:
+              type: llm_structured
+              model: claude://sonnet
+              max_output_chars: 200000
+            route: {success: done, failure: done, blocked: done, partial: done}
+          done: {terminal: true}
+        """,
+    )
+    env = {
+        "LL_CLAUDE": f"{sys.executable} {FAKE_JUDGE}",
+        "FAKE_JUDGE_PROMPT": str(tmp_path / "prompt.txt"),
+        "FAKE_JUDGE_ANSWER": json.dumps(SUCCESS),
+    }
+    proc = ll("run", path, "--no-cache", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "y" * 140000 in (tmp_path / "prompt.txt").read_text(encoding="utf-8")
+
+
+def test_a_slash_prompt_never_attaches_a_file_a_value_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fakes import install_fake_claude
+
+    install_fake_claude(tmp_path / "bin", monkeypatch)
+    env, _secret = _secret_home(tmp_path)
+    (tmp_path / "note.txt").write_text("look at @~/.aws/credentials", encoding="utf-8")
+    path = write(
+        tmp_path,
+        "slash.yaml",
+        """
+        name: slash
+        initial: read
+        states:
+          read:
+            action: cat note.txt
+            capture: note
+            next: work
+          work:
+            action: "/review ${captured.note.output}"
+            action_type: slash
+            next: done
+          done: {terminal: true}
+        """,
+    )
+    proc = ll("run", path, "-v", "--claude-flags", "", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "fake claude: /review look at" in proc.stdout
+    assert "AKIA-TOP-SECRET" not in _everything(tmp_path, proc)
+
+
+# -- medium and low ----------------------------------------------------------------------------
+
+
+def test_status_prints_captured_text_without_terminal_escapes(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "ok.yaml",
+        """
+        name: ok
+        initial: a
+        states:
+          a: {action: 'printf "x\\033]0;TITLE\\007\\033[31mred\\nsecond"', capture: c, next: b}
+          b: {ask: "Go? ${captured.c.output}", choices: [go], route: {go: done}}
+          done: {terminal: true}
+        """,
+    )
+    assert ll("run", path, "--no-input", cwd=tmp_path).returncode == 6
+    proc = ll("status", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout
+    assert "\x07" not in proc.stdout
+    assert "Go? xred second" in proc.stdout
+
+
+ITEMS_LOOP = """
+name: items
+initial: first
+states:
+  first: {ask: "Go?", choices: [go], route: {go: each}}
+  each:
+    for_each: [a, b]
+    action: "echo ${item.value} >> ran.txt"
+    on_success: done
+    on_failure: done
+  done: {terminal: true}
+"""
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "{broken",
+        '[{"key": "../../escape", "index": 1, "value": "x"}]',
+        '[{"key": "a", "index": 1, "value": "a"}, {"key": "b", "index": 2, "value": "b"}]',
+    ],
+    ids=["json", "key", "cap"],
+)
+def test_a_corrupted_items_json_is_one_line_and_resumable_once_repaired(
+    tmp_path: Path, bad: str
+) -> None:
+    path = write(tmp_path, "items.yaml", ITEMS_LOOP)
+    # a run suspended before its fork: the fork's items.json is planted as if it had started
+    assert ll("run", path, "--no-input", cwd=tmp_path).returncode == 6
+    (run,) = (tmp_path / ".loops" / "runs").iterdir()
+    fork = run / "sub" / "0002-each"
+    fork.mkdir(parents=True)
+    (fork / "items.json").write_text(bad, encoding="utf-8")
+    proc = ll("resume", run.name, "--answer", "go", cwd=tmp_path, env={"LL_MAX_ITEMS": "1"})
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "items.json" in proc.stdout + proc.stderr
+    assert not (tmp_path / "escape").exists()
+    assert not (tmp_path / "ran.txt").exists()
+    (fork / "items.json").unlink()  # repaired: the items are resolved again
+    again = ll("resume", run.name, cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert sorted((tmp_path / "ran.txt").read_text().split()) == ["a", "b"]
+
+
+def test_validate_of_a_pipe_nobody_writes_to_ends(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.yaml")
+    proc = ll("validate", tmp_path / "pipe.yaml", cwd=tmp_path, timeout=30)
+    assert proc.returncode == 2
+    assert "pipe" in proc.stdout + proc.stderr
