@@ -1,12 +1,12 @@
-"""Sessions beyond the README's test command; none of them is run by .ci/run.
+"""Sessions beyond the README's test command; .ci/run runs none of them.
 
     nox -s tests      the suite on the pinned releases (constraints/test.txt), as CI runs it
     nox -s latest     the suite on the newest releases pyproject.toml allows, no constraints
     nox -s minimums   the suite on the lowest versions pyproject.toml allows (scripts/minimums.py)
-    nox -s gates      ruff, ruff format --check, mypy --strict, lint-imports on the pinned releases
+    nox -s gates      ruff, ruff format --check, mypy --strict, lint-imports, on the pinned releases
 
 Install nox once (`pipx install nox`, or `pip install nox` in any virtualenv). Arguments after
-`--` go to pytest: `nox -s latest -- -m "not slow"`.
+`--` go to pytest: `nox -s latest -- -m "not slow"`. CONTRIBUTING.md says when to run which.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def latest(session: nox.Session) -> None:
     session.install("--upgrade", "--upgrade-strategy", "eager", "-e", ".[test]")
-    session.run("python", "-m", "pip", "list", "--format", "freeze", silent=False)
+    session.run("python", "-m", "pip", "list", "--format", "freeze")
     session.run(*PYTEST, *session.posargs)
 
 
@@ -42,7 +42,7 @@ def minimums(session: nox.Session) -> None:
     with open(path, "w", encoding="utf-8") as out:
         out.write(str(lowest))
     session.install("-c", path, "-e", ".[test]")
-    session.run("python", "-m", "pip", "list", "--format", "freeze", silent=False)
+    session.run("python", "-m", "pip", "list", "--format", "freeze")
     session.run(*PYTEST, *session.posargs)
 
 

@@ -35,6 +35,7 @@ from little_loops.actions.slash import (
     claude_command,
     claude_flags,
     slash_error,
+    unknown_command,
 )
 from little_loops.errors import RunError
 from little_loops.model.loop import EMPTY
@@ -232,6 +233,11 @@ def run_slash(
     if parser.model is not None:
         details["model"] = parser.model
     cost = result.get("total_cost_usd") if result is not None else None
+    error = None if run.timed_out else slash_error(run.exit_code, result, stderr)
+    if error is None and not run.timed_out:
+        error = unknown_command(prompt, parser.slash_commands)
+        if error is not None:
+            details["unknown_command"] = True
     return ActionResult(
         output=parser.output(),
         stderr=stderr,
@@ -239,7 +245,7 @@ def run_slash(
         duration_ms=run.duration_ms,
         timed_out=run.timed_out,
         output_bytes=run.output_bytes,
-        error=None if run.timed_out else slash_error(run.exit_code, result, stderr),
+        error=error,
         cost_usd=float(cost) if isinstance(cost, (int, float)) else 0.0,
         details=details,
     )

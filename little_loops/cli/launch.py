@@ -38,12 +38,44 @@ def regular_file(file: str) -> None:
 
 
 def writable(path: str, what: str) -> None:
-    """Refuse, before the run, a file the run would fail to write at its end."""
+    """Refuse, before the run, a file the run would fail to write at its end (its folder is
+    made, as for `--junit-xml`)."""
+    import os
+
     try:
+        folder = os.path.dirname(path)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
         with open(path, "a", encoding="utf-8"):
             pass
     except OSError as exc:
         raise LoopError(f"cannot write {what} to {path}: {exc.strerror or exc}") from None
+
+
+def report_target(path: str) -> None:
+    """Refuse, before the run, a `--report` FILE that cannot be written (its directory is
+    made when missing, as the page is written only at the end)."""
+    import os
+    from pathlib import Path
+
+    from little_loops.errors import EXIT_USAGE
+
+    target = Path(path)
+    why = None
+    if target.is_dir():
+        why = "it is a directory"
+    else:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            why = f"{target.parent} is not a directory"
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        else:
+            if not os.access(target.parent, os.W_OK):
+                why = "its directory is not writable"
+    if why is not None:
+        raise LoopError(f"cannot write the report to {path}: {why}", exit_code=EXIT_USAGE)
 
 
 def fan_out(hooks: list[Any]) -> Any:
@@ -158,3 +190,47 @@ def reporters(loop: Any, junit_xml: str | None, json_mode: bool) -> list[Any]:
         if report is not None:
             out.append(report)
     return out
+
+
+def after_run(loop: Any, result: Any, runner: Any, report: str | None, *, quiet: bool) -> None:
+    """At a run's end, whatever the end (passed, failed, suspended, interrupted): the HTML
+    report when `--report` asked for it, then retention (`keep_runs:` or `LL_KEEP_RUNS`).
+    Neither changes the run's exit code: a problem is a warning."""
+    import os
+    from pathlib import Path
+
+    if report and result.run_dir is not None:
+        from little_loops.report.page import write_report
+
+        redactor = getattr(runner, "redactor", None)
+        try:
+            path = write_report(
+                Path(result.run_dir),
+                Path(report),
+                loop=loop,
+                mask=redactor.obj if redactor else None,
+            )
+        except LoopError as exc:
+            click.echo(f"ll: warning: {exc.message}", err=True)
+        else:
+            if not quiet:
+                click.echo(f"ll: report: {path}", err=True)
+    keep = loop.keep_runs
+    if keep is None:
+        from little_loops.record.prune import env_keep
+
+        try:
+            keep = env_keep(os.environ)
+        except LoopError as exc:
+            click.echo(f"ll: warning: {exc.message}; no runs were pruned", err=True)
+            return
+    if keep is None or result.run_dir is None:
+        return
+    from little_loops.record.prune import prune
+
+    base = Path(result.run_dir).parent.parent.parent
+    text, removed, _ = prune(
+        base, keep=keep, older_than=None, loop_file=str(loop.path.resolve()), verbose=False
+    )
+    if removed and not quiet:
+        click.echo(f"ll: keep_runs {keep}: {text.strip()}", err=True)

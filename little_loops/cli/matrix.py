@@ -13,6 +13,7 @@ Like `cli`, this imports only click and the standard library at the top.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ def plan_matrix(file: str, state: str, sets: tuple[str, ...]) -> None:
 
     \b
     Example:
-      ll plan-matrix loops/release.yaml rollout
+      ll plan-matrix loops/rollout.yaml rollout
     """
     import os
 
@@ -143,7 +144,15 @@ def run_branch(
         click.echo(
             f"ll: branch {name}/{key} ended {end.verdict}; its run: {result.run_dir}", err=True
         )
-    sys.exit(0 if counts(Join(), end) else 1)
+    code = 0 if counts(Join(), end) else 1
+    target = os.environ.get("GITHUB_OUTPUT")
+    if target:  # for the step that uploads this run (the Action, a matrix job)
+        from little_loops.report.reports import write_outputs
+
+        problem = write_outputs(Path(target), result.run_id, code, [])
+        if problem:
+            click.echo(f"ll: warning: {problem}", err=True)
+    sys.exit(code)
 
 
 @click.command("join", short_help="Gather branch runs of other jobs into a run and resume it.")
@@ -167,7 +176,7 @@ def join(run_id: str, sources: tuple[str, ...], json_mode: bool, quiet: bool) ->
 
     \b
     Example:
-      ll join 20261122-041430-release-3fa2 --from artifacts/
+      ll join 20261122-041430-rollout-3fa2 --from artifacts/
     """
     from little_loops.record.store import find_run
     from little_loops.run.subloop import child_dir

@@ -57,7 +57,7 @@ class Question:
             max_tokens=call.max_tokens,
             system=self.system,
             user=self.user,
-            schema=call.schema,
+            schema=sent_schema(call),
             examples=self.examples,
             est_input_tokens=-(-size // 4),
             cached=cached,
@@ -101,6 +101,19 @@ def question(
         }
     )
     return Question(call, system, user, key, len(spec.examples))  # schema order kept: reason first
+
+
+def sent_schema(call: Call) -> Any:
+    """The answer schema as the provider sends it: strict judges get it transformed (the
+    transform is our own and cheap); one it cannot send is shown as written."""
+    from ..providers.strict import StrictProblem, anthropic_schema, openai_schema
+
+    if call.provider == "claude":
+        return call.schema
+    try:
+        return (anthropic_schema if call.provider == "anthropic" else openai_schema)(call.schema)
+    except StrictProblem:
+        return call.schema
 
 
 def _dumps(value: Any) -> str:

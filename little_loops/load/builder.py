@@ -133,6 +133,7 @@ class Builder:
             llm=self.llm(doc.get("llm")),
             judges=MappingProxyType(judges),
             max_cost_usd=_opt_num(doc, "max_cost_usd"),
+            keep_runs=_opt_int(doc, "keep_runs"),
             secrets=tuple(s for s in secrets if isinstance(s, str))
             if isinstance(secrets, list)
             else (),

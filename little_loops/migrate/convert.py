@@ -92,7 +92,7 @@ def migrate(paths: list[Path], out: Path | None) -> Migration:
                 unreadable.append(str(exc))
             continue
         item = Migrated(path, Path(path.name), doc)
-        if "fragments" in doc and "states" not in doc:
+        if "fragments" in doc and "states" not in doc and "flow" not in doc:
             item.notes.hand(
                 line_of(doc, "fragments"),
                 "a fragment library, not a loop: `ll migrate` copies its fragments into the "
@@ -214,6 +214,8 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
                 longest = max(longest, len(added))
         if longest:
             _more_steps(doc, 1 + longest, notes)
+    _bash(doc, notes)
+    _route_unrouted(item)
     wanted: list[tuple[Path, str, Migrated, int]] = []
     for state_name, capture, line in rewrite_loop(item.doc, item.notes):
         state = states[state_name] if isinstance(states, dict) else None
@@ -223,6 +225,127 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
         state.setdefault("capture", state_name)
         wanted.append((child.resolve(), capture, item, line))
     return wanted
+
+
+def _bash(doc: CommentedMap, notes: Notes) -> None:
+    """Upstream runs every shell action with `bash -c`; `ll`'s default shell is `/bin/sh`."""
+    states = doc.get("states")
+    shell = [
+        s
+        for s in (states.values() if isinstance(states, dict) else [])
+        if isinstance(s, dict) and isinstance(s.get("action"), str) and not _slash(s)
+    ]
+    if not shell or "shell" in doc:
+        return
+    doc.insert(_top_pos(doc), "shell", "bash")
+    notes.carried(
+        0,
+        "`shell: bash`: upstream runs every shell action with `bash -c` (bash syntax such as "
+        "`[[`, arrays, `pipefail` and `<<<` included); `ll`'s default is `/bin/sh`",
+    )
+
+
+def _slash(state: CommentedMap) -> bool:
+    from little_loops.migrate.routes import _is_slash
+
+    return _is_slash(state)
+
+
+def _top_pos(doc: CommentedMap) -> int:
+    order = list(doc)
+    return order.index("states") if "states" in order else len(order)
+
+
+STOP_STATE = "no_route"
+
+
+def _plain(node: object) -> object:
+    if isinstance(node, dict):
+        return {str(k): _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    if isinstance(node, str):
+        return str(node)
+    return node
+
+
+def _route_unrouted(item: Migrated) -> None:
+    """Verdicts upstream left unrouted ended its run in error at that state; here every
+    verdict a state can give must be routed. Each goes where upstream sent it: `no` to
+    `on_error` when there is one (upstream's fallback), anything else to a terminal that
+    ends the run as upstream's did (outcome failure, exit 1)."""
+    from little_loops.load.builder import Builder
+    from little_loops.load.checks import verdicts
+    from little_loops.load.composer import SourceMap
+    from little_loops.model.loop import ERROR_VERDICTS
+    from little_loops.model.router import route
+
+    doc, notes = item.doc, item.notes
+    states = doc.get("states")
+    if not isinstance(states, CommentedMap):
+        return
+    plain = _plain(doc)
+    assert isinstance(plain, dict)
+    loop, _ = Builder(SourceMap()).loop(plain, path=item.source, sha256="")
+    stop: str | None = None
+
+    def stop_state() -> str:
+        nonlocal stop
+        if stop is None:
+            stop = STOP_STATE
+            while stop in states:
+                stop += "_"
+            states[stop] = CommentedMap(
+                description="upstream ended the run in error here: the verdict had no route",
+                terminal=True,
+                outcome="failure",
+            )
+        return stop
+
+    errors_unrouted: list[int] = []
+    for name, state in loop.states.items():
+        raw = states.get(name)
+        if state.terminal or state.is_fork or not isinstance(raw, CommentedMap):
+            continue
+        possible = ERROR_VERDICTS if state.is_loop else verdicts(state)
+        for verdict in sorted(possible):
+            if route(loop, state, verdict) is not None:
+                continue
+            line = line_of(states, name)
+            if verdict in ERROR_VERDICTS:
+                errors_unrouted.append(line)
+                continue
+            table = raw.get("route")
+            fallback = raw.get("on_error") or (
+                table.get("_error") if isinstance(table, dict) else None
+            )
+            if verdict == "failure" and isinstance(fallback, str):
+                target, why = fallback, "upstream sent an unrouted `no` to `on_error`"
+            else:
+                target, why = stop_state(), "upstream ended the run in error there"
+            _add_route(raw, verdict, target)
+            notes.carried(
+                line,
+                f"state '{name}': verdict `{verdict}` had no route ({why}); routed to '{target}'",
+            )
+    if errors_unrouted and "on_error" not in doc:
+        doc.insert(_top_pos(doc), "on_error", stop_state())
+        notes.carried(
+            errors_unrouted[0],
+            "an `error` or `timeout` no state routes ended upstream's run in error: "
+            f"`on_error: {stop}` (a terminal with outcome failure) ends it the same way",
+            errors_unrouted,
+        )
+
+
+def _add_route(state: CommentedMap, verdict: str, target: str) -> None:
+    shorthand = {"success": "on_success", "failure": "on_failure"}.get(verdict)
+    if "route" not in state and shorthand is not None and shorthand not in state:
+        state[shorthand] = target
+        return
+    from little_loops.migrate.routes import _as_route
+
+    _as_route(state).setdefault(verdict, target)
 
 
 def _more_steps(doc: CommentedMap, factor: int, notes: Notes) -> None:

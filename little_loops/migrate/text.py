@@ -44,6 +44,7 @@ class TextReport:
     unknown: list[str] = field(default_factory=list)  # placeholders with no equivalent
     params: list[str] = field(default_factory=list)  # `${param.X}` left unbound
     child_outputs: list[tuple[str, str]] = field(default_factory=list)  # (loop state, capture)
+    missing: list[str] = field(default_factory=list)  # captures no state of the loop makes
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class TextRules:
     context_keys: frozenset[str]
     params: Mapping[str, str] = field(default_factory=dict)
     loop_captures: Mapping[str, str] = field(default_factory=dict)  # loop state -> capture
+    captures: frozenset[str] | None = None  # every `capture:` of the loop (None: unknown)
 
 
 def rewrite(text: str, rules: TextRules, report: TextReport) -> str:
@@ -90,6 +92,13 @@ def _one(body: str, rules: TextRules, report: TextReport) -> str:
         if path[1:] == ["failure_type"]:
             path[1] = "reason"
             report.failure_type += 1
+        if (
+            rules.captures is not None
+            and path[0] not in rules.captures
+            and ":default=" not in suffix
+        ):
+            report.missing.append(path[0])
+            return ""  # no state makes it: always empty here
     problem = _field_problem(ns, path)
     if problem and ":default=" not in suffix and path[1:2] != ["outputs"]:
         report.unknown.append("${" + body + "}")
@@ -181,7 +190,8 @@ def rewrite_loop(doc: CommentedMap, notes: Notes) -> list[tuple[str, str, int]]:
         if isinstance(state, dict) and "loop" in state:
             loops[str(name)] = str(state.get("capture", name))
             loops[str(state.get("capture", name))] = loops[str(name)]
-    rules = TextRules(keys, loop_captures=loops)
+    captures = {str(s.get("capture")) for s in states.values() if isinstance(s, dict)}
+    rules = TextRules(keys, loop_captures=loops, captures=frozenset(captures | set(loops)))
     reads: list[tuple[str, str, int]] = []
     for name, state in states.items():
         report = TextReport()
@@ -273,6 +283,14 @@ def _text_notes(
             line,
             f"shell variables in `${{...}}` ({names}) were the shell's upstream; written "
             "`$${...}` so `ll` leaves them to the shell",
+        )
+    if report.missing:
+        names = ", ".join(sorted(set(report.missing)))
+        notes.changed(
+            line,
+            f"'{where}': `${{captured.{report.missing[0]}...}}` names no capture of this loop "
+            f"({names}): upstream's run stopped in error on reaching it; written as "
+            "empty text, so the step runs with an empty value here: check the name",
         )
     for text in report.unknown:
         notes.hand(line, f"'{where}': `{text}` names something `ll` does not keep")

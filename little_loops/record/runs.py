@@ -20,7 +20,7 @@ from little_loops.errors import (
 )
 from little_loops.record.events import Event
 from little_loops.record.history import History
-from little_loops.record.questions import tree_pending
+from little_loops.record.questions import recorded_answer, tree_pending, tree_root
 from little_loops.record.store import (
     RunDir,
     find_run,
@@ -198,6 +198,11 @@ def status_text(base: Path, run_id: str | None) -> str:
         started = _started_epoch(i.started_at)
         if started is not None:
             elapsed = max(elapsed, int((time.time() - started) * 1000))
+    root = tree_root(run_dir.root)
+    answers = {str(q.get("id")): recorded_answer(root, q) for q in i.pending}
+    error = i.error
+    if i.pending and all(answers.values()):  # `ll answer` gave them all: nothing waits
+        error = f"answered; continue it with: ll resume {i.run_id}"
     lines = [
         f"run:     {i.run_id}",
         f"loop:    {shown(i.loop)} ({shown(i.file)})",
@@ -207,7 +212,7 @@ def status_text(base: Path, run_id: str | None) -> str:
             if i.outcome and i.outcome not in (i.status, "interrupted", "suspended")
             else ""
         )
-        + (f": {shown(i.error)}" if i.error else ""),
+        + (f": {shown(error)}" if error else ""),
         f"state:   {shown(i.current)}",
         f"step:    {i.step}/{i.max_iterations}",
         f"elapsed: {_duration(elapsed)}",
@@ -226,6 +231,12 @@ def status_text(base: Path, run_id: str | None) -> str:
         for q in i.pending:
             expires = f" (expires {q.get('expires_at')})" if q.get("expires_at") else ""
             lines.append(f"  {shown(q.get('id'))}: {shown(q.get('prompt'))}{shown(expires)}")
+            given = answers.get(str(q.get("id")))
+            if given is not None:
+                by = f" by {shown(given.get('by'))}" if given.get("by") else ""
+                answer = shown(given.get("answer"))
+                lines.append(f"    answered: {answer}{by} (ll resume {i.run_id})")
+                continue
             choices = shown("|".join(map(str, q.get("choices") or [])) or "TEXT")
             key = f"{shown(q.get('id'))}=" if len(i.pending) > 1 else ""
             lines.append(f"    answer: ll resume {i.run_id} --answer {key}{choices}")

@@ -471,13 +471,13 @@ def owner_alive(run_dir: RunDir, state: dict[str, Any]) -> bool | None:
             return now == started and pid_alive(pid)
         if os.path.isdir(f"/proc/{os.getpid()}"):
             return False  # /proc works here and has no such process
-    held = _lock_held_by(run_dir, state)
+    held = lock_held_by(run_dir, state)
     if held is not None:
         return held
     return None if pid_alive(pid) else False
 
 
-def _lock_held_by(run_dir: RunDir, state: dict[str, Any]) -> bool | None:
+def lock_held_by(run_dir: RunDir, state: dict[str, Any]) -> bool | None:
     """Whether the loop lock of this run's file is held and names this run; None when there is
     no such lock to ask (the run was started with --allow-concurrent, or the files moved)."""
     import fcntl

@@ -118,6 +118,7 @@ class Fork:
                     stopping = stopping or self._decided(ends)
                 if not running:
                     continue
+                self.run_.session.flush()  # `ll logs -f` shows the branches started and ended
                 job = self._wait()
                 del running[job.item.key]
                 ends[job.item.key] = self._complete(job.item, self._end(job))

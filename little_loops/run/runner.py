@@ -235,6 +235,10 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
         self._start()
         try:
             GATE.raise_pending()  # one that came while the run was set up
+            if self.pause is not None and not self.resumed:  # `ll step --until INITIAL`
+                why = self.pause()
+                if why:
+                    return self._finish("interrupted", p.current, why, EXIT_SUSPENDED)
             while True:
                 self._next_step()
                 GATE.raise_pending()  # the step is recorded: a held signal stops the run here
@@ -300,7 +304,11 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
         """The state the next step runs (the `on_max_iterations` one once the limit is hit)."""
         p = self.progress
         self.steps.check_deadline(p.current)
-        if p.step >= p.max_iterations:
+        # A terminal reached by the last allowed step still runs: its outcome is the run's
+        # (a maintained loop's terminals start it again, so there the limit comes first).
+        ends_here = self.loop.states[p.current].terminal and not self.loop.maintain
+        ends_here = ends_here and self.options.branch is None  # `--branch`: the fork alone
+        if p.step >= p.max_iterations and not ends_here:
             if self.loop.on_max_iterations is None or p.on_max_used:
                 raise Finish("max_iterations", p.current)
             p.on_max_used = True

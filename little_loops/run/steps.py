@@ -226,6 +226,10 @@ class StepPipeline:
         command: str | None,
         record: dict[str, Any] | None,
     ) -> StepResult:
+        denied = action.details.get("permission_denials") if action is not None else None
+        if denied and "permission_denials" not in verdict.details:
+            # Tools the claude CLI refused to run: kept whatever the verdict, for the author.
+            verdict = Verdict(verdict.verdict, {**verdict.details, "permission_denials": denied})
         # The judge's answers were counted as they came; only the rest is added here.
         self.spend(_cost(verdict.details.get("cost_usd")) - self._judge_spent)
         self._judge_spent = 0.0

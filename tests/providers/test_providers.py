@@ -466,10 +466,10 @@ def test_which_runs_warm_the_sdk(tmp_path: Path) -> None:
     assert needs_sdk(judged, None, None)  # the default model is an Anthropic one
     assert not needs_sdk(judged, None, Path("answers.jsonl"))  # replayed
     assert not needs_sdk(judged, "claude://sonnet", None)
-    assert needs_sdk(judged, "openai://gpt-4o", None)  # the schema transform
+    assert not needs_sdk(judged, "openai://gpt-4o", None)  # our own schema transform
     assert not needs_sdk(loop("{type: exit_code}"), None, None)
     nested = "{type: all, of: [{type: exit_code}, {type: llm_structured, model: 'ollama://h:1/m'}]}"
-    assert needs_sdk(loop(nested), "claude://sonnet", None)
+    assert not needs_sdk(loop(nested), "claude://sonnet", None)
     assert not needs_sdk(
         loop("{type: llm_structured}", "llm: {model: claude://opus}\n"), None, None
     )

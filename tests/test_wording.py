@@ -1,0 +1,141 @@
+"""'Did you mean': difflib's own answers, found through an index, not a scan of every option."""
+
+from __future__ import annotations
+
+import difflib
+import random
+import string
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from little_loops import wording
+from little_loops.wording import _lcs, _masks, closest, did_you_mean
+
+
+def difflib_answer(word: str, options: list[str], cutoff: float = 0.6) -> str | None:
+    close = difflib.get_close_matches(word, options, n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def typo(rng: random.Random, name: str) -> str:
+    i = rng.randrange(len(name) - 1)
+    kind = rng.randrange(4)
+    if kind == 0:  # two letters swapped
+        return name[:i] + name[i + 1] + name[i] + name[i + 2 :]
+    if kind == 1:  # one dropped
+        return name[:i] + name[i + 1 :]
+    if kind == 2:  # one doubled
+        return name[:i] + name[i] + name[i:]
+    return name[:i] + rng.choice(string.ascii_lowercase) + name[i + 1 :]  # one replaced
+
+
+WORDS = ["check", "fix", "lint", "test", "build", "review", "deploy", "format", "draft", "judge"]
+
+
+def numbered(count: int) -> list[str]:
+    """State names as a generated loop has them: a few words and many numbers."""
+    return [f"{WORDS[i % len(WORDS)]}_{i:05d}" for i in range(count)]
+
+
+def test_misspelt_numbered_states_get_difflibs_answer() -> None:
+    rng = random.Random(21)
+    names = numbered(1500)
+    words = [typo(rng, rng.choice(names)) for _ in range(150)]
+    assert [closest(w, names) for w in words] == [difflib_answer(w, names) for w in words]
+
+
+def test_ties_and_small_alphabets_get_difflibs_answer() -> None:
+    # Few letters make many options score the same: difflib then takes the one sorting last.
+    rng = random.Random(7)
+    for _ in range(40):
+        length = rng.randint(1, 9)
+        names = ["".join(rng.choice("abc_") for _ in range(rng.randint(1, length + 3)))]
+        names += ["".join(rng.choice("abc_") for _ in range(rng.randint(1, 12))) for _ in range(99)]
+        for _ in range(10):
+            word = "".join(rng.choice("abcd_") for _ in range(rng.randint(1, 10)))
+            for cutoff in (0.6, 0.75, 0.9):
+                assert closest(word, names, cutoff) == difflib_answer(word, names, cutoff)
+
+
+def test_unrelated_words_duplicates_and_odd_text_get_difflibs_answer() -> None:
+    rng = random.Random(3)
+    names = numbered(300) + numbered(300) + ["é_state", "state-with-dashes", "s" * 40, "x"]
+    for word in ["zzzzzz", "é_stat", "state-with-dash", "s" * 35, "x", "y", "check", "?" * 3]:
+        assert closest(word, names) == difflib_answer(word, names), word
+    for _ in range(50):
+        word = "".join(rng.choice(string.printable) for _ in range(rng.randint(1, 15)))
+        assert closest(word, names) == difflib_answer(word, names), word
+
+
+def test_the_bound_is_the_longest_common_subsequence() -> None:
+    def by_table(a: str, b: str) -> int:
+        row = [0] * (len(b) + 1)
+        for x in a:
+            prev = 0
+            for j, y in enumerate(b, 1):
+                prev, row[j] = row[j], prev + 1 if x == y else max(row[j], row[j - 1])
+        return row[-1]
+
+    rng = random.Random(5)
+    for _ in range(500):
+        a = "".join(rng.choice("abcd") for _ in range(rng.randint(1, 12)))
+        b = "".join(rng.choice("abcde") for _ in range(rng.randint(0, 12)))
+        assert _lcs(_masks(a), len(a), b) == by_table(a, b), (a, b)
+
+
+def test_a_misspelt_name_among_many_scores_few_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    # difflib alone scores every option whose letters are close enough: hundreds here.
+    scored = 0
+    ratio = difflib.SequenceMatcher.ratio
+
+    def counting(self: Any) -> float:
+        nonlocal scored
+        scored += 1
+        return ratio(self)
+
+    monkeypatch.setattr(difflib.SequenceMatcher, "ratio", counting)
+    names = numbered(3000)
+    assert did_you_mean("fomrat_01237", names) == " (did you mean 'format_01237'?)"
+    assert scored <= 30
+
+
+def test_the_short_lists_of_most_messages_go_straight_to_difflib() -> None:
+    wording._Index.of.cache_clear()
+    assert did_you_mean("on_sucess", ["on_success", "on_failure", "next"]) == (
+        " (did you mean 'on_success'?)"
+    )
+    assert wording._Index.of.cache_info().currsize == 0
+
+
+def test_ll_validate_suggests_difflibs_answers_for_many_misspelt_targets(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    names = numbered(400)
+    targets = [typo(rng, name) for name in names[1:]] + ["done"]
+    lines = [f"name: many\ninitial: {names[0]}\non_error: done\nstates:"]
+    lines += [f"  {n}: {{action: 'true', next: {t}}}" for n, t in zip(names, targets, strict=True)]
+    lines.append("  done: {terminal: true}\n")
+    path = tmp_path / "many.yaml"
+    path.write_text("\n".join(lines))
+    result = subprocess.run(
+        [sys.executable, "-m", "little_loops", "validate", str(path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    states = [*names, "done"]
+    expected = []
+    for line, target in enumerate(targets[:-1], start=5):
+        if target in states:
+            continue
+        close = difflib_answer(target, states)
+        hint = f" (did you mean '{close}'?)" if close else ""
+        name = names[line - 5]
+        expected.append(
+            f"{path}:{line}:{len(name) + 28}: error: state '{name}' has 'next' naming unknown "
+            f"state '{target}'{hint}"
+        )
+    errors = [line for line in result.stdout.splitlines() if ": error: " in line]
+    assert errors == expected
