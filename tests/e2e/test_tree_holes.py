@@ -652,3 +652,41 @@ def test_validate_of_a_pipe_nobody_writes_to_ends(tmp_path: Path) -> None:
     proc = ll("validate", tmp_path / "pipe.yaml", cwd=tmp_path, timeout=30)
     assert proc.returncode == 2
     assert "pipe" in proc.stdout + proc.stderr
+
+
+def test_background_keeps_set_values_out_of_the_command_line(tmp_path: Path) -> None:
+    import re
+    import time
+
+    path = write(
+        tmp_path,
+        "bg.yaml",
+        """
+        name: bg
+        initial: a
+        secrets: [token]
+        context:
+          token: ""
+        states:
+          a:
+            action: 'test "${context.token}" = hunter2-xyz && env > env.txt && sleep 3'
+            on_success: done
+            on_failure: bad
+          done: {terminal: true}
+          bad: {terminal: true, outcome: failure}
+        """,
+    )
+    proc = ll("run", path, "--background", "--set", "token=hunter2-xyz", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    pid = int(re.search(r"\(pid (\d+)\)", proc.stdout).group(1))  # type: ignore[union-attr]
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert b"hunter2" not in cmdline, cmdline
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        (run,) = (tmp_path / ".loops" / "runs").iterdir()
+        state = json.loads((run / "state.json").read_text(encoding="utf-8"))
+        if state.get("status") == "finished":
+            break
+        time.sleep(0.2)
+    assert state["outcome"] == "success", state
+    assert "hunter2" not in (tmp_path / "env.txt").read_text()  # actions never inherit it
