@@ -157,7 +157,9 @@ class JudgeSession:
             }
         )
         hit = None
-        if self._cache is not None and self._replay is None:
+        # `--record` asks the model every time: a verdict from the cache has no exchange to
+        # write, and a cassette recorded after a cached run would be empty.
+        if self._cache is not None and self._replay is None and self._record is None:
             hit = self._cache.get(key)
         for ask in asks:  # what was asked, for `ll judge explain` (redacted like every event)
             self.emit(ask.asked(cached=hit is not None))

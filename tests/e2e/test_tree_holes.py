@@ -690,3 +690,33 @@ def test_background_keeps_set_values_out_of_the_command_line(tmp_path: Path) -> 
         time.sleep(0.2)
     assert state["outcome"] == "success", state
     assert "hunter2" not in (tmp_path / "env.txt").read_text()  # actions never inherit it
+
+
+def test_record_after_a_cached_run_still_writes_a_cassette_replay_can_use(
+    tmp_path: Path, llm_server: LlmServer
+) -> None:
+    llm_server.script(then=message(SUCCESS))
+    env = {"ANTHROPIC_BASE_URL": llm_server.url, "ANTHROPIC_API_KEY": "sk-test-not-real"}
+    path = write(
+        tmp_path,
+        "judged.yaml",
+        """
+        name: judged
+        initial: check
+        states:
+          check:
+            action: echo 3 passed
+            evaluate: {type: llm_structured, prompt: "Did it pass?"}
+            route: {success: done, failure: done, blocked: done, partial: done}
+          done: {terminal: true}
+        """,
+    )
+    assert ll("run", path, cwd=tmp_path, env=env).returncode == 0  # fills the cache
+    cassette = tmp_path / "judge.jsonl"
+    recorded = ll("run", path, "--record", cassette, cwd=tmp_path, env=env)
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert cassette.exists()
+    assert cassette.read_text(encoding="utf-8").strip()
+    offline = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    replayed = ll("run", path, "--replay", cassette, "--no-cache", cwd=tmp_path, env=offline)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
