@@ -720,3 +720,47 @@ def test_record_after_a_cached_run_still_writes_a_cassette_replay_can_use(
     offline = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
     replayed = ll("run", path, "--replay", cassette, "--no-cache", cwd=tmp_path, env=offline)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+def _rubric_loop(tmp_path: Path, name: str) -> Path:
+    return write(
+        tmp_path,
+        "rubric.yaml",
+        f"""
+        name: rubric
+        initial: check
+        states:
+          check:
+            action: echo ok
+            evaluate: {{type: llm_structured, rubric_file: {json.dumps(name)}}}
+            route: {{success: done, failure: done, blocked: done, partial: done}}
+          done: {{terminal: true}}
+        """,
+    )
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "big", "nul", "long"])
+def test_a_rubric_file_is_bounded_and_located(tmp_path: Path, kind: str) -> None:
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "rubric.md")
+        name = "rubric.md"
+    elif kind == "zero":
+        (tmp_path / "rubric.md").symlink_to("/dev/zero")
+        name = "rubric.md"
+    elif kind == "big":
+        (tmp_path / "rubric.md").write_bytes(b"x" * (50 << 20))
+        name = "rubric.md"
+    elif kind == "nul":
+        name = "rub-nul-ric.md"
+    else:
+        name = "r" * 300 + ".md"
+    path = _rubric_loop(tmp_path, name)
+    if kind == "nul":  # a YAML escape: a NUL byte in the name
+        path.write_text(path.read_text().replace('"rub-nul-ric.md"', '"rub\\0ric.md"'))
+    proc = ll("validate", path, cwd=tmp_path, timeout=30)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out
+    assert "rubric.yaml:" in out, out
+    assert "rubric_file" in out, out
+    assert len(out) < 2000, out
