@@ -26,6 +26,7 @@ from little_loops.record.events import (
     Listener,
 )
 from little_loops.record.store import RunDir
+from little_loops.templates.interpolate import reads_program_text
 
 MAX_DEPTH = 8  # runs in one tree, the root counting as 1 (as `ll validate` counts them)
 
@@ -105,6 +106,15 @@ def bind_inputs(child: Loop, values: Mapping[str, str], file: str) -> dict[str, 
         if spec.type is not None and not _fits(spec.type, value):
             raise ChildError(f"with: {key} = '{value}' is not a {spec.type} ({file})")
     return dict(values)
+
+
+def program_inputs(state: State, program: frozenset[str]) -> frozenset[str]:
+    """The child's context keys whose `with:` template reads program, model or human text
+    (`captured`, `prev`, `item`, or a key of the caller's in `program`): that kind of text in
+    the child too, escaped in its commands and fenced in its judge's prompts (SPEC 7)."""
+    return frozenset(
+        key for key, template in state.with_.items() if reads_program_text(template, program)
+    )
 
 
 def _fits(kind: str, value: str) -> bool:
