@@ -13,6 +13,10 @@
     prefetch switched off): the judge's `latency_ms` from the `evaluate` event, median of
     --runs fresh processes each.
 
+(d) `--jobs-only`: `ll judge test` over --cases cases (openai:// judge, each answer delayed
+    --delay seconds, as an API answers) serially and with --jobs N: the judging time each
+    reports (`seconds` of --json) and their ratio. Target: at most 1/4 of the serial time.
+
 `--write-docs` replaces the "## Judge" section of docs/performance.md (and only that section).
 """
 
@@ -153,6 +157,42 @@ def first_judged_step(runs: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in figures.items()}
 
 
+def judge_test_jobs(cases: int, delay: float, jobs: int) -> dict[str, float]:
+    """`ll judge test --json` serially and with `--jobs`: each run's judging time."""
+    from llm_server import Reply, chat
+
+    answer = chat(json.dumps({"reason": "fine", "verdict": "success", "confidence": 0.9}))
+    figures: dict[str, float] = {}
+    with LlmServer() as server, tempfile.TemporaryDirectory() as tmp:
+        server.script(then=Reply(delay=delay, body=answer.body))
+        loop = Path(tmp) / "loop.yaml"
+        loop.write_text(
+            "name: j\ninitial: check\njudges:\n"
+            "  quick: {model: 'openai://gpt-4o-mini', prompt: 'Did it pass?'}\n"
+            "states:\n  check:\n    action: echo ok\n"
+            "    evaluate: {type: llm_structured, judge: quick}\n"
+            "    route: {_: done}\n  done: {terminal: true}\n"
+        )
+        labelled = Path(tmp) / "cases.jsonl"
+        labelled.write_text(
+            "".join(
+                json.dumps({"output": f"run {i}: ok", "verdict": "success"}) + "\n"
+                for i in range(cases)
+            )
+        )
+        env = {**os.environ, "OPENAI_BASE_URL": server.url + "/v1", "OPENAI_API_KEY": "k"}
+        for name, extra in (("serial", []), ("jobs", ["--jobs", str(jobs)])):
+            proc = subprocess.run(
+                [sys.executable, "-m", "little_loops", "judge", "test", str(labelled),
+                 "--loop", str(loop), "--judge", "quick", "--json", *extra],
+                capture_output=True, text=True, env=env, timeout=600, check=True,
+            )  # fmt: skip
+            figures[name] = float(json.loads(proc.stdout)["seconds"])
+        figures["max_in_flight"] = server.max_in_flight
+    figures["ratio"] = figures["jobs"] / figures["serial"]
+    return figures
+
+
 def table(r: dict[str, float | int]) -> str:
     overhead_ok = "ok" if r["overhead_ms"] <= 20 else "MISSED"
     cached_ok = "ok" if r["cached_requests"] == 0 else "MISSED"
@@ -184,7 +224,31 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=300, help="timed calls per measure (median)")
     parser.add_argument("--runs", type=int, default=5, help="ll runs per first-step figure")
     parser.add_argument("--write-docs", action="store_true", help="update docs/performance.md")
+    parser.add_argument("--jobs-only", action="store_true", help="only (d): ll judge test --jobs")
+    parser.add_argument("--cases", type=int, default=200, help="(d): labelled cases")
+    parser.add_argument("--delay", type=float, default=0.05, help="(d): seconds an answer takes")
+    parser.add_argument("--jobs", type=int, default=8, help="(d): --jobs")
     args = parser.parse_args()
+    if args.jobs_only:
+        f = judge_test_jobs(args.cases, args.delay, args.jobs)
+        line = (
+            f"ll judge test, {args.cases} cases, answers after {args.delay:g} s: serial "
+            f"{f['serial']:.2f} s, --jobs {args.jobs} {f['jobs']:.2f} s (ratio {f['ratio']:.2f}, "
+            f"target <= 0.25; at most {f['max_in_flight']:.0f} requests in flight)"
+        )
+        print(line)
+        if args.write_docs:
+            load = os.getloadavg()[0]
+            write_section(
+                "Judge test concurrency",
+                f"`python bench/judge.py --jobs-only --delay {args.delay:g} --write-docs`: "
+                f"`ll judge test --json` over {args.cases} labelled cases with an `openai://` "
+                "judge against the test server, each answer held back the delay (as an API "
+                "answers), one case at a time and with `--jobs`; the figures are the judging "
+                "time each run reports (`seconds`).\n\n"
+                f"Machine: {machine()}, load {load:.1f}.\n\n{line}.",
+            )
+        return 0 if f["ratio"] <= 0.25 else 1
     result = bench(args.n)
     first = first_judged_step(args.runs)
     result["cold_ms"], result["warm_ms"] = first["cold"], first["warm"]
@@ -209,7 +273,7 @@ def main() -> int:
             "its round trip. A run whose judges need the SDK now starts the import in a "
             "background thread when it begins (`evaluators/prefetch.py`), so it overlaps the "
             "first actions: after a 1.5 s first step the judge waits only for what is left of "
-            "the import, and the judge's timeout bounds that wait. Each figure is the median "
+            "the import, and the loop's deadline bounds that wait. Each figure is the median "
             f"judge latency (`latency_ms` of the `evaluate` event) of {args.runs} fresh `ll run` "
             "processes; 'before' runs the same code with the prefetch switched off. Both move "
             "with the import's own time, which grows when the machine is busy: 'before' is "

@@ -30,6 +30,8 @@ Commands:
   logs         Show a run's events (-f: follow), or a step's output.
   migrate      Convert upstream little-loops files to this format, with notes.
   plan-matrix  Print a fork's items as a GitHub Actions matrix.
+  prune        Delete old runs; never a running or suspended one.
+  report       Write a run's report: one self-contained HTML page.
   resume       Continue an interrupted run from its last finished step.
   run          Run a loop until a terminal state or a limit.
   schema       Print the JSON Schema of loop files, for editors.

@@ -30,6 +30,13 @@ FAKE_CLAUDE_TEXT       the assistant's text (default: "fake claude: " + the prom
 FAKE_CLAUDE_RESULT     the result event's `result` (default: the assistant's text)
 FAKE_CLAUDE_STRUCTURED JSON put in the result event's `structured_output` (for --json-schema)
 FAKE_CLAUDE_COST       total_cost_usd of the result event (default 0.0123)
+FAKE_CLAUDE_COMMANDS   the project's and user's slash commands, comma-separated, listed in the init
+                       event's `slash_commands` after the built-in ones (as the real CLI lists
+                       them), with the names of `.claude/commands/*.md` in the working directory.
+                       Unset: the command the prompt names is listed too (a project defining
+                       it). A prompt naming a command not listed is sent to the model as text,
+                       and the result is still `success`, as the real CLI does.
+FAKE_CLAUDE_DENIALS    JSON list for the result event's `permission_denials` (default [])
 FAKE_CLAUDE_ARGV_LOG   append one JSON line per call: {"argv", "pid", "cwd", "is_sandbox",
                        "scenario"}; `pid` is also the process group the caller started
 
@@ -41,6 +48,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -51,6 +59,25 @@ ROOT_REFUSAL = (
     "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons"
 )
 MODEL = "claude-fake-1"
+# What the real CLI's init event lists before the project's and user's own commands.
+BUILTIN_COMMANDS = [
+    "add-dir", "agents", "clear", "compact", "config", "context", "cost", "doctor", "exit",
+    "help", "init", "mcp", "memory", "model", "permissions", "pr-comments", "release-notes",
+    "review", "security-review", "status", "todos",
+]  # fmt: skip
+
+
+def slash_commands(prompt: str) -> list[str]:
+    """The init event's `slash_commands`: built-in, then the project's and user's."""
+    listed = os.environ.get("FAKE_CLAUDE_COMMANDS")
+    own = [c.strip() for c in (listed or "").split(",") if c.strip()]
+    folder = os.path.join(os.getcwd(), ".claude", "commands")
+    if os.path.isdir(folder):
+        own += sorted(f[:-3] for f in os.listdir(folder) if f.endswith(".md"))
+    word = prompt.lstrip().split(maxsplit=1)[0] if prompt.strip() else ""
+    if listed is None and word.startswith("/") and len(word) > 1:
+        own.append(word[1:])
+    return [*BUILTIN_COMMANDS, *(c for c in own if c not in BUILTIN_COMMANDS)]
 
 
 def _option(argv: list[str], name: str, default: str | None = None) -> str | None:
@@ -69,6 +96,21 @@ def _prompt(argv: list[str]) -> str | None:
             following = argv[i + 1] if i + 1 < len(argv) else None
             return None if following is None or following.startswith("-") else following
     return None
+
+
+_AT_PATH = re.compile(r"(?<![^\s(\[{\"'])@((?:~|\.{1,2})?/[^\s\"')\]}]+)")
+
+
+def _attached(prompt: str) -> str:
+    """The text of every file an `@/abs`, `@~/` or `@./` token names, as the real CLI
+    attaches them to the prompt."""
+    texts = []
+    for match in _AT_PATH.finditer(prompt):
+        path = os.path.expanduser(match.group(1))
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                texts.append(f.read())
+    return "\n".join(texts)
 
 
 def _scenario() -> str:
@@ -90,10 +132,13 @@ def _scenario() -> str:
 class Out:
     """Writes events in the chosen output format."""
 
-    def __init__(self, fmt: str, session: str, pieces: bool = False) -> None:
+    def __init__(
+        self, fmt: str, session: str, pieces: bool = False, commands: list[str] | None = None
+    ) -> None:
         self.fmt = fmt
         self.session = session
         self.pieces = pieces
+        self.commands = commands or list(BUILTIN_COMMANDS)
 
     def raw(self, text: str) -> None:
         if self.fmt != "stream-json":
@@ -122,7 +167,11 @@ class Out:
                 "mcp_servers": [],
                 "model": MODEL,
                 "permissionMode": "bypassPermissions",
+                "slash_commands": self.commands,
                 "apiKeySource": "none",
+                "output_style": "default",
+                "agents": ["general-purpose"],
+                "uuid": str(uuid.uuid4()),
             }
         )
 
@@ -166,6 +215,8 @@ class Out:
         }
         if text is not None:
             event["result"] = text
+        event["permission_denials"] = json.loads(os.environ.get("FAKE_CLAUDE_DENIALS") or "[]")
+        event["uuid"] = str(uuid.uuid4())
         structured = os.environ.get("FAKE_CLAUDE_STRUCTURED")
         if structured:
             event["structured_output"] = json.loads(structured)
@@ -204,9 +255,12 @@ def main(argv: list[str]) -> int:
             fh.write(json.dumps(record) + "\n")
 
     text = os.environ.get("FAKE_CLAUDE_TEXT", f"fake claude: {prompt}")
+    seen = _attached(prompt)
+    if seen:  # as the real CLI: an `@/path` token attaches the file, and the model sees it
+        text += f"\nattached: {seen}"
     result_text = os.environ.get("FAKE_CLAUDE_RESULT", text)
     exit_code = int(os.environ.get("FAKE_CLAUDE_EXIT", "2" if scenario == "exit_nonzero" else "0"))
-    out = Out(fmt, str(uuid.uuid4()), pieces=scenario == "multi")
+    out = Out(fmt, str(uuid.uuid4()), pieces=scenario == "multi", commands=slash_commands(prompt))
 
     refused = "--dangerously-skip-permissions" in argv and os.environ.get("IS_SANDBOX") != "1"
     if scenario == "root_refusal" and refused:

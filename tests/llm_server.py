@@ -179,22 +179,87 @@ def strict_problem(schema: Any, where: str, *, all_required: bool = False) -> st
     return None
 
 
+def _walk(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def limits_problem(schema: Any, where: str) -> str | None:
+    """The documented limits of strict schemas: refs that resolve, no recursion, at most 24
+    optional properties, no `$ref` inside `allOf`."""
+    if not isinstance(schema, dict):
+        return None
+    nodes = list(_walk(schema))
+    found = schema.get("$defs")
+    defs: dict[str, Any] = found if isinstance(found, dict) else {}
+    for node in nodes:
+        ref = node.get("$ref")
+        if isinstance(ref, str) and not (
+            ref.startswith("#/$defs/") and ref[len("#/$defs/") :] in defs
+        ):
+            return f"{where}: $ref '{ref}' could not be resolved"
+        if any(isinstance(sub, dict) and "$ref" in sub for sub in node.get("allOf") or ()):
+            return f"{where}: 'allOf' with '$ref' is not supported"
+    for name in defs:
+        seen, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            for node in _walk(defs.get(current)):
+                target = str(node.get("$ref", ""))[len("#/$defs/") :]
+                if target == name:
+                    return f"{where}: recursive schemas are not supported ($defs.{name})"
+                if target and target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+    optional = sum(
+        len([p for p in node["properties"] if p not in (node.get("required") or ())])
+        for node in nodes
+        if node.get("type") == "object" and isinstance(node.get("properties"), dict)
+    )
+    if optional > 24:
+        return (
+            f"{where}: Schemas contains too many optional parameters ({optional}), which would "
+            "make grammar compilation inefficient. Reduce the number of optional parameters "
+            "in your tool schemas (limit: 24)."
+        )
+    return None
+
+
+# The most output tokens each model takes as max_tokens (the Messages API refuses more).
+MAX_OUTPUT = {"claude-haiku-4-5": 64000, "claude-sonnet-4-5": 64000, "claude-opus-4-1": 32000}
+
+
 def request_problem(path: str, body: Any) -> str | None:
     """The strict-schema problem of a Messages or chat-completions request body, if any."""
     if not isinstance(body, dict):
         return None
     if path.rstrip("/").endswith("/v1/messages"):
+        limit = MAX_OUTPUT.get(str(body.get("model")))
+        if limit is not None and int(body.get("max_tokens") or 0) > limit:
+            return (
+                f"max_tokens: {body['max_tokens']} > {limit}, which is the maximum allowed "
+                f"number of output tokens for {body['model']}"
+            )
         for i, tool in enumerate(body.get("tools") or ()):
             if isinstance(tool, dict) and tool.get("strict") is True:
-                problem = strict_problem(tool.get("input_schema"), f"tools.{i}.input_schema")
+                at = f"tools.{i}.input_schema"
+                problem = strict_problem(tool.get("input_schema"), at) or limits_problem(
+                    tool.get("input_schema"), at
+                )
                 if problem:
                     return problem
         return None
     fmt = body.get("response_format")
     spec = fmt.get("json_schema") if isinstance(fmt, dict) else None
     if isinstance(spec, dict) and spec.get("strict") is True:
-        return strict_problem(
-            spec.get("schema"), "response_format.json_schema.schema", all_required=True
+        at = "response_format.json_schema.schema"
+        return strict_problem(spec.get("schema"), at, all_required=True) or limits_problem(
+            spec.get("schema"), at
         )
     return None
 
@@ -204,12 +269,37 @@ SAMPLING_FREE_VERSION = "2026-10-21"
 SAMPLING = ("temperature", "top_p", "top_k")
 
 
-def sampling_problem(path: str, headers: Mapping[str, str], body: Any) -> Reply | None:
+# OpenAI's reasoning models: only the default temperature, and max_completion_tokens.
+REASONING_PREFIXES: tuple[str, ...] = ("gpt-5", "o1", "o3", "o4")
+
+
+def openai_error(message: str, param: str, code: str) -> Reply:
+    """An OpenAI-style 400 naming the parameter it refuses."""
+    return Reply(
+        status=400,
+        body={
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": param,
+                "code": code,
+            }
+        },
+    )
+
+
+def sampling_problem(
+    path: str,
+    headers: Mapping[str, str],
+    body: Any,
+    reasoning: tuple[str, ...] = REASONING_PREFIXES,
+) -> Reply | None:
     """The 400 the real APIs answer to sampling parameters they refuse, or None.
 
     Anthropic: API version 2026-10-21 (what SDK 2.x sends) refuses temperature, top_p and
     top_k, even at 1.0; older versions refuse them for generation-5 models. OpenAI: reasoning
-    models (gpt-5*, o1, o3, o4*) take only the default temperature, 1.
+    models (gpt-5*, o1, o3, o4*) take only the default temperature, 1, and refuse
+    `max_tokens` (they take `max_completion_tokens`).
     """
     if not isinstance(body, dict):
         return None
@@ -226,20 +316,22 @@ def sampling_problem(path: str, headers: Mapping[str, str], body: Any) -> Reply 
             )
         return None
     model = str(body.get("model", ""))
-    reasoning = model.startswith(("gpt-5", "o1", "o3", "o4"))
-    if reasoning and "temperature" in body and body["temperature"] != 1:
+    if not model.startswith(reasoning):
+        return None
+    if "max_tokens" in body:
+        return openai_error(
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+            "'max_completion_tokens' instead.",
+            "max_tokens",
+            "unsupported_parameter",
+        )
+    if "temperature" in body and body["temperature"] != 1:
         value = body["temperature"]
-        return Reply(
-            status=400,
-            body={
-                "error": {
-                    "message": f"Unsupported value: 'temperature' does not support {value} with "
-                    "this model. Only the default (1) value is supported.",
-                    "type": "invalid_request_error",
-                    "param": "temperature",
-                    "code": "unsupported_value",
-                }
-            },
+        return openai_error(
+            f"Unsupported value: 'temperature' does not support {value} with this model. "
+            "Only the default (1) value is supported.",
+            "temperature",
+            "unsupported_value",
         )
     return None
 
@@ -314,7 +406,10 @@ class LlmServer:
         self.require_auth = True
         self.enforce_strict = True  # refuse strict schemas the real APIs refuse (HTTP 400)
         self.enforce_sampling = True  # refuse sampling parameters the real APIs refuse (400)
+        self.reasoning = REASONING_PREFIXES  # models refusing max_tokens and a temperature
         self._checks: list[Any] = []
+        self.in_flight = 0  # requests being answered now, and the most there ever were
+        self.max_in_flight = 0
 
     def expect(self, *checks: Any) -> None:
         """Refuse (HTTP 400, "test server: ...") every request one of `checks` finds wrong:
@@ -378,6 +473,23 @@ class LlmServer:
         return self
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        counted = [True]
+        try:
+            self._answer(h, counted)
+        finally:
+            self._done(counted)
+
+    def _done(self, counted: list[bool]) -> None:
+        """The request is answered (once): it no longer counts as in flight."""
+        with self._lock:
+            if counted[0]:
+                counted[0] = False
+                self.in_flight -= 1
+
+    def _answer(self, h: BaseHTTPRequestHandler, counted: list[bool]) -> None:
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length).decode("utf-8", "replace")
         try:
@@ -392,7 +504,11 @@ class LlmServer:
             problem = next(
                 (f"test server: {p}" for p in (c(h.path, body) for c in self._checks) if p), None
             )
-        refused = sampling_problem(h.path, headers, body) if self.enforce_sampling else None
+        refused = (
+            sampling_problem(h.path, headers, body, self.reasoning)
+            if self.enforce_sampling
+            else None
+        )
         if problem is not None:
             reply = api_error(400, "invalid_request_error", problem)
         elif refused is not None:
@@ -417,6 +533,7 @@ class LlmServer:
             payload = reply.body.encode()
         else:
             payload = json.dumps(reply.body).encode()
+        self._done(counted)  # before the client can read the answer and send its next one
         h.send_response(reply.status)
         h.send_header("Content-Type", reply.content_type)
         h.send_header("Content-Length", str(len(payload)))

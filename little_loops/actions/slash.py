@@ -29,6 +29,7 @@ RESULT_DETAIL_KEYS = (
     "duration_ms",
     "duration_api_ms",
     "session_id",
+    "permission_denials",  # tools the CLI refused to run (kept even when the step succeeded)
 )
 
 
@@ -81,6 +82,33 @@ def slash_error(exit_code: int | None, result: Mapping[str, Any] | None, stderr:
     return reason
 
 
+def unknown_command(prompt: str, known: list[str] | None) -> str | None:
+    """Why a slash prompt names a command the CLI does not know, or None.
+
+    The CLI's `system/init` event lists the slash commands it knows (built-in, the project's,
+    the user's, plugins'). A command missing from it is not run: the CLI hands the text to the
+    model as a plain prompt and may still report success, so the step is an error instead.
+    A CLI that lists none (an older one) is trusted.
+    """
+    if known is None:
+        return None
+    word = prompt.lstrip().split(maxsplit=1)[0] if prompt.strip() else ""
+    if not word.startswith("/") or len(word) < 2:
+        return None
+    name = word[1:]
+    if name in known:
+        return None
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return (
+        f"the claude CLI knows no slash command '/{name}' (its system/init lists "
+        f"{len(known)}){hint}; add it under .claude/commands/ of the "
+        "working directory (or ~/.claude/commands/), or fix the name"
+    )
+
+
 def _result_message(result: Mapping[str, Any]) -> str:
     text = result.get("result")
     if isinstance(text, str) and text.strip():
@@ -112,6 +140,7 @@ class StreamJson:
         self.text_len = 0
         self.result: dict[str, Any] | None = None
         self.model: str | None = None
+        self.slash_commands: list[str] | None = None  # what system/init says the CLI knows
 
     def feed(self, chunk: bytes) -> None:
         start = 0
@@ -170,6 +199,9 @@ class StreamJson:
         elif kind == "system" and event.get("subtype") == "init":
             model = event.get("model")
             self.model = model if isinstance(model, str) else None
+            known = event.get("slash_commands")
+            if isinstance(known, list):
+                self.slash_commands = [str(c).lstrip("/") for c in known]
 
     def _add_text(self, text: str) -> None:
         self.texts.append(text)

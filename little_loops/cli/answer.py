@@ -222,7 +222,7 @@ def answer(run_id: str, answer: str, note: str | None, by: str | None) -> None:
 
     \b
     Example:
-      ll answer 20261122-041430-release-3fa2 approve --note "checked the canary"
+      ll answer 20261122-041430-publish-7a1c approve --note "checked the page"
     """
     run_dir = find_run_dir(run_id)
     state = run_dir.read_state()

@@ -46,6 +46,7 @@ class Display(NamedTuple):
     heartbeat: float | None
     otel: bool = False
     no_input: bool = False
+    report: str | None = None  # --report FILE: the HTML report, written at the run's end
 
 
 def execute(
@@ -103,6 +104,14 @@ def execute(
     from little_loops.evaluators.prefetch import warm_judges
 
     warm_judges(loop, options.model, options.replay)  # the SDK loads while the first steps run
+    if rig is None or rig.actions is None:  # a simulation answers the judge itself
+        import os
+
+        from little_loops.evaluators.prefetch import no_key_hint
+
+        hint = no_key_hint(loop, options.model, options.replay, dict(options.env or os.environ))
+        if hint is not None and not display.quiet:
+            click.echo(hint, err=True)
     with signals_as_exceptions():
         runner = Runner(
             loop,
@@ -123,6 +132,7 @@ def execute(
         tracer.close()  # flush the trace: after the signals are ignored, so it is not cut off
         if tracer.problem:
             click.echo(f"ll: warning: {tracer.problem}", err=True)
+    launch.after_run(loop, result, runner, display.report, quiet=display.quiet or json_mode)
     for reporter in reporters:
         # The run is over and recorded; a report that could not be written does not change
         # its exit code (nor make `ll resume` run its terminal again).

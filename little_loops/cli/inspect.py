@@ -50,7 +50,7 @@ def history(loop: str | None) -> None:
 
     \b
     Example:
-      ll history fix-lint
+      ll history fix-until-green
     """
     from pathlib import Path
 
@@ -66,7 +66,7 @@ def stop(run_id: str) -> None:
 
     \b
     Example:
-      ll stop 20261122-041430-fix-lint-3fa2
+      ll stop 20261122-041430-fix-until-green-4e8f
     """
     from pathlib import Path
 
@@ -93,8 +93,8 @@ def logs(run_id: str | None, follow: bool, json_mode: bool, step: int | None) ->
 
     \b
     Example:
-      ll logs -f 20261122-041430-fix-lint-3fa2
-      ll logs 20261122-041430-fix-lint-3fa2 --step 3
+      ll logs -f 20261122-041430-fix-until-green-3fa2
+      ll logs 20261122-041430-fix-until-green-3fa2 --step 3
     """
     from pathlib import Path
 
@@ -126,12 +126,12 @@ def _print_step(run_dir: Any, step: int) -> None:
     for item in outputs:
         if len(outputs) > 1:
             out.write(f"== step {step} ({item.state}), attempt {item.attempt} ==\n".encode())
-        if item.log is None:
+        data = item.output
+        if data is None:
             click.echo(
                 f"ll: step {step} ({item.state}) attempt {item.attempt} printed nothing", err=True
             )
             continue
-        data = item.log.read_bytes()
         out.write(data)
         if data and not data.endswith(b"\n"):
             out.write(b"\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import click
 
@@ -23,10 +24,23 @@ def judge() -> None:
 @click.option("--state", help="Test the judge of this state.")
 @click.option("--judge", "judge_name", metavar="NAME", help="Test this judge of 'judges:'.")
 @click.option("--model", metavar="MODEL", help="Ask this judge model instead of the judge's own.")
-@click.option("--replay", type=click.Path(dir_okay=False), help="Answer from a recording.")
+@click.option(
+    "--replay",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Answer from a recording (it must exist).",
+)
 @click.option("--record", type=click.Path(dir_okay=False), help="Record every exchange to FILE.")
 @click.option("--min-agreement", metavar="P",
               help="Exit 1 when accuracy is below P (0.9, or 90%).")  # fmt: skip
+@click.option("--jobs", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Requests in flight at once (cases, samples, panel members).")  # fmt: skip
+@click.option("--suggest-min-confidence", "suggest", metavar="[P]", is_flag=False,
+              flag_value="agreement", default=None,
+              help="Suggest a min_confidence (best agreement, or precision P).")  # fmt: skip
+@click.option("--baseline", type=click.Path(dir_okay=False),
+              help="Compare with a stored --json result; exit 3 on a drop.")  # fmt: skip
+@click.option("--margin", type=click.FloatRange(0, 1), default=0.05, show_default=True,
+              help="How far a measure may drop below --baseline.")  # fmt: skip
 @click.option("--json", "json_mode", is_flag=True, help="Print the measures as one JSON object.")
 def test_(
     cases: str,
@@ -37,14 +51,20 @@ def test_(
     replay: str | None,
     record: str | None,
     min_agreement: str | None,
+    jobs: int,
+    suggest: str | None,
+    baseline: str | None,
+    margin: float,
     json_mode: bool,
 ) -> None:
     """Ask a judge about every labelled case of CASES (JSON lines: {"output": ...,
     "verdict": ...}) and print how far it agrees: accuracy, a confusion matrix, Cohen's
-    kappa, mean confidence of right and wrong answers, the cost, and each disagreement with
-    the judge's reason. The judge's own verdicts are compared (no _uncertain, no fail_open).
+    kappa, mean confidence of right and wrong answers, how often it was right at each
+    confidence (calibration), the cost, and each disagreement with the judge's reason. The
+    judge's own verdicts are compared (no _uncertain, no fail_open).
 
-    Exits 0, 1 when accuracy is below --min-agreement, 2 for bad input.
+    Exits 0, 1 when accuracy is below --min-agreement, 2 for bad input, 3 when accuracy,
+    kappa or the calibration error got worse than in --baseline by more than --margin.
 
     \b
     Example:
@@ -56,7 +76,7 @@ def test_(
 
     from little_loops.actions.slash import claude_command
     from little_loops.errors import LoopError
-    from little_loops.evaluators import agreement, judge_verdicts
+    from little_loops.evaluators import agreement, calibration, judge_verdicts
     from little_loops.evaluators.llm import (
         JudgeSession,
         JudgeSettings,
@@ -67,6 +87,10 @@ def test_(
     if replay and record:
         raise click.UsageError("--record and --replay cannot be used together")
     share = agreement.parse_share(min_agreement) if min_agreement is not None else None
+    target = None
+    if suggest is not None and suggest != "agreement":
+        target = agreement.parse_share(suggest, "--suggest-min-confidence")
+    base = calibration.read_baseline(Path(baseline)) if baseline else None
     override = model or os.environ.get("LL_MODEL") or None
     if override is not None:
         from little_loops.providers import model_problem
@@ -86,6 +110,7 @@ def test_(
             record=Path(record) if record else None,
             replay=Path(replay) if replay else None,
             claude=tuple(claude_command(None, os.environ)),
+            jobs=jobs,
         )
     )
     progress = None
@@ -94,16 +119,33 @@ def test_(
         def progress(done: int, total: int) -> None:  # a live count while the judge works
             click.echo(f"\rjudged {done}/{total}", err=True, nl=done == total)
 
+    started = time.monotonic()
     try:
-        outcomes = agreement.run_cases(loop, spec, labelled, session, progress)
+        outcomes = agreement.run_cases(loop, spec, labelled, session, progress, jobs=jobs)
     finally:
         session.close()
+    seconds = round(time.monotonic() - started, 3)
     shown = ", ".join(spec.models) or spec.model or loop.llm.model or override
     found = agreement.summary(label, shown or DEFAULT_JUDGE_MODEL, outcomes, judge_verdicts(spec))
+    extra: dict[str, object] = {"min_agreement": share, "jobs": jobs, "seconds": seconds}
+    lines: list[str] = []
+    if suggest is not None:
+        current = (
+            spec.min_confidence if spec.min_confidence is not None else loop.llm.min_confidence
+        )
+        advice = calibration.suggest(outcomes, current, target)
+        extra["suggestion"] = advice
+        lines += calibration.suggestion_text(advice, target)
+    drifted = None
+    if base is not None:
+        drifted = calibration.drift(found, base, margin)
+        extra["drift"] = drifted
+        lines += calibration.drift_text(drifted, str(baseline))
     if json_mode:
-        click.echo(json.dumps({**found, "min_agreement": share}, ensure_ascii=False))
+        click.echo(json.dumps({**found, **extra}, ensure_ascii=False))
     else:
-        click.echo(agreement.report_text(found, cases), nl=False)
+        text = agreement.report_text(found, cases)
+        click.echo(text + "\n".join(lines) + ("\n" if lines else ""), nl=False)
     if share is not None and found["accuracy"] < share:
         click.echo(
             f"ll: agreement {100 * found['accuracy']:.1f} % is below --min-agreement "
@@ -111,6 +153,13 @@ def test_(
             err=True,
         )
         sys.exit(1)
+    if drifted is not None and drifted["drifted"]:
+        click.echo(
+            f"ll: {', '.join(drifted['drifted'])} got worse than in {baseline} by more than "
+            f"{margin:g}",
+            err=True,
+        )
+        sys.exit(calibration.DRIFT_EXIT)
 
 
 @judge.command(name="explain", short_help="Show what a judged step sent and what came back.")

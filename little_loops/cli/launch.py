@@ -6,6 +6,8 @@ Like `cli`, this imports only click and the standard library at the top.
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from typing import Any
 
@@ -38,12 +40,44 @@ def regular_file(file: str) -> None:
 
 
 def writable(path: str, what: str) -> None:
-    """Refuse, before the run, a file the run would fail to write at its end."""
+    """Refuse, before the run, a file the run would fail to write at its end (its folder is
+    made, as for `--junit-xml`)."""
+    import os
+
     try:
+        folder = os.path.dirname(path)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
         with open(path, "a", encoding="utf-8"):
             pass
     except OSError as exc:
         raise LoopError(f"cannot write {what} to {path}: {exc.strerror or exc}") from None
+
+
+def report_target(path: str) -> None:
+    """Refuse, before the run, a `--report` FILE that cannot be written (its directory is
+    made when missing, as the page is written only at the end)."""
+    import os
+    from pathlib import Path
+
+    from little_loops.errors import EXIT_USAGE
+
+    target = Path(path)
+    why = None
+    if target.is_dir():
+        why = "it is a directory"
+    else:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            why = f"{target.parent} is not a directory"
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        else:
+            if not os.access(target.parent, os.W_OK):
+                why = "its directory is not writable"
+    if why is not None:
+        raise LoopError(f"cannot write the report to {path}: {why}", exit_code=EXIT_USAGE)
 
 
 def fan_out(hooks: list[Any]) -> Any:
@@ -56,6 +90,44 @@ def fan_out(hooks: list[Any]) -> Any:
             hook(name, chunk)
 
     return both
+
+
+BACKGROUND_SETS = "_LL_BACKGROUND_SETS"  # `--set` values of a `--background` run, as JSON
+
+
+def _without_sets(args: list[str]) -> tuple[list[str], list[str]]:
+    """The arguments without their `--set KEY=VALUE` pairs, and those values."""
+    kept: list[str] = []
+    sets: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            kept += args[i:]
+            break
+        if arg == "--set" and i + 1 < len(args):
+            sets.append(args[i + 1])
+            i += 2
+            continue
+        if arg.startswith("--set="):
+            sets.append(arg.removeprefix("--set="))
+        else:
+            kept.append(arg)
+        i += 1
+    return kept, sets
+
+
+def background_sets() -> tuple[str, ...]:
+    """The `--set` values a `--background` parent passed; taken out of the environment so
+    that no action of the run inherits them."""
+    raw = os.environ.pop(BACKGROUND_SETS, None)
+    if not raw:
+        return ()
+    try:
+        values = json.loads(raw)
+    except ValueError:
+        return ()
+    return tuple(str(v) for v in values) if isinstance(values, list) else ()
 
 
 def start_background(loop_name: str) -> None:
@@ -71,10 +143,13 @@ def start_background(loop_name: str) -> None:
 
     run_id = new_run_id(loop_name)
     root = loops_dir(Path.cwd()) / "runs" / run_id
-    (root / "steps").mkdir(parents=True)
-    args = [a for a in sys.argv[1:] if a != "--background"]
+    root.mkdir(parents=True)
+    args, sets = _without_sets([a for a in sys.argv[1:] if a != "--background"])
     argv = [sys.executable, "-m", "little_loops", *args, "--run-id", run_id]
-    proc = start_detached(argv, root / "output.log")
+    # `--set` values (secrets among them) go through the environment, which only this user
+    # can read, never the command line every user sees in `ps`.
+    env = {**os.environ, BACKGROUND_SETS: json.dumps(sets)} if sets else None
+    proc = start_detached(argv, root / "output.log", env=env)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not (root / "state.json").exists():
         if proc.poll() is not None:
@@ -158,3 +233,47 @@ def reporters(loop: Any, junit_xml: str | None, json_mode: bool) -> list[Any]:
         if report is not None:
             out.append(report)
     return out
+
+
+def after_run(loop: Any, result: Any, runner: Any, report: str | None, *, quiet: bool) -> None:
+    """At a run's end, whatever the end (passed, failed, suspended, interrupted): the HTML
+    report when `--report` asked for it, then retention (`keep_runs:` or `LL_KEEP_RUNS`).
+    Neither changes the run's exit code: a problem is a warning."""
+    import os
+    from pathlib import Path
+
+    if report and result.run_dir is not None:
+        from little_loops.report.page import write_report
+
+        redactor = getattr(runner, "redactor", None)
+        try:
+            path = write_report(
+                Path(result.run_dir),
+                Path(report),
+                loop=loop,
+                mask=redactor.obj if redactor else None,
+            )
+        except LoopError as exc:
+            click.echo(f"ll: warning: {exc.message}", err=True)
+        else:
+            if not quiet:
+                click.echo(f"ll: report: {path}", err=True)
+    keep = loop.keep_runs
+    if keep is None:
+        from little_loops.record.prune import env_keep
+
+        try:
+            keep = env_keep(os.environ)
+        except LoopError as exc:
+            click.echo(f"ll: warning: {exc.message}; no runs were pruned", err=True)
+            return
+    if keep is None or result.run_dir is None:
+        return
+    from little_loops.record.prune import prune
+
+    base = Path(result.run_dir).parent.parent.parent
+    text, removed, _ = prune(
+        base, keep=keep, older_than=None, loop_file=str(loop.path.resolve()), verbose=False
+    )
+    if removed and not quiet:
+        click.echo(f"ll: keep_runs {keep}: {text.strip()}", err=True)

@@ -22,6 +22,7 @@ from little_loops.cli.inspect import COMMANDS
 from little_loops.cli.judge import COMMANDS as JUDGE_COMMANDS
 from little_loops.cli.matrix import COMMANDS as MATRIX_COMMANDS
 from little_loops.cli.migrate import COMMANDS as MIGRATE_COMMANDS
+from little_loops.cli.report import COMMANDS as REPORT_COMMANDS
 from little_loops.cli.sim import COMMANDS as SIM_COMMANDS
 from little_loops.errors import (
     LoadError,
@@ -132,6 +133,7 @@ def run(
     quiet: bool,
     verbose: bool,
     junit_xml: str | None,
+    report: str | None,
     heartbeat: float | None,
     otel: bool,
     claude: str | None,
@@ -159,7 +161,7 @@ def run(
 
     \b
     Example:
-      ll run loops/fix-until-green.yaml --set target=src/ --max-iterations 10
+      ll run loops/rollout.yaml --set failing=ap-south --max-iterations 10
     """
     import os
     from pathlib import Path
@@ -180,7 +182,7 @@ def run(
             raise click.UsageError(f"{'--model' if model else 'LL_MODEL'}: {problem}")
     launch.regular_file(file)
     loop = load(Path(file))
-    overrides = parse_sets(sets, loop)
+    overrides = parse_sets((*sets, *launch.background_sets()), loop)
     from little_loops.load.children import missing_inputs
 
     if (missing := missing_inputs(loop, overrides)) is not None:
@@ -198,6 +200,9 @@ def run(
     from little_loops.record.store import max_log_bytes
 
     max_log_bytes()  # a bad LL_MAX_LOG_BYTES is a usage error before the run, not after
+    from little_loops.record.prune import env_keep
+
+    env_keep(os.environ)  # and a bad LL_KEEP_RUNS
     if background:
         launch.start_background(loop.name)
     from little_loops import actions
@@ -222,7 +227,9 @@ def run(
 
         run_branch(loop, options, branch, run_id, json_mode=json_mode, quiet=quiet)
         return
-    display = Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input)
+    if report:
+        launch.report_target(report)
+    display = Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input, report)
     rig = None
     if simulate:
         from little_loops.sim.stepping import Rig
@@ -253,6 +260,7 @@ def resume(
     quiet: bool,
     verbose: bool,
     junit_xml: str | None,
+    report: str | None,
     heartbeat: float | None,
     otel: bool,
 ) -> None:
@@ -266,8 +274,8 @@ def resume(
 
     \b
     Example:
-      ll resume 20261122-041430-fix-lint-3fa2
-      ll resume 20261122-041430-release-3fa2 --answer approve --note "canary is fine"
+      ll resume 20261122-041430-fix-until-green-9d2e
+      ll resume 20261122-041430-publish-3fa2 --answer approve --note "the page is fine"
     """
     from pathlib import Path
 
@@ -283,7 +291,9 @@ def resume(
         record_answers(run_dir, state, answers, note=note, by=by, via="resume")
     elif note or by:
         raise click.UsageError("--note and --by go with --answer")
-    display = Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input)
+    if report:
+        launch.report_target(report)
+    display = Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input, report)
     from little_loops.sim.stepping import resumed_rig
 
     execute(loop, options, progress, run_dir, None, display, resumed_rig(loop, options, run_dir))
@@ -296,6 +306,7 @@ for _command in (
     *ANSWER_COMMANDS,
     *MIGRATE_COMMANDS,
     *MATRIX_COMMANDS,
+    *REPORT_COMMANDS,
 ):
     main.add_command(_command)
 

@@ -36,7 +36,9 @@ def judge(f: Any) -> Any:
                 help="Write every judge exchange to FILE.",
             ),
             click.option(
-                "--replay", type=click.Path(dir_okay=False), help="Answer the judge from FILE."
+                "--replay",
+                type=click.Path(dir_okay=False, exists=True),
+                help="Answer the judge from FILE (it must exist).",
             ),
         ]
     ):
@@ -59,6 +61,13 @@ def output(f: Any) -> Any:
                 "--junit-xml",
                 type=click.Path(dir_okay=False),
                 help="Write a JUnit XML report to FILE.",
+            ),
+            click.option(
+                "--report",
+                type=click.Path(dir_okay=False),
+                metavar="FILE",
+                help="Write the run's HTML report to FILE when it ends (also when it fails, "
+                "is suspended or interrupted): see 'll report'.",
             ),
             click.option(
                 "--heartbeat",

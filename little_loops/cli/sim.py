@@ -30,7 +30,11 @@ import click
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a context value.")
 @click.option("--json", "json_mode", is_flag=True, help="Stream events as JSON lines on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the final line.")
-@click.option("--replay", type=click.Path(dir_okay=False), help="Answer the judge from FILE.")
+@click.option(
+    "--replay",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Answer the judge from FILE (it must exist).",
+)
 def step(
     target: str,
     count: int | None,
@@ -48,7 +52,7 @@ def step(
     \b
     Example:
       ll step loops/fix-until-green.yaml -n 2
-      ll step 20261122-041430-fix-until-green-3fa2 --until done
+      ll step 20261122-041430-fix-until-green-5b7c --until done
     """
     import os
     from pathlib import Path

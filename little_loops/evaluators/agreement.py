@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from little_loops.errors import (
 )
 from little_loops.evaluators import (
     EvalInput,
+    calibration,
     judge_verdicts,
 )
 from little_loops.model.loop import (
@@ -165,7 +167,7 @@ def resolver(loop: Loop, case: Case) -> Any:
         "prev": {"output": case.output, "stderr": case.stderr},
         "state": {"name": "judge-test", "iteration": 1, "attempt": 1},
         "loop": {"name": loop.name, "dir": str(loop.dir)},
-        "env": dict(os.environ),
+        "env": os.environ,  # read, never changed: no copy per case
     }
 
     def resolve(template: str) -> str:
@@ -197,10 +199,13 @@ def run_cases(
     cases: list[Case],
     session: Any,
     on_case: Callable[[int, int], None] | None = None,
+    jobs: int = 1,
 ) -> list[Outcome]:
-    """Ask the judge about every case, in order; `on_case(done, total)` after each."""
-    outcomes = []
-    for case in cases:
+    """Ask the judge about every case; `on_case(done, total)` after each. With `jobs` above 1,
+    up to `jobs` cases are judged at once (the session bounds the requests in flight the
+    same way); the outcomes keep the cases' order."""
+
+    def one(case: Case) -> Outcome:
         inp = EvalInput(
             text=case.output,
             stderr=case.stderr,
@@ -210,19 +215,33 @@ def run_cases(
         )
         verdict = session.judge(spec, inp)
         details = verdict.details
-        outcomes.append(
-            Outcome(
-                case=case,
-                verdict=verdict.verdict,
-                confidence=float(details.get("confidence") or 0.0),
-                reason=str(details.get("error") or details.get("reason") or ""),
-                cost_usd=float(details.get("cost_usd") or 0.0),
-                recorded_cost_usd=float(details.get("recorded_cost_usd") or 0.0),
-            )
+        return Outcome(
+            case=case,
+            verdict=verdict.verdict,
+            confidence=float(details.get("confidence") or 0.0),
+            reason=str(details.get("error") or details.get("reason") or ""),
+            cost_usd=float(details.get("cost_usd") or 0.0),
+            recorded_cost_usd=float(details.get("recorded_cost_usd") or 0.0),
         )
-        if on_case is not None:
-            on_case(len(outcomes), len(cases))
-    return outcomes
+
+    done = 0
+    lock = threading.Lock()
+
+    def counted(case: Case) -> Outcome:
+        nonlocal done
+        outcome = one(case)
+        with lock:
+            done += 1
+            if on_case is not None:
+                on_case(done, len(cases))
+        return outcome
+
+    if jobs <= 1:
+        return [counted(case) for case in cases]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="ll-judge-case") as pool:
+        return list(pool.map(counted, cases))
 
 
 # -- the measures ---------------------------------------------------------------------------
@@ -273,6 +292,7 @@ def summary(
         "cost_usd": round(sum(o.cost_usd for o in outcomes), 6),
         "recorded_cost_usd": round(sum(o.recorded_cost_usd for o in outcomes), 6),
         "confusion": matrix,
+        "calibration": calibration.reliability(outcomes),
         "disagreements": [
             {
                 "line": o.case.line,
@@ -320,6 +340,7 @@ def report_text(found: Mapping[str, Any], source: str) -> str:
         lines.append(
             f"  {expected.ljust(width)}" + "".join(str(row[c]).rjust(width) for c in columns)
         )
+    lines += calibration.calibration_text(found["calibration"])
     if found["disagreements"]:
         lines += ["", "disagreements"]
         for d in found["disagreements"]:
@@ -349,7 +370,7 @@ def _clip(text: str, limit: int = 100) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def parse_share(text: str) -> float:
+def parse_share(text: str, option: str = "--min-agreement") -> float:
     """`--min-agreement`: a fraction (0.9) or a percentage (90%) -> a fraction."""
     value = text.strip()
     percent = value.endswith("%")
@@ -357,13 +378,11 @@ def parse_share(text: str) -> float:
         number = float(value.rstrip("%").strip())
     except ValueError:
         raise LoopError(
-            f"--min-agreement: '{text}' is not a number; write a fraction (0.9) or a "
-            "percentage (90%)"
+            f"{option}: '{text}' is not a number; write a fraction (0.9) or a percentage (90%)"
         ) from None
     share = number / 100 if percent else number
     if not 0 <= share <= 1:
         raise LoopError(
-            f"--min-agreement: '{text}' is outside 0..1; write a fraction (0.9) or a "
-            "percentage (90%)"
+            f"{option}: '{text}' is outside 0..1; write a fraction (0.9) or a percentage (90%)"
         )
     return share

@@ -80,10 +80,31 @@ def interpret(call: Call, reply: JudgeReply) -> Sample:
             **base,
         )
     answer: Mapping[str, Any] | None = reply.answer
+    base["lenient"] = False  # True: read from the reply's text, not a tool call / structured
     if answer is None and reply.text:
         found = parse.extract(reply.text, lambda obj: check(call, plain(call, obj)) is None)
-        if found is not None:
-            answer, base["lenient"] = plain(call, found), True
+        verdicts = list(dict.fromkeys(str(obj.get("verdict")) for obj in found))
+        if len(verdicts) > 1:
+            return error(
+                f"the judge's reply holds answers with different verdicts ({', '.join(verdicts)})"
+                f", so it cannot be read either way; its reply: {parse.preview(reply.text)!r}",
+                ambiguous_answer=True,
+                raw=reply.text,
+                stop_reason=reply.stop_reason,
+                **base,
+            )
+        if found:
+            answer, base["lenient"] = plain(call, found[-1]), True
+        else:
+            tried = [o for o in parse.candidates(reply.text) if "verdict" in o]
+            if tried:  # an answer was given, but not one the schema takes: say why
+                problem = check(call, plain(call, tried[-1]))
+                return error(
+                    f"the judge's answer does not match the schema: {problem}",
+                    invalid_answer=True,
+                    raw=reply.text,
+                    **base,
+                )
     if answer is None:
         flag = {
             "anthropic": "no_tool_call",
@@ -108,15 +129,19 @@ def interpret(call: Call, reply: JudgeReply) -> Sample:
             **base,
             **_unknown_verdict(answer, call.enum),
         )
-    confidence, clamped = _confidence(answer.get("confidence"))
+    confidence, scale = read_confidence(answer.get("confidence"))
     details = {
         "confidence": confidence,
         "reason": str(answer.get("reason") or ""),
         "raw": _raw(answer),
         **base,
     }
-    if clamped:
-        details["confidence_clamped"] = True
+    if scale is not None:
+        details["confidence_rescaled"] = {
+            "given": answer.get("confidence"),
+            "scale": scale,
+            "read_as": confidence,
+        }
     return Sample(str(answer["verdict"]), details)
 
 
@@ -131,7 +156,7 @@ def plain(call: Call, answer: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def check(call: Call, answer: Mapping[str, Any]) -> str | None:
-    """Why `answer` is not acceptable, or None. Confidence is clamped before checking."""
+    """Why `answer` is not acceptable, or None. Confidence is read on its scale first."""
     verdict = answer.get("verdict")
     if not isinstance(verdict, str) or verdict not in call.enum:
         return f"verdict {verdict!r} is not one of {', '.join(call.enum)}"
@@ -140,9 +165,14 @@ def check(call: Call, answer: Mapping[str, Any]) -> str | None:
         isinstance(conf, bool) or not isinstance(conf, int | float) or math.isnan(conf)
     ):
         return f"confidence {conf!r} is not a number"
+    if conf is not None and not 0 <= conf <= MAX_CONFIDENCE_SCALE:
+        return (
+            f"confidence {conf!r} is on no scale the judge reads (0 to 1, tenths up to 10, "
+            f"a percentage up to {MAX_CONFIDENCE_SCALE})"
+        )
     checked = dict(answer)
     if conf is not None:
-        checked["confidence"] = min(1.0, max(0.0, float(conf)))
+        checked["confidence"] = read_confidence(conf)[0]
     validator = _validator(_dumps(call.schema))
     problem = next(iter(validator.iter_errors(checked)), None)
     if problem is None:
@@ -191,13 +221,23 @@ def _unknown_verdict(answer: Mapping[str, Any], enum: tuple[str, ...]) -> dict[s
     return {} if verdict in enum else {"unknown_verdict": verdict}
 
 
-def _confidence(value: object) -> tuple[float, bool]:
-    """Missing counts as 1.0; the value is clamped to 0..1. Returns (value, was_clamped)."""
-    if value is None:
-        return 1.0, False
-    number = float(value) if isinstance(value, int | float) else 1.0
-    clamped = min(1.0, max(0.0, number))
-    return clamped, clamped != number
+MAX_CONFIDENCE_SCALE = 100
+
+
+def read_confidence(value: object) -> tuple[float, int | None]:
+    """(confidence 0..1, the scale it was given on when not 0..1). Missing counts as 1.0.
+
+    A judge answering off the 0..1 scale is read on the scale it most plausibly uses: up to
+    10 as tenths (7 -> 0.7), up to 100 as a percentage (30 -> 0.30). `check` has refused
+    anything else (negative, over 100, not a number) as an invalid answer.
+    """
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return 1.0, None
+    number = float(value)
+    if 0.0 <= number <= 1.0:
+        return number, None
+    scale = 10 if number <= 10 else MAX_CONFIDENCE_SCALE
+    return round(min(1.0, max(0.0, number / scale)), 6), scale
 
 
 def _dumps(value: object) -> str:

@@ -42,6 +42,32 @@ def model_findings(model: str, at: NodePath) -> Iterator[Finding]:
         yield at, "unknown-judge-model", f"{subject(at)}: {problem}"
 
 
+def max_tokens_findings(
+    max_tokens: int, models: tuple[str | None, ...], at: NodePath
+) -> Iterator[Finding]:
+    """`max_tokens` above what a judge model's API accepts (a 400 in every judged step)."""
+    from ..model.loop import DEFAULT_JUDGE_MODEL
+    from ..providers import prices, split_model
+
+    for model in models:
+        try:
+            provider, target = split_model(model or DEFAULT_JUDGE_MODEL)
+        except ValueError:
+            continue  # reported as unknown-judge-model
+        if provider not in ("anthropic", "openai"):
+            continue  # the claude CLI takes no max_tokens; an ollama model's limit is its own
+        limit = prices.max_output_tokens(target)
+        if limit is not None and max_tokens > limit:
+            yield (
+                at,
+                "judge-max-tokens",
+                f"{subject(at)} is {max_tokens}, above the {limit} output tokens "
+                f"{model or DEFAULT_JUDGE_MODEL} accepts (its API refuses the request); "
+                f"lower it to {limit} or less",
+            )
+            return
+
+
 def uses_strict_schema(model: str | None) -> bool:
     """Whether the judge `model` names (None: the default judge) gets a strict schema.
 
@@ -65,8 +91,32 @@ def schema_findings(schema: Mapping[str, Any], at: NodePath, *, strict: bool) ->
             return found
     found = list(_confidence(schema, at))
     if strict:
-        found += _strict_nodes(schema, at)
+        nodes = list(_strict_nodes(schema, at))
+        found += nodes or _strict_transform(schema, at)
     return found
+
+
+def _strict_transform(schema: Mapping[str, Any], at: NodePath) -> Iterator[Finding]:
+    """The transform every strict judge's schema goes through, and the APIs' documented
+    limits (recursion, optional properties, unions, allOf with $ref), as a request would
+    meet them: a schema `ll validate` passes is one the judge can send."""
+    from ..providers.strict import StrictProblem, normalise, strict_limits, to_strict
+
+    draft7 = "definitions" in schema and "$defs" not in schema
+
+    def place(where: tuple[str | int, ...]) -> NodePath:
+        if draft7 and where[:1] == ("$defs",):
+            where = ("definitions", *where[1:])
+        return (*at, *where)
+
+    normal = normalise(schema)
+    try:
+        to_strict(normal)
+    except StrictProblem as problem:
+        yield place(problem.where), "judge-schema-not-strict", problem.message
+        return
+    for where, message in strict_limits(normal):
+        yield place(where), "judge-schema-not-strict", message
 
 
 # -- the steps ----------------------------------------------------------------------------------

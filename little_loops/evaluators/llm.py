@@ -8,6 +8,7 @@ imported only when a judgement is actually requested, so `ll validate` stays fas
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,18 @@ if TYPE_CHECKING:
 
 Emit = Callable[[RunEvent], None]  # judge_start, judge_retry, judge_fail_open
 
+# The flags that say why a judgement failed (docs/judge.md, "When the judge fails"): what a
+# `judge_fail_open` event lists, never bookkeeping such as cost_known or replayed.
+ERROR_FLAGS = frozenset(
+    {
+        "ambiguous_answer", "api_error", "cli_error", "config_error", "connection_error",
+        "auth_error", "internal_error", "invalid_answer", "invalid_response", "loop_timeout",
+        "max_tokens",
+        "no_api_key", "no_structured_output", "no_tool_call", "not_found", "overloaded",
+        "rate_limited", "refusal", "replay_miss", "schema_error", "timeout",
+    }
+)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class JudgeSettings:
@@ -59,6 +72,7 @@ class JudgeSettings:
     replay: Path | None = None  # --replay FILE: answer from a recording, never the network
     claude: tuple[str, ...] = ("claude",)
     retry: RetryPolicy | None = None  # None: providers.RetryPolicy()
+    jobs: int = 1  # requests in flight at once: samples and panel members asked in parallel
 
 
 class JudgeSession:
@@ -77,6 +91,9 @@ class JudgeSession:
         self._on_cost = on_cost  # told each answer's cost as it arrives, before the verdict
         self._env: Mapping[str, str] = env if env is not None else os.environ
         self._providers: dict[str, Provider] = {}
+        self._lock = threading.Lock()  # provider creation, when judgements run in parallel
+        # At most `jobs` requests in flight, however many cases, samples and members ask.
+        self._slots = threading.BoundedSemaphore(max(1, settings.jobs))
         self._cache = VerdictCache(settings.cache_dir) if settings.cache_dir else None
         self._record = Cassette(settings.record) if settings.record else None
         self._replay = Cassette(settings.replay) if settings.replay else None
@@ -100,7 +117,9 @@ class JudgeSession:
         max_chars = (
             spec.max_output_chars if spec.max_output_chars is not None else llm.max_output_chars
         )
-        prompt = render_prompt(spec.prompt or DEFAULT_JUDGE_PROMPT, inp.resolve, max_chars)
+        prompt = render_prompt(
+            spec.prompt or DEFAULT_JUDGE_PROMPT, inp.resolve, max_chars, inp.program
+        )
         text = inp.resolve(spec.source) if spec.source is not None else inp.text
         stderr = "" if spec.source is not None else inp.stderr
         reference = inp.resolve(spec.reference) if spec.reference is not None else None
@@ -144,10 +163,15 @@ class JudgeSession:
                 "samples": spec.samples,
                 "min_confidence": calls[0].min_confidence,
                 "uncertain_suffix": spec.uncertain_suffix,
+                # A verdict from one server is never served for another (cassettes, which
+                # replay answers whatever the server, are keyed by the question alone).
+                "servers": [self._server(c) for c in calls],
             }
         )
         hit = None
-        if self._cache is not None and self._replay is None:
+        # `--record` asks the model every time: a verdict from the cache has no exchange to
+        # write, and a cassette recorded after a cached run would be empty.
+        if self._cache is not None and self._replay is None and self._record is None:
             hit = self._cache.get(key)
         for ask in asks:  # what was asked, for `ll judge explain` (redacted like every event)
             self.emit(ask.asked(cached=hit is not None))
@@ -157,7 +181,7 @@ class JudgeSession:
             return Verdict(hit[0], details)
         # Listeners show a spinner or a heartbeat while the model thinks; a cache hit is instant.
         self.emit(JudgeStart(model=", ".join(c.model for c in calls), samples=max(1, spec.samples)))
-        votes = [self._ask_all(ask, spec, inp, prompt) for ask in asks]
+        votes = self._each(lambda ask: self._ask_all(ask, spec, inp, prompt), asks)
         sample = (
             votes[0] if not spec.models else panel(votes, [c.model for c in calls], calls[0].enum)
         )
@@ -186,11 +210,23 @@ class JudgeSession:
             deadline=inp.deadline,
             temperature=call.temperature,
         )
-        samples = [
-            self._sample(call, request, key_of({"key": ask.key, "sample": i}), inp.state, prompt, i)
-            for i in range(max(1, spec.samples))
-        ]
+        samples = self._each(
+            lambda i: self._sample(
+                call, request, key_of({"key": ask.key, "sample": i}), inp.state, prompt, i
+            ),
+            list(range(max(1, spec.samples))),
+        )
         return aggregate(samples, call.enum)
+
+    def _each(self, work: Callable[[Any], Sample], items: list[Any]) -> list[Sample]:
+        """`work` on every item, in order; in parallel threads when `jobs` allows more than
+        one request at once (each request still waits for one of the `jobs` slots)."""
+        if self.settings.jobs <= 1 or len(items) <= 1:
+            return [work(item) for item in items]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="ll-judge") as pool:
+            return list(pool.map(work, items))
 
     def _resolve(self, spec: Evaluate, panel_model: str | None = None) -> Call:
         from ..providers import ollama_target, split_model
@@ -247,8 +283,9 @@ class JudgeSession:
             recorded["recorded_cost_usd"] = recorded.get("cost_usd", 0.0)
             recorded["cost_usd"] = 0.0
             return Sample(str(response.get("verdict")), {**recorded, "replayed": True})
-        started = time.perf_counter()
-        sample = self._ask(call, request)
+        with self._slots:
+            started = time.perf_counter()
+            sample = self._ask(call, request)
         sample.details["latency_ms"] = _ms(started)
         if self._on_cost is not None:
             self._on_cost(sample.details.get("cost_usd") or 0.0)
@@ -297,7 +334,23 @@ class JudgeSession:
             )
         return interpret(call, reply)
 
+    def _server(self, call: Call) -> str:
+        """The base URL `call`'s provider sends to ("" for the claude CLI)."""
+        from ..providers import DEFAULT_OPENAI_BASE_URL
+
+        if call.provider == "anthropic":
+            from ..providers.anthropic import DEFAULT_BASE_URL
+
+            return self._env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        if call.provider == "openai":
+            return self._env.get("OPENAI_BASE_URL") or DEFAULT_OPENAI_BASE_URL
+        return call.endpoint
+
     def _provider(self, call: Call) -> Provider:
+        with self._lock:
+            return self._open_provider(call)
+
+    def _open_provider(self, call: Call) -> Provider:
         name = call.provider
         slot = f"{name} {call.endpoint}"
         cached = self._providers.get(slot)
@@ -349,6 +402,7 @@ class JudgeSession:
             "usage": {"input_tokens": 0, "output_tokens": 0},
             "cost_usd": 0.0,
             "cost_known": False,
+            "lenient": False,
             **sample.details,
             "latency_ms": _ms(started),
             "cached": cached,
@@ -363,8 +417,8 @@ class JudgeSession:
         if not spec.fail_open:
             return Verdict("error", details)
         details.update(fail_open=True, confidence=0.0, confident=False)
-        flags = {k: v for k, v in details.items() if v is True and k not in ("fail_open",)}
-        self.emit(JudgeFailOpen(error=str(details.get("error", "")), flags=tuple(sorted(flags))))
+        flags = sorted(k for k, v in details.items() if v is True and k in ERROR_FLAGS)
+        self.emit(JudgeFailOpen(error=str(details.get("error", "")), flags=tuple(flags)))
         return Verdict("success", details)
 
 

@@ -46,17 +46,14 @@ def candidates(text: str) -> Iterator[dict[str, Any]]:
         start = text.find("{", end)
 
 
-def extract(text: str, accept: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any] | None:
-    """The last candidate object in `text` that `accept` takes, or None."""
-    found: dict[str, Any] | None = None
+def extract(text: str, accept: Callable[[Mapping[str, Any]], bool]) -> list[dict[str, Any]]:
+    """Every candidate object in `text` that `accept` takes, in text order."""
+    found: list[dict[str, Any]] = []
     for obj in candidates(text):
         if accept(obj):
-            found = obj
+            found.append(obj)
             continue
-        inner = _nested(obj)
-        for sub in inner:
-            if accept(sub):
-                found = sub
+        found += [sub for sub in _nested(obj) if accept(sub)]
     return found
 
 

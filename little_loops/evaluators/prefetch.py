@@ -17,9 +17,9 @@ from little_loops.model.loop import (
     Loop,
 )
 
-# Providers that import the SDK: the Anthropic API itself, and the OpenAI-compatible ones for
-# the strict-schema transform (providers/strict.py). `claude://` runs the Claude Code CLI.
-SDK_PROVIDERS = frozenset({"anthropic", "openai", "ollama"})
+# Providers that import the SDK: only the Anthropic API itself. The strict-schema transform is
+# our own (providers/strict.py); `claude://` runs the Claude Code CLI.
+SDK_PROVIDERS = frozenset({"anthropic"})
 
 
 def judge_models(loop: Loop, model_override: str | None) -> set[str]:
@@ -67,3 +67,26 @@ def _evaluators(spec: Evaluate | None) -> Iterator[Evaluate]:
     yield spec
     for sub in spec.of:
         yield from _evaluators(sub)
+
+
+def no_key_hint(
+    loop: Loop, model_override: str | None, replay: Path | None, env: dict[str, str]
+) -> str | None:
+    """One line for a run whose judge needs the Anthropic API and finds no key: how to try
+    the loop without one. None when a key is set, or no judge needs one."""
+    if replay is not None or env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN"):
+        return None
+    from ..providers import split_model
+
+    for model in sorted(judge_models(loop, model_override)):
+        try:
+            provider, _ = split_model(model)
+        except ValueError:
+            continue
+        if provider == "anthropic":
+            return (
+                f"ll: no ANTHROPIC_API_KEY, so the judge ({model}) will give verdict error; "
+                "without a key: --simulate SCRIPT, --replay CASSETTE, or a local model "
+                "(--model ollama://localhost:11434/MODEL); see docs/judge.md#without-an-api-key"
+            )
+    return None

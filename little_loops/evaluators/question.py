@@ -12,7 +12,7 @@ from little_loops.record.events import JudgeAsked
 
 from .answer import Call
 from .cache import key_of
-from .judge_input import JSON_INSTRUCTION, SYSTEM_PROMPT, TOOL_INSTRUCTION, build_user_message
+from .judge_input import JSON_INSTRUCTION, TOOL_INSTRUCTION, build_user_message, system_prompt
 
 # Sampling temperature when the judge sets none: 0 (the same output gets the same verdict);
 # with `samples` above 1, 1.0, so the samples can differ and the vote means something.
@@ -57,7 +57,7 @@ class Question:
             max_tokens=call.max_tokens,
             system=self.system,
             user=self.user,
-            schema=call.schema,
+            schema=sent_schema(call),
             examples=self.examples,
             est_input_tokens=-(-size // 4),
             cached=cached,
@@ -83,7 +83,7 @@ def question(
         examples=spec.examples,
         reference=reference,
     )
-    system = SYSTEM_PROMPT + (
+    system = system_prompt(call.schema) + (
         TOOL_INSTRUCTION
         if call.provider in ("anthropic", "claude")
         else JSON_INSTRUCTION.format(schema=json.dumps(call.schema, separators=(",", ":")))
@@ -101,6 +101,19 @@ def question(
         }
     )
     return Question(call, system, user, key, len(spec.examples))  # schema order kept: reason first
+
+
+def sent_schema(call: Call) -> Any:
+    """The answer schema as the provider sends it: strict judges get it transformed (the
+    transform is our own and cheap); one it cannot send is shown as written."""
+    from ..providers.strict import StrictProblem, anthropic_schema, openai_schema
+
+    if call.provider == "claude":
+        return call.schema
+    try:
+        return (anthropic_schema if call.provider == "anthropic" else openai_schema)(call.schema)
+    except StrictProblem:
+        return call.schema
 
 
 def _dumps(value: Any) -> str:

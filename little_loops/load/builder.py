@@ -133,6 +133,7 @@ class Builder:
             llm=self.llm(doc.get("llm")),
             judges=MappingProxyType(judges),
             max_cost_usd=_opt_num(doc, "max_cost_usd"),
+            keep_runs=_opt_int(doc, "keep_runs"),
             secrets=tuple(s for s in secrets if isinstance(s, str))
             if isinstance(secrets, list)
             else (),
@@ -356,9 +357,14 @@ def _rubric(base_dir: Path, name: str | None) -> str | None:
     say why)."""
     if name is None:
         return None
+    from little_loops.evaluators.judge_files import (
+        RubricUnreadable,
+        read_rubric,
+    )
+
     try:
-        text = (base_dir / name).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = read_rubric(base_dir / name)
+    except (OSError, RubricUnreadable):
         return None
     return text.strip() if len(text) <= RUBRIC_LIMIT else None
 

@@ -233,6 +233,12 @@ def verdicts(state: State) -> frozenset[str]:
     return possible_verdicts(state.evaluate, action_type=state.action_type)
 
 
+def routed_verdicts(state: State) -> frozenset[str]:
+    """The verdicts whose routes a diagram, a plan or `--strict` looks for at `state`: a
+    `loop:` state's others are its child's terminals, checked against the child's file."""
+    return ERROR_VERDICTS if state.is_loop else verdicts(state)
+
+
 def _check_kind(ctx: Ctx, state: State) -> Iterator[Diagnostic]:
     """A state does one thing: an action or a child loop; `with` belongs to `loop`."""
     name = state.name
@@ -368,9 +374,7 @@ def stops(loop: Loop, file: str) -> list[Diagnostic]:
     for state in loop.states.values():
         if state.terminal:
             continue
-        # A `loop:` state's other verdicts, its child's terminals, must all be routed already.
-        possible = ERROR_VERDICTS if state.is_loop else verdicts(state)
-        for verdict in sorted(possible):
+        for verdict in sorted(routed_verdicts(state)):
             if route(loop, state, verdict) is not None:
                 continue
             code = 3 if verdict in ERROR_VERDICTS else 1

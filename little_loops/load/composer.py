@@ -329,7 +329,53 @@ def _line_hint(problem: str, text: str, pos: Pos) -> str | None:
     lines = text.splitlines()
     if not 1 <= pos.line <= len(lines):
         return None
-    return yaml_line_message(problem, lines[pos.line - 1], pos.col - 1)
+    return yaml_line_message(problem, lines[pos.line - 1], pos.col - 1) or _indent_hint(
+        problem, lines, pos
+    )
+
+
+# PyYAML's words for a line indented wrong (a key too deep, too shallow, a stray space).
+_INDENT_PROBLEMS = (
+    "mapping values are not allowed",
+    "did not find expected key",
+    "expected <block end>",
+    "did not find expected '-' indicator",
+)
+
+
+def _indent_hint(problem: str, lines: list[str], pos: Pos) -> str | None:
+    """A tab in the indentation, or a line indented unlike the one before: say so."""
+    for number in range(pos.line, max(pos.line - 3, 0), -1):  # the error may point past it
+        line = lines[number - 1]
+        lead = line[: len(line) - len(line.lstrip(" \t"))]
+        if "\t" in lead:
+            return (
+                f"invalid YAML: line {number} is indented with a tab; YAML indents with "
+                "spaces only: replace the tab with spaces"
+            )
+    if not problem.startswith(_INDENT_PROBLEMS):
+        return None
+    here = pos.line - 1
+    line = lines[here]
+    before = next(
+        (
+            i
+            for i in range(here - 1, -1, -1)
+            if lines[i].strip() and not lines[i].lstrip().startswith("#")
+        ),
+        None,
+    )
+    if before is None:
+        return None
+    mine = len(line) - len(line.lstrip(" "))
+    theirs = len(lines[before]) - len(lines[before].lstrip(" "))
+    if mine == theirs:
+        return None
+    return (
+        f"invalid YAML: {problem}; check the indentation: line {pos.line} is indented "
+        f"{mine} spaces, line {before + 1} {theirs}: the keys of one mapping start in the same "
+        "column, and a nested mapping is indented under its key"
+    )
 
 
 def _reader_error(exc: yaml.YAMLError, text: str, file: str) -> Diagnostic:

@@ -201,6 +201,15 @@ def _check_join(ctx: Ctx, state: State, join: Join, at: NodePath) -> Iterator[Di
             "bad-join",
             f"state '{state.name}' waits for {need} branches but has {len(state.parallel)}",
         )
+    items = state.for_each
+    if isinstance(need, int) and isinstance(items, tuple) and need > len(items):
+        yield ctx.diag(
+            ctx.locate(at),
+            "error",
+            "bad-join",
+            f"state '{state.name}' waits for {need} branches but its for_each list has "
+            f"{len(items)} items; write join: {len(items)} (or all)",
+        )
     bad = ("error", "timeout", "cancelled")
     if join.verdict is not None and (
         join.verdict in bad or not KEY_PATTERN.fullmatch(join.verdict)

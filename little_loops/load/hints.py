@@ -76,6 +76,8 @@ STATE_ROUTING_KEYS = frozenset(
         "action",
         "action_type",
         "loop",
+        "ask",
+        "choices",
         "evaluate",
         "route",
         "next",

@@ -160,7 +160,7 @@ def _from_document(
             "not-a-mapping",
             f"a loop file must be a mapping of keys (name:, initial:, states:), not {kind}",
         )
-    issues = schema_issues(doc)
+    issues = _one_per_choices(schema_issues(doc))
     diagnostics = [
         locate_issue(i, file=file, locate_value=smap.value, locate_key=smap.key) for i in issues
     ]
@@ -229,6 +229,25 @@ def _compiled(
     if diagnostics:
         return None, sorted_diagnostics(diagnostics + found)
     return loop, found
+
+
+def _one_per_choices(issues: list[SchemaIssue]) -> list[SchemaIssue]:
+    """`choices: [yes, no]` is one mistake (unquoted booleans), told once per state."""
+    seen: set[object] = set()
+    kept = []
+    for issue in issues:
+        at = issue.path
+        if (
+            len(at) == 4
+            and at[0] == "states"
+            and at[2] == "choices"
+            and "quote them" in issue.message
+        ):
+            if at[1] in seen:
+                continue
+            seen.add(at[1])
+        kept.append(issue)
+    return kept
 
 
 def _tainted(issues: Iterable[SchemaIssue]) -> frozenset[str]:

@@ -40,6 +40,7 @@ PASS_THROUGH = (
     "max_iterations",
     "timeout",
     "backoff",
+    "keep_runs",
     "action_timeout",
     "shell",
     "working_dir",

@@ -169,6 +169,14 @@ class _Checker:
             if not any(_is_type(value, t) for t in types):
                 want = or_words([_TYPE_WORDS[t] for t in types])
                 message = f"{subject(path)} must be {want}, not {describe(value)}"
+                if isinstance(value, bool) and "choices" in path[-2:-1]:
+                    message = (
+                        f"the choices of state '{path[1]}' are read by YAML as true/false, not "
+                        "text (unquoted yes/no/on/off are booleans); quote them: "
+                        'choices: ["yes", "no"]'
+                    )
+                    yield SchemaIssue(path, "wrong-type", message)
+                    return
                 yield SchemaIssue(path, "wrong-type", message + _colon_hint(value, types))
                 return
         if "const" in schema and not _equal(value, schema["const"]):

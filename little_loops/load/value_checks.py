@@ -174,6 +174,11 @@ def _check_judge(ctx: Ctx, spec: Evaluate, at: NodePath) -> Iterator[Diagnostic]
         found += judge_config.schema_findings(spec.schema, where("schema"), strict=strict)
     if not any(code != "unknown-judge" for _, code, _ in found):
         found += judge_files.example_findings(spec, where("examples"), where("schema"))
+        found += judge_config.max_tokens_findings(
+            spec.max_tokens if spec.max_tokens is not None else ctx.loop.llm.max_tokens,
+            spec.models or (spec.model or ctx.loop.llm.model,),
+            where("max_tokens"),
+        )
     for place, code, message in found:
         yield ctx.diag(ctx.locate(place), "error", code, message)
     yield from _unsent_temperature(ctx, spec, where("temperature"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from little_loops.migrate.expand import (
 from little_loops.migrate.notes import (
     Notes,
     line_of,
+    rename,
 )
 from little_loops.migrate.rules import (
     Links,
@@ -92,7 +94,7 @@ def migrate(paths: list[Path], out: Path | None) -> Migration:
                 unreadable.append(str(exc))
             continue
         item = Migrated(path, Path(path.name), doc)
-        if "fragments" in doc and "states" not in doc:
+        if "fragments" in doc and "states" not in doc and "flow" not in doc:
             item.notes.hand(
                 line_of(doc, "fragments"),
                 "a fragment library, not a loop: `ll migrate` copies its fragments into the "
@@ -214,6 +216,9 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
                 longest = max(longest, len(added))
         if longest:
             _more_steps(doc, 1 + longest, notes)
+    _bash(doc, notes)
+    _settle(item)
+    _route_unrouted(item)
     wanted: list[tuple[Path, str, Migrated, int]] = []
     for state_name, capture, line in rewrite_loop(item.doc, item.notes):
         state = states[state_name] if isinstance(states, dict) else None
@@ -223,6 +228,206 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
         state.setdefault("capture", state_name)
         wanted.append((child.resolve(), capture, item, line))
     return wanted
+
+
+def _bash(doc: CommentedMap, notes: Notes) -> None:
+    """Upstream runs every shell action with `bash -c`; `ll`'s default shell is `/bin/sh`."""
+    states = doc.get("states")
+    shell = [
+        s
+        for s in (states.values() if isinstance(states, dict) else [])
+        if isinstance(s, CommentedMap) and isinstance(s.get("action"), str) and not _slash(s)
+    ]
+    if not shell or "shell" in doc:
+        return
+    doc.insert(_top_pos(doc), "shell", "bash")
+    notes.carried(
+        0,
+        "`shell: bash`: upstream runs every shell action with `bash -c` (bash syntax such as "
+        "`[[`, arrays, `pipefail` and `<<<` included); `ll`'s default is `/bin/sh`",
+    )
+
+
+def _slash(state: CommentedMap) -> bool:
+    from little_loops.migrate.routes import _is_slash
+
+    return _is_slash(state)
+
+
+def _top_pos(doc: CommentedMap) -> int:
+    order = list(doc)
+    return order.index("states") if "states" in order else len(order)
+
+
+STOP_STATE = "no_route"
+
+
+def _plain(node: object) -> object:
+    if isinstance(node, dict):
+        return {str(k): _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    if isinstance(node, str):
+        return str(node)
+    return node
+
+
+def _route_unrouted(item: Migrated) -> None:
+    """Verdicts upstream left unrouted ended its run in error at that state; here every
+    verdict a state can give must be routed. Each goes where upstream sent it: `no` to
+    `on_error` when there is one (upstream's fallback), anything else to a terminal that
+    ends the run as upstream's did (outcome failure, exit 1)."""
+    from little_loops.load.builder import Builder
+    from little_loops.load.checks import verdicts
+    from little_loops.load.composer import SourceMap
+    from little_loops.model.loop import ERROR_VERDICTS
+    from little_loops.model.router import route
+
+    doc, notes = item.doc, item.notes
+    states = doc.get("states")
+    if not isinstance(states, CommentedMap):
+        return
+    plain = _plain(doc)
+    assert isinstance(plain, dict)
+    loop, _ = Builder(SourceMap()).loop(plain, path=item.source, sha256="")
+    stop: str | None = None
+
+    def stop_state() -> str:
+        nonlocal stop
+        if stop is None:
+            stop = STOP_STATE
+            while stop in states:
+                stop += "_"
+            states[stop] = CommentedMap(
+                description="upstream ended the run in error here: the verdict had no route",
+                terminal=True,
+                outcome="failure",
+            )
+        return stop
+
+    errors_unrouted: list[int] = []
+    for name, state in loop.states.items():
+        raw = states.get(name)
+        if state.terminal or state.is_fork or not isinstance(raw, CommentedMap):
+            continue
+        possible = ERROR_VERDICTS if state.is_loop else verdicts(state)
+        for verdict in sorted(possible):
+            if route(loop, state, verdict) is not None:
+                continue
+            line = line_of(states, name)
+            if verdict in ERROR_VERDICTS:
+                errors_unrouted.append(line)
+                continue
+            table = raw.get("route")
+            fallback = raw.get("on_error") or (
+                table.get("_error") if isinstance(table, dict) else None
+            )
+            if verdict == "failure" and isinstance(fallback, str):
+                target, why = fallback, "upstream sent an unrouted `no` to `on_error`"
+            else:
+                target, why = stop_state(), "upstream ended the run in error there"
+            _add_route(raw, verdict, target)
+            notes.carried(
+                line,
+                f"state '{name}': verdict `{verdict}` had no route ({why}); routed to '{target}'",
+            )
+    if errors_unrouted and "on_error" not in doc:
+        doc.insert(_top_pos(doc), "on_error", stop_state())
+        notes.carried(
+            errors_unrouted[0],
+            "an `error` or `timeout` no state routes ended upstream's run in error: "
+            f"`on_error: {stop}` (a terminal with outcome failure) ends it the same way",
+            errors_unrouted,
+        )
+
+
+def _settle(item: Migrated) -> None:
+    """What upstream's loop held but could never use: routes of verdicts a state never
+    gives, routes on terminals, states no route reaches. Dropped (kept under `x-upstream`),
+    so that the file passes `ll validate --strict`; the run goes the same way."""
+    from little_loops.load.builder import Builder
+    from little_loops.load.checks import _closure, _edges, verdicts
+    from little_loops.load.composer import SourceMap
+
+    doc, notes = item.doc, item.notes
+    states = doc.get("states")
+    if not isinstance(states, CommentedMap):
+        return
+    plain = _plain(doc)
+    assert isinstance(plain, dict)
+    loop, _ = Builder(SourceMap()).loop(plain, path=item.source, sha256="")
+    shorthands = {"success": "on_success", "failure": "on_failure", "error": "on_error"}
+    for name, state in loop.states.items():
+        raw = states.get(name)
+        if not isinstance(raw, CommentedMap) or state.is_loop or state.is_fork:
+            continue
+        line = line_of(states, name)
+        if state.terminal:
+            keys = [k for k in (*shorthands.values(), "on_timeout", "route", "next") if k in raw]
+            if keys:
+                kept = raw.setdefault("x-upstream", CommentedMap())
+                for key in keys:
+                    kept[key] = raw.pop(key)
+                notes.carried(
+                    line, "routes on a terminal state are never used; kept under `x-upstream`"
+                )
+            continue
+        possible = verdicts(state)
+        table = raw.get("route") if isinstance(raw.get("route"), CommentedMap) else None
+        for verdict, key in shorthands.items():
+            if verdict in possible or key not in raw:
+                continue
+            if verdict == "error" and "timeout" in possible and "on_timeout" not in raw:
+                rename(raw, "on_error", "on_timeout")
+                continue
+            raw.setdefault("x-upstream", CommentedMap())[key] = raw.pop(key)
+            notes.carried(line, _NEVER_GIVEN)
+        for verdict in list(table or []):
+            if str(verdict).startswith("_") or verdict in possible or table is None:
+                continue
+            raw.setdefault("x-upstream", CommentedMap()).setdefault("route", CommentedMap())[
+                verdict
+            ] = table.pop(verdict)
+            notes.carried(line, _NEVER_GIVEN)
+    plain = _plain(doc)
+    assert isinstance(plain, dict)
+    loop, _ = Builder(SourceMap()).loop(plain, path=item.source, sha256="")
+    edges = {n: _edges(loop, st, frozenset()) for n, st in loop.states.items()}
+    roots = {loop.initial}
+    if loop.on_max_iterations:
+        roots.add(loop.on_max_iterations)
+    if isinstance(doc.get("on_error"), str):
+        roots.add(str(doc["on_error"]))
+    reachable = _closure(roots, edges)
+    unreached = [n for n in loop.states if n not in reachable]
+    if unreached and loop.initial in states:
+        kept = doc.setdefault("x-upstream", CommentedMap())
+        lines = [line_of(states, n) for n in unreached]
+        unused = kept.setdefault("states", CommentedMap())
+        for name in unreached:
+            unused[name] = states.pop(name)
+        notes.carried(
+            lines[0],
+            f"states no route reaches ({', '.join(unreached[:6])}): upstream never ran them "
+            "either; kept under `x-upstream`",
+            lines,
+        )
+
+
+_NEVER_GIVEN = (
+    "a route for a verdict the state never gives (upstream's evaluator could not give it "
+    "either) is never taken; kept under `x-upstream`"
+)
+
+
+def _add_route(state: CommentedMap, verdict: str, target: str) -> None:
+    shorthand = {"success": "on_success", "failure": "on_failure"}.get(verdict)
+    if "route" not in state and shorthand is not None and shorthand not in state:
+        state[shorthand] = target
+        return
+    from little_loops.migrate.routes import _as_route
+
+    _as_route(state).setdefault(verdict, target)
 
 
 def _more_steps(doc: CommentedMap, factor: int, notes: Notes) -> None:
@@ -303,6 +508,11 @@ def _write_and_check(items: list[Migrated], out: Path) -> None:
         target = out / item.rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(item.text, encoding="utf-8")
+    for item in items:  # routes for an `error` or `timeout` the state can never give
+        _, diagnostics = try_load(out / item.rel, digest=False)
+        if _drop_dead_routes(item, [d.message for d in diagnostics if d.code == "unused-route"]):
+            item.text = render(item.doc, item.source)
+            (out / item.rel).write_text(item.text, encoding="utf-8")
     for item in items:
         _, diagnostics = try_load(out / item.rel, digest=False)
         item.diagnostics = [
@@ -310,6 +520,53 @@ def _write_and_check(items: list[Migrated], out: Path) -> None:
             for d in diagnostics
             if d.severity == "error"
         ]
+
+
+_DEAD_ROUTE = re.compile(r"^state '(?P<state>[^']+)' routes '(?P<verdict>error|timeout)', ")
+_ROUTE_KEYS = {"error": "on_error", "timeout": "on_timeout"}
+
+
+def _drop_dead_routes(item: Migrated, messages: list[str]) -> bool:
+    """Drop the `on_error`/`on_timeout` (or `route:` entry) of a state that never gives that
+    verdict here (a shell action that cannot start ends the run instead): dead routes that
+    `ll validate --strict` warns about. Returns whether anything was dropped."""
+    states = item.doc.get("states")
+    dropped = False
+    for message in messages:
+        match = _DEAD_ROUTE.match(message)
+        state = states.get(match["state"]) if match and isinstance(states, dict) else None
+        if match is None or not isinstance(state, dict):
+            continue
+        verdict = match["verdict"]
+        key = _ROUTE_KEYS[verdict]
+        route = state.get("route")
+        line = line_of(states, match["state"])
+        gives_timeout = "timeout" in message.rsplit("(it can give:", 1)[-1]
+        if key == "on_error" and key in state and gives_timeout and "on_timeout" not in state:
+            # `on_error` also caught the state's timeouts: they keep their route
+            state.insert(list(state).index(key), "on_timeout", state[key])
+            del state[key]
+            item.notes.carried(
+                line,
+                f"`on_error` of state '{match['state']}' written `on_timeout`: the state gives "
+                "`timeout` but never `error` here (a shell action that cannot start ends the "
+                "run, exit 3)",
+            )
+            dropped = True
+            continue
+        if key in state:
+            del state[key]
+        elif isinstance(route, dict) and verdict in route:
+            del route[verdict]
+        else:
+            continue
+        dropped = True
+        item.notes.dropped(
+            line,
+            f"`{key}` of state '{match['state']}': a verdict it never gives here (a shell "
+            "action that cannot start ends the run, exit 3)",
+        )
+    return dropped
 
 
 def notes_markdown(migration: Migration) -> str:

@@ -151,3 +151,34 @@ def convert_classify(
             f"state '{name}': `classify` with no `_` route: route a last line that matches no key",
         )
     return added
+
+
+def convert_keyed_numeric(
+    name: str, state: CommentedMap, at: int, notes: Notes
+) -> list[tuple[str, CommentedMap]]:
+    """`output_numeric` + `key: K` read the last `K=NUMBER` of the output: a check state
+    after the step pulls that number out (`sed`) and compares it, taking the step's routes."""
+    spec = state.pop("evaluate")
+    key = str(spec.pop("key"))
+    capture = str(state.setdefault("capture", name))
+    pattern = re.escape(key).replace("/", "\\/")
+    check = CommentedMap()
+    check["description"] = f"upstream output_numeric key '{key}': the last {key}=N of the output"
+    check["action"] = (
+        f"printf '%s\\n' ${{captured.{capture}.output|q}} | sed -n "
+        f"'s/.*{pattern}[[:space:]]*=[[:space:]]*\\([-+]\\{{0,1\\}}[0-9.][0-9.eE+-]*\\).*/\\1/p'"
+        " | tail -n 1"
+    )
+    check["action_type"] = "shell"
+    check["evaluate"] = spec
+    for key_name in ("on_yes", "on_no", "on_success", "on_failure", "on_error", "route"):
+        if key_name in state:
+            check[key_name] = state.pop(key_name)
+    state["next"] = f"{name}_value"
+    notes.carried(
+        at,
+        f"`output_numeric` with `key: {key}` (the last `{key}=N` in the output): a shell state "
+        f"'{name}_value' after the step takes that number and compares it, with the step's "
+        "routes (one more step per visit)",
+    )
+    return [(f"{name}_value", check)]

@@ -80,21 +80,29 @@ def expand_from(doc: CommentedMap, path: Path, notes: Notes, depth: int = 0) -> 
         return
     base = load(found)
     expand_from(base, found, notes, depth + 1)
-    for key, value in base.items():
-        if key in ("name", "description"):
-            continue
-        if key not in doc:
-            doc[key] = value
-        elif key in ("states", "context", "fragments") and isinstance(doc[key], dict):
-            if isinstance(value, dict):
-                for inner, item in value.items():
-                    if inner not in doc[key]:
-                        doc[key][inner] = item
-        elif key == "import" and isinstance(doc[key], list) and isinstance(value, list):
-            doc[key].extend(v for v in value if v not in doc[key])
+    overridden = _deep_merge(doc, base)
     notes.carried(
-        line, f"`from: {ref}`: the base loop's states, context and settings are copied in"
+        line,
+        f"`from: {ref}`: the base loop is merged in as upstream does (this file's keys win "
+        "at every level; a state it names only in part keeps the base's other keys)"
+        + (f"; overridden in part: {', '.join(overridden[:8])}" if overridden else ""),
     )
+
+
+def _deep_merge(child: CommentedMap, base: Any, at: str = "") -> list[str]:
+    """Upstream's `from:` merge, in place: mappings merge at every level, any other value
+    of the child wins; the base's keys the child lacks come after the child's."""
+    merged: list[str] = []
+    if not isinstance(base, dict):
+        return merged
+    for key, value in base.items():
+        if key not in child:
+            child[key] = copy.deepcopy(value)
+        elif isinstance(child[key], dict) and isinstance(value, dict):
+            if at == "states":
+                merged.append(str(key))
+            merged += _deep_merge(child[key], value, str(key) if not at else f"{at}.{key}")
+    return merged
 
 
 def expand_flow(doc: CommentedMap, notes: Notes) -> None:
@@ -103,26 +111,40 @@ def expand_flow(doc: CommentedMap, notes: Notes) -> None:
     if flow is None:
         return
     line = line_of(doc, "flow")
-    if not isinstance(flow, list) or not isinstance(defs, dict):
-        notes.hand(line, "`flow:` without a `state_defs:` mapping: write `states:` by hand")
+    defs = CommentedMap() if defs is None else defs
+    if not isinstance(flow, list) or not flow or not isinstance(defs, dict):
+        notes.hand(line, "`flow:` is not a list of steps over a `state_defs:` mapping")
         return
     names = [str(step).split("?")[0] for step in flow]
-    states = doc.get("states") if isinstance(doc.get("states"), dict) else CommentedMap()
+    states = CommentedMap()
     for i, step in enumerate(flow):
         name, _, branch = str(step).partition("?")
-        state = defs.get(name, CommentedMap(terminal=True))  # a bare flow name ends the flow
+        skeleton = CommentedMap()
         if branch:
             yes, _, no = branch.partition(":")
-            state.setdefault("on_yes", yes)
-            state.setdefault("on_no", no)
-        elif not _routes(state) and not state.get("terminal") and i + 1 < len(names):
-            state.setdefault("next", names[i + 1])
-        states[name] = state
-    for name, state in defs.items():
-        if name not in states:
-            states[name] = state
+            skeleton.update(on_yes=yes, on_no=no)
+        elif i + 1 < len(names):
+            skeleton["next"] = names[i + 1]
+        if i + 1 == len(names):
+            skeleton["terminal"] = True  # upstream: the flow's last entry ends it
+        body = defs.get(name)
+        if isinstance(body, CommentedMap):
+            for key, value in skeleton.items():  # the definition wins, as upstream merges
+                if key not in body:
+                    body[key] = value
+            states[name] = body
+        else:
+            states[name] = skeleton
+    unused = [str(n) for n in defs if n not in states]
+    if unused:
+        notes.carried(
+            line_of(defs, unused[0]),
+            f"`state_defs` not in the `flow:` ({', '.join(unused)}): upstream builds states "
+            "from the flow only; left out",
+        )
     del doc["flow"]
-    del doc["state_defs"]
+    doc.pop("state_defs", None)
+    doc.pop("states", None)
     doc["states"] = states
     if "initial" not in doc and names:
         doc.insert(1, "initial", names[0])
@@ -149,6 +171,14 @@ def expand_fragments(doc: CommentedMap, path: Path, notes: Notes) -> None:
             if isinstance(frags, dict):
                 library.update(frags)
         del doc["import"]
+    local = doc.get("fragments")
+    if isinstance(local, dict) and "states" in doc:
+        library.update(local)  # the file's own fragments win over imported ones
+        notes.carried(
+            line_of(doc, "fragments"),
+            "`fragments:` of this file: copied into the states that use them",
+        )
+        del doc["fragments"]
     states = doc.get("states")
     if not isinstance(states, dict):
         return
@@ -205,7 +235,6 @@ def _apply_fragment(
             state.insert(pos, key, value)
             pos += 1
         elif isinstance(state[key], dict) and isinstance(value, dict):
-            for inner, item in value.items():
-                state[key].setdefault(inner, item)
+            _deep_merge(state[key], value, "fragment")
     for key in sorted(missing):
         notes.hand(line, f"state '{name}': fragment parameter '{key}' has no value: bind it")

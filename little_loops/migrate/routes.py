@@ -43,22 +43,20 @@ def _routes(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
             state.insert(
                 list(state).index("route"), "evaluate", CommentedMap(type="llm_structured")
             )
-    if "next" in state and any(k in state for k in ("on_success", "route")):
-        route = _as_route(state)
-        route.setdefault("_", state.pop("next"))
+    ignored = [k for k in ("on_success", "on_failure", "route") if k in state]
+    if "next" in state and ignored:
+        kept = state.setdefault("x-upstream", CommentedMap())
+        for key in ignored:
+            kept[key] = state.pop(key)
+        notes.carried(
+            line,
+            f"`{'`, `'.join(ignored)}` beside `next:`: upstream always takes `next` (it never "
+            "evaluates such a state), so they are kept under `x-upstream`, not used",
+        )
     if isinstance(state.get("route"), dict):
         _route_defaults(name, state, line, notes)
     elif "next" in state and not state.get("terminal"):
         _next(state, line, notes)
-    elif "on_success" in state and "on_failure" not in state and "on_error" in state:
-        spec = state.get("evaluate")
-        if not _is_slash(state) and (not isinstance(spec, dict) or spec.get("type") in EVALUATORS):
-            state.insert(list(state).index("on_success") + 1, "on_failure", state["on_error"])
-            notes.changed(
-                line,
-                "`on_yes` with no `on_no`: upstream left `no` unrouted; it goes to the "
-                "`on_error` state here",
-            )
 
 
 def _as_route(state: CommentedMap) -> CommentedMap:
@@ -88,19 +86,6 @@ def _route_defaults(name: str, state: CommentedMap, line: int, notes: Notes) -> 
     ):
         route["_error"] = route["_"]
         notes.carried(line, "upstream's `_` route also caught `error`: written `_error` too")
-    spec = state.get("evaluate")
-    judged = (
-        isinstance(spec, dict) and spec.get("type") == "llm_structured" and "schema" not in spec
-    )
-    if judged and "_" not in route and "failure" in route:
-        for verdict in ("partial", "blocked"):
-            if verdict not in route:
-                route[verdict] = route["failure"]
-                notes.changed(
-                    line,
-                    "a judge's `partial`/`blocked` that upstream left unrouted go to the "
-                    "`on_no` target here",
-                )
 
 
 def _next(state: CommentedMap, line: int, notes: Notes) -> None:
@@ -109,16 +94,19 @@ def _next(state: CommentedMap, line: int, notes: Notes) -> None:
     upstream_error = state.get("on_error")
     pos = list(state).index("next") + 1
     if not _is_slash(state) and "evaluate" not in state and "on_failure" not in state:
-        state.insert(pos, "on_failure", target)
+        state.insert(pos, "on_failure", upstream_error if upstream_error is not None else target)
     if upstream_error is None:
         state.insert(len(state), "on_error", target)
-    elif not _is_slash(state) and "loop" not in state and upstream_error != target:
-        state["on_error"] = target
-        state.insert(len(state), "on_timeout", upstream_error)
+        notes.carried(
+            line,
+            "`next:` moved on whatever the step gave upstream (it was never evaluated); "
+            "written with `on_failure`/`on_error` to the same state, so it still does",
+        )
+        return
     notes.carried(
         line,
-        "`next:` moved on whatever the step gave upstream (it was never evaluated); "
-        "written with `on_failure`/`on_error` to the same state, so it still does",
+        "`next:` with `on_error:`: upstream went to `next` on exit 0 and to `on_error` on any "
+        "other exit; written with `on_failure`/`on_error` so it still does",
     )
 
 
@@ -151,6 +139,14 @@ def _retries(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
         if target in ("$current", name) and route is not None:
             selves.append(verdict)
             route[verdict] = exhausted
+    if not selves and state.get("next") not in (name, "$current"):
+        notes.carried(
+            line,
+            f"state '{name}': `max_retries: {count}` counts only runs of the state straight "
+            "after itself, and no route of this state leads back to it, so upstream never "
+            "used it; dropped",
+        )
+        return
     if not selves or exhausted is None or not isinstance(count, int):
         notes.hand(
             line,

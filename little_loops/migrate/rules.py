@@ -17,6 +17,7 @@ from ruamel.yaml.comments import CommentedMap
 from little_loops.migrate.evals import (
     STALL_TYPES,
     convert_classify,
+    convert_keyed_numeric,
     convert_stall,
 )
 from little_loops.migrate.notes import (
@@ -107,7 +108,71 @@ _STATE_DROPPED = {
     "agent": "upstream's choice of Claude agent for the step",
     "retryable_exit_codes": "upstream re-ran the action on these exit codes; "
     "`retry: {on: [error]}` re-runs on exit codes other than 0 and 1",
+    "effort": "upstream's reasoning effort for the Claude call; the step's routes do not "
+    "depend on it",
+    "tools": "upstream's list of tools the Claude call may use; `claude -p` here gets the "
+    "permission flags of `--claude-flags`",
+    "idle_timeout": "upstream's kill of a Claude call that prints nothing for a while; "
+    "`timeout:` bounds the whole step here",
+    "append_to_messages": "upstream's shared message log (`${messages}`)",
+    "cost_ceiling": "upstream's per-state cost cap; `max_cost_usd` caps the run here",
+    "request_path": "upstream's choice between the Claude CLI and its API for the step; "
+    "every slash step is `claude -p` here",
+    "tamper_guard": "upstream's check that the step did not edit test files",
 }
+# The state keys upstream's runner reads (its StateConfig at a12b9397d); any other key of a
+# state had no effect there, so dropping it changes nothing.
+_UPSTREAM_READS = frozenset(
+    [
+        "action",
+        "action_type",
+        "agent",
+        "append_to_messages",
+        "capture",
+        "context_passthrough",
+        "cost_ceiling",
+        "description",
+        "effort",
+        "evaluate",
+        "fragment",
+        "idle_timeout",
+        "learning",
+        "loop",
+        "max_rate_limit_retries",
+        "max_retries",
+        "model",
+        "next",
+        "on_blocked",
+        "on_error",
+        "on_failure",
+        "on_maintain",
+        "on_no",
+        "on_partial",
+        "on_rate_limit_exhausted",
+        "on_retry_exhausted",
+        "on_success",
+        "on_throttle_hard",
+        "on_yes",
+        "params",
+        "prepatch_check",
+        "pruning_profile",
+        "rate_limit_backoff_base_seconds",
+        "rate_limit_long_wait_ladder",
+        "rate_limit_max_wait_seconds",
+        "request_path",
+        "retryable_exit_codes",
+        "route",
+        "session_mode",
+        "tamper_guard",
+        "terminal",
+        "throttle",
+        "timeout",
+        "tools",
+        "type",
+        "with",
+        "worktree",
+    ]
+)
 _FAILURE_NAMES = ("failed", "error", "aborted")
 _EVAL_KEEP = frozenset(
     [
@@ -270,6 +335,7 @@ def convert_state(
             f"terminal '{name}': upstream counts a terminal named failed/error/aborted as a "
             "failure; written `outcome: failure` (exit 1)",
         )
+    _terminal_action(name, state, line, notes)
     _action_type(name, state, line, notes)
     if "loop" in state:
         _loop(name, state, line, notes, links)
@@ -281,9 +347,13 @@ def convert_state(
             at = line_of(state, old) or line
             rename(state, old, new)
             notes.carried(at, "`on_yes`/`on_no` are `on_success`/`on_failure`")
+    _custom_routes(state, line, notes)
+    _unevaluated_next(state, line, notes)
     extra: list[tuple[str, CommentedMap]] = []
     spec = state.get("evaluate")
-    if isinstance(spec, dict) and spec.get("type") in STALL_TYPES:
+    if isinstance(spec, dict) and spec.get("type") == "output_numeric" and "key" in spec:
+        extra = convert_keyed_numeric(name, state, line_of(state, "evaluate") or line, notes)
+    elif isinstance(spec, dict) and spec.get("type") in STALL_TYPES:
         added = convert_stall(name, state, line_of(state, "evaluate") or line, notes)
         extra = [(f"{name}_stall", added)] if added is not None else []
     elif isinstance(spec, dict) and spec.get("type") == "classify":
@@ -297,6 +367,8 @@ def convert_state(
             continue
         at = line_of(state, key) or line
         why = _STATE_DROPPED.get(str(key))
+        if why is None and str(key) not in _UPSTREAM_READS:
+            why = "upstream's runner does not read this key either (it had no effect)"
         if why is None:  # it may be what the state is for (`type: learning`): a person decides
             notes.hand(
                 at,
@@ -311,8 +383,87 @@ def convert_state(
     return extra
 
 
+# Route keys upstream names itself; any other `on_<verdict>` routes that verdict there.
+_KNOWN_ON = frozenset(
+    [
+        "on_yes",
+        "on_no",
+        "on_success",
+        "on_failure",
+        "on_error",
+        "on_timeout",
+        "on_partial",
+        "on_blocked",
+        "on_maintain",
+        "on_retry_exhausted",
+        *_STATE_DROPPED,
+    ]
+)
+
+
+def _terminal_action(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
+    """Upstream stops at a terminal before running anything; `ll` runs a terminal's action."""
+    if not state.get("terminal") or not any(k in state for k in ("action", "loop")):
+        return
+    kept = CommentedMap()
+    for key in ("action", "action_type", "evaluate", "capture", "timeout", "loop", "with"):
+        if key in state:
+            kept[key] = state.pop(key)
+    upstream = state.setdefault("x-upstream", CommentedMap())
+    upstream.update(kept)
+    notes.carried(
+        line,
+        f"terminal '{name}': upstream ends the run on reaching a terminal and never runs its "
+        "action (here a terminal's action runs, and a failing one fails the run); the action "
+        "is kept under `x-upstream`, not run",
+    )
+
+
+def _custom_routes(state: CommentedMap, line: int, notes: Notes) -> None:
+    """`on_<verdict>: X` for a verdict upstream has no shorthand for is `route: {verdict: X}`."""
+    custom = [
+        str(k)
+        for k in state
+        if str(k).startswith("on_") and k not in _KNOWN_ON and isinstance(state[k], str)
+    ]
+    if not custom:
+        return
+    route = state.get("route")
+    if not isinstance(route, CommentedMap):
+        route = CommentedMap()
+        state.insert(list(state).index(custom[0]), "route", route)
+    for key in custom:
+        route.setdefault(key[3:], state.pop(key))
+    notes.carried(line, f"`{'`, `'.join(custom)}`: written as `route:` entries")
+
+
+def _unevaluated_next(state: CommentedMap, line: int, notes: Notes) -> None:
+    """A state with `next:` (and no other verdict route) is never evaluated upstream."""
+    routes = ("on_yes", "on_no", "on_success", "on_failure", "route", "on_partial", "on_blocked")
+    if "next" not in state or "evaluate" not in state or any(k in state for k in routes):
+        return
+    upstream = state.setdefault("x-upstream", CommentedMap())
+    upstream["evaluate"] = state.pop("evaluate")
+    notes.carried(
+        line,
+        "`evaluate:` beside `next:`: upstream never evaluates a `next:` state, so the evaluator "
+        "is kept under `x-upstream`, not run",
+    )
+
+
 def _action_type(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
     kind = state.get("action_type")
+    action = state.get("action")
+    if kind is None and isinstance(action, str) and action.startswith("/"):
+        first = action.split()[0][1:] if action.split() else ""
+        if "/" in first:  # upstream sends any action that starts with `/` to Claude
+            state.insert(list(state).index("action") + 1, "action_type", "slash")
+            notes.carried(
+                line_of(state, "action") or line,
+                f"state '{name}': upstream runs an action starting with `/` as a prompt; "
+                "written `action_type: slash` (here a path like that would run in the shell)",
+            )
+        return
     if kind in ("prompt", "slash_command"):
         state["action_type"] = "slash"
         notes.carried(
@@ -376,6 +527,13 @@ def _evaluate(name: str, state: CommentedMap, line: int, notes: Notes) -> None:
     if kind not in EVALUATORS:
         notes.hand(at, f"state '{name}': evaluator '{kind}' has no equivalent here")
         return
+    if kind == "convergence" and "previous" not in spec:
+        spec["previous"] = ""
+        notes.carried(
+            at,
+            "`convergence` without `previous`: upstream never compares with an earlier value "
+            'then (never `stall`); written `previous: ""`, which does the same here',
+        )
     if kind == "output_numeric" and "path" in spec:
         spec["type"] = kind = "output_json"
         notes.carried(at, "`output_numeric` with a `path` reads JSON: it is `output_json` here")

@@ -44,6 +44,7 @@ class TextReport:
     unknown: list[str] = field(default_factory=list)  # placeholders with no equivalent
     params: list[str] = field(default_factory=list)  # `${param.X}` left unbound
     child_outputs: list[tuple[str, str]] = field(default_factory=list)  # (loop state, capture)
+    missing: list[str] = field(default_factory=list)  # captures no state of the loop makes
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class TextRules:
     context_keys: frozenset[str]
     params: Mapping[str, str] = field(default_factory=dict)
     loop_captures: Mapping[str, str] = field(default_factory=dict)  # loop state -> capture
+    captures: frozenset[str] | None = None  # every `capture:` of the loop (None: unknown)
 
 
 def rewrite(text: str, rules: TextRules, report: TextReport) -> str:
@@ -90,6 +92,13 @@ def _one(body: str, rules: TextRules, report: TextReport) -> str:
         if path[1:] == ["failure_type"]:
             path[1] = "reason"
             report.failure_type += 1
+        if (
+            rules.captures is not None
+            and path[0] not in rules.captures
+            and ":default=" not in suffix
+        ):
+            report.missing.append(path[0])
+            return ""  # no state makes it: always empty here
     problem = _field_problem(ns, path)
     if problem and ":default=" not in suffix and path[1:2] != ["outputs"]:
         report.unknown.append("${" + body + "}")
@@ -181,7 +190,8 @@ def rewrite_loop(doc: CommentedMap, notes: Notes) -> list[tuple[str, str, int]]:
         if isinstance(state, dict) and "loop" in state:
             loops[str(name)] = str(state.get("capture", name))
             loops[str(state.get("capture", name))] = loops[str(name)]
-    rules = TextRules(keys, loop_captures=loops)
+    captures = {str(s.get("capture")) for s in states.values() if isinstance(s, dict)}
+    rules = TextRules(keys, loop_captures=loops, captures=frozenset(captures | set(loops)))
     reads: list[tuple[str, str, int]] = []
     for name, state in states.items():
         report = TextReport()
@@ -194,6 +204,7 @@ def rewrite_loop(doc: CommentedMap, notes: Notes) -> list[tuple[str, str, int]]:
                 (s for s, c in loops.items() if c == loops[loop_state] and s in states), loop_state
             )
             reads.append((owner, capture, line_of(states, name)))
+        _upstream_tools(state, line_of(states, name), notes)
         if _escapes_values(state):
             notes.changed(
                 line_of(states, name),
@@ -245,6 +256,32 @@ def _missing_context(doc: CommentedMap, notes: Notes) -> None:
     )
 
 
+_LL_TOOL = re.compile(r"(?<![\w/.-])(ll-[a-z][a-z0-9-]*)")
+_LL_PACKAGE = re.compile(r"\b(?:import|from)\s+little_loops\b|-m\s+little_loops\b")
+
+
+def _upstream_tools(state: Any, line: int, notes: Notes) -> None:
+    """Steps that call upstream's own programs, or import its Python package."""
+    action = state.get("action") if isinstance(state, dict) else None
+    if not isinstance(action, str) or state.get("action_type") == "slash":
+        return
+    tools = sorted(set(_LL_TOOL.findall(action)))
+    if tools:
+        notes.changed(
+            line,
+            f"calls upstream's {', '.join(f'`{t}`' for t in tools[:5])}: not part of `ll`; "
+            "the step fails unless upstream little-loops is installed where it runs "
+            "(docs/migrating.md, 'Upstream's tools')",
+        )
+    if _LL_PACKAGE.search(action):
+        notes.changed(
+            line,
+            "imports upstream's Python package `little_loops`, which has the import name of "
+            "`ll`'s own: run it with the Python of a separate virtualenv holding upstream "
+            "(docs/migrating.md, 'Upstream's tools')",
+        )
+
+
 def _escapes_values(state: Any) -> bool:
     action = state.get("action") if isinstance(state, dict) else None
     if not isinstance(action, str) or state.get("action_type") == "slash":
@@ -269,10 +306,19 @@ def _text_notes(
         notes.carried(line, "`${X?}` and `${X:default=V}` are `${X:default=V}` here")
     if report.shell_vars:
         names = ", ".join(sorted(report.shell_vars)[:6])
-        notes.carried(
+        notes.changed(
             line,
-            f"shell variables in `${{...}}` ({names}) were the shell's upstream; written "
-            "`$${...}` so `ll` leaves them to the shell",
+            f"`${{...}}` that is not `namespace.path` ({names}): upstream's runner stopped the "
+            "run in error on reaching it (only `$${...}` reached the shell there); written "
+            "`$${...}` so the shell expands it here, as the text means",
+        )
+    if report.missing:
+        names = ", ".join(sorted(set(report.missing)))
+        notes.changed(
+            line,
+            f"'{where}': `${{captured.{report.missing[0]}...}}` names no capture of this loop "
+            f"({names}): upstream's run stopped in error on reaching it; written as "
+            "empty text, so the step runs with an empty value here: check the name",
         )
     for text in report.unknown:
         notes.hand(line, f"'{where}': `{text}` names something `ll` does not keep")

@@ -274,6 +274,7 @@ class Loop:
     # `judges:`: named judges (llm_structured settings) a state's `judge: NAME` starts from
     judges: Mapping[str, Evaluate] = field(default_factory=lambda: EMPTY)
     max_cost_usd: float | None = None
+    keep_runs: int | None = None  # `keep_runs:`: retention after each run (ll prune --keep)
     secrets: tuple[str, ...] = ()
     shell: str = "/bin/sh"
     working_dir: Path | None = None  # None: where `ll` was started

@@ -195,11 +195,11 @@ _prefetch_started = False
 def prefetch_sdk() -> None:
     """Start importing the Anthropic SDK in a daemon thread, once per process.
 
-    A run whose judges need the SDK (the Anthropic API; the OpenAI-compatible ones for the
-    strict-schema transform) calls this when it begins, so the import (about 2 s) overlaps the
-    first actions instead of delaying the first judged step. Whoever needs the SDK still
-    imports it, and waits within its judge's timeout (`before_deadline`); a failed import here
-    is left for that import to report.
+    A run whose judges need the SDK (the Anthropic API) calls this when it begins, so the
+    import (about 2 s) overlaps the first actions instead of delaying the first judged step.
+    Whoever needs the SDK still imports it, and waits within the loop's deadline
+    (`before_deadline`), never within its judge's own timeout; a failed import here is left
+    for that import to report.
     """
     global _prefetch_started
     if _prefetch_started:
@@ -209,8 +209,7 @@ def prefetch_sdk() -> None:
 
     def load() -> None:
         try:
-            import anthropic
-            import anthropic.lib._parse._transform  # noqa: F401
+            import anthropic  # noqa: F401
         except BaseException:  # the judge's own import reports it
             return
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,13 +24,15 @@ from . import (
 from .strict import anthropic_schema
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
+# How long a run without a loop `timeout` waits for the SDK import (1.5-5 s on a busy machine).
+SDK_IMPORT_LIMIT = 60.0
 TOOL_NAME = "evaluate"
 TOOL_DESCRIPTION = "Report your verdict on the action's result, as the schema describes."
 
 NO_KEY_MESSAGE = (
     "no Anthropic API key: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN), or choose a judge "
     "that needs none: model: claude://sonnet (your Claude Code login) or "
-    "ollama://localhost:11434/MODEL"
+    "ollama://localhost:11434/MODEL; or try the loop with --simulate SCRIPT or --replay CASSETTE"
 )
 
 
@@ -49,8 +52,13 @@ class AnthropicProvider:
         self._policy = policy
         self._on_retry = on_retry
         self._client: Any = None
+        self._lock = threading.Lock()  # one client, however many judgements ask at once
 
     def _get_client(self, deadline: float | None = None, budget: float | None = None) -> Any:
+        with self._lock:
+            return self._open_client(deadline, budget)
+
+    def _open_client(self, deadline: float | None, budget: float | None) -> Any:
         if self._client is not None:
             return self._client
         api_key = self._env.get("ANTHROPIC_API_KEY") or None
@@ -70,14 +78,16 @@ class AnthropicProvider:
             )
 
         # The import (or the wait for the one started in the background when the run began)
-        # counts against the judge's timeout and the loop's, like the request itself.
+        # is not the judge's time: it has its own bound, the loop's deadline, or SDK_IMPORT_LIMIT
+        # seconds without one. The judge's `timeout` starts when the request is sent.
         self._client = before_deadline(build, deadline, "loading the Anthropic SDK", budget=budget)
         return self._client
 
     def complete(self, request: JudgeRequest) -> JudgeReply:
-        until = time.monotonic() + request.timeout
-        client = self._get_client(request.deadline, request.timeout)
         schema = strict_schema(request.schema, anthropic_schema)
+        bound = None if request.deadline is not None else SDK_IMPORT_LIMIT
+        client = self._get_client(request.deadline, bound)
+        until = time.monotonic() + request.timeout  # the request's budget starts now
         return with_retries(
             lambda remaining: self._attempt(client, request, schema, remaining),
             budget=request.timeout,

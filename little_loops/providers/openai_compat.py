@@ -20,7 +20,6 @@ from . import (
     JudgeRequest,
     ProviderError,
     RetryPolicy,
-    before_deadline,
     is_retryable_status,
     parse_retry_after,
     status_flags,
@@ -49,6 +48,7 @@ class OpenAICompatProvider:
         self._policy = policy
         self._on_retry = on_retry
         self._fixed_temperature: set[str] = set()  # models that refused our temperature
+        self._completion_tokens: set[str] = set()  # models that refused max_tokens
 
     def complete(self, request: JudgeRequest) -> JudgeReply:
         if self._api_key is None and self._url.startswith(DEFAULT_OPENAI_BASE_URL):
@@ -57,10 +57,8 @@ class OpenAICompatProvider:
                 "OpenAI-compatible server",
                 flags={"no_api_key": True},
             )
-        until = time.monotonic() + request.timeout  # the schema transform's wait counts too
         body: dict[str, Any] = {
             "model": request.model,
-            "max_tokens": request.max_tokens,
             "messages": [
                 {"role": "system", "content": request.system},
                 {"role": "user", "content": request.user},
@@ -70,33 +68,41 @@ class OpenAICompatProvider:
                 "json_schema": {
                     "name": "evaluate",
                     "strict": True,
-                    "schema": before_deadline(
-                        lambda: strict_schema(request.schema, openai_schema),
-                        request.deadline,
-                        "loading the Anthropic SDK for the schema transform",
-                        budget=request.timeout,
-                    ),
+                    "schema": strict_schema(request.schema, openai_schema),
                 },
             },
         }
-        send_temperature = (
-            request.temperature is not None and request.model not in self._fixed_temperature
+        token_key = (
+            "max_completion_tokens"
+            if _reasoning_model(request.model) or request.model in self._completion_tokens
+            else "max_tokens"
         )
-        if send_temperature:
+        body[token_key] = request.max_tokens
+        if request.temperature is not None and request.model not in self._fixed_temperature:
             body["temperature"] = request.temperature
-        try:
-            return self._send(body, request, until)
-        except ProviderError as err:
-            if not (send_temperature and _refuses_temperature(err)):
-                raise
-        # Some models (OpenAI's reasoning models) take only their own temperature: ask again
-        # without one, once, and never send one to this model again in this run.
-        self._fixed_temperature.add(request.model)
-        del body["temperature"]
-        reply = self._send(body, request, until)
-        return JudgeReply(
-            **{**reply.__dict__, "extra": {**reply.extra, "temperature_dropped": True}}
-        )
+        until = time.monotonic() + request.timeout
+        extra: dict[str, Any] = {}
+        while True:  # at most one fallback of each kind: the body shrinks or renames each time
+            try:
+                reply = self._send(body, request, until)
+                break
+            except ProviderError as err:
+                if "temperature" in body and _refuses(err, "temperature"):
+                    # Some models (OpenAI's reasoning models) take only their own temperature:
+                    # ask again without one, and never send one to this model again this run.
+                    self._fixed_temperature.add(request.model)
+                    del body["temperature"]
+                    extra["temperature_dropped"] = True
+                elif "max_tokens" in body and _refuses(err, "max_tokens"):
+                    # Reasoning models (gpt-5*, o-series) want max_completion_tokens instead.
+                    self._completion_tokens.add(request.model)
+                    body["max_completion_tokens"] = body.pop("max_tokens")
+                    extra["max_completion_tokens"] = True
+                else:
+                    raise
+        if not extra:
+            return reply
+        return JudgeReply(**{**reply.__dict__, "extra": {**reply.extra, **extra}})
 
     def _send(self, body: dict[str, Any], request: JudgeRequest, until: float) -> JudgeReply:
         payload = json.dumps(body).encode()
@@ -150,9 +156,14 @@ class OpenAICompatProvider:
         """Nothing to close: every request opens and closes its own connection."""
 
 
-def _refuses_temperature(err: ProviderError) -> bool:
-    """A 400 that names the temperature: the model takes no (or only its own) temperature."""
-    return err.flags.get("status") == 400 and "temperature" in err.message
+def _refuses(err: ProviderError, param: str) -> bool:
+    """A 400 that names `param`: the model refuses it (a temperature, `max_tokens`)."""
+    return err.flags.get("status") == 400 and f"'{param}'" in err.message
+
+
+def _reasoning_model(model: str) -> bool:
+    """OpenAI's reasoning models (gpt-5*, o1, o3, o4*): they refuse `max_tokens` with a 400."""
+    return model.startswith(("gpt-5", "o1", "o3", "o4"))
 
 
 def parse_chat(body_text: str) -> JudgeReply:

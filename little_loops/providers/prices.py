@@ -31,6 +31,13 @@ def cost_usd(model: str, input_tokens: int, output_tokens: int) -> tuple[float, 
     return round(dollars, 8), True
 
 
+def max_output_tokens(model: str) -> int | None:
+    """The most output tokens the API takes as `max_tokens` for `model`, when listed."""
+    price = _price(model)
+    limit = price.get("max_output") if isinstance(price, dict) else None
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
 def _price(model: str) -> Any:
     """The listed id itself, else the longest listed id that `model` extends by a release
     suffix (a date or `-latest`)."""

@@ -9,6 +9,7 @@ a whole log (`from_file`); events it does not know are skipped, so a log of an o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -38,6 +39,8 @@ MAX_ITERATIONS = "$max_iterations"
 STOPPED = {1: "$stopped:1", 3: "$stopped:3"}
 # Verdicts that count as a failed step (also with the `_uncertain` suffix).
 FAILING_VERDICTS = frozenset({"failure", "error", "timeout"})
+# Lines shown of a failure terminal's printed report, and of each fork branch's output.
+_OUTPUT_LINES = 20
 
 
 @dataclass
@@ -64,6 +67,9 @@ class Step:
     routed_to: str | None = None  # where its verdict sent the run; None: nowhere
     via: str | None = None  # which key of the state routed it
     visit: int = 1  # the how-manieth visit of this state in the run
+    # Attempt -> its action_starts (indices into `History.log_marks`), once per time it ran
+    # (a step cut off and run again on resume ran its attempt twice).
+    logs: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -169,6 +175,7 @@ class History:
         self.children: dict[int, History] = {}
         self.child_starts: dict[int, ChildStart] = {}
         self._calls: dict[str, int] = {}  # a calling state -> the step of its latest child
+        self.log_marks: list[int] = []  # every attempt's `log_at`, in order: where each ends
 
     @classmethod
     def from_events(cls, events: Iterable[RunEvent | Mapping[str, Any]]) -> History:
@@ -215,6 +222,15 @@ class History:
 
     def get(self, step: int) -> Step | None:
         return self._steps.get(step)
+
+    def log_ranges(self, step: Step, attempt: int) -> list[tuple[int, int | None]]:
+        """Where an attempt's output lies in the run's steps.log: (start, end) for each time it
+        ran, end None for the last bytes of the file (a running or the latest attempt)."""
+        marks = self.log_marks
+        return [
+            (marks[i], marks[i + 1] if i + 1 < len(marks) else None)
+            for i in step.logs.get(attempt, ())
+        ]
 
     @property
     def path(self) -> list[str]:
@@ -291,11 +307,15 @@ class History:
             entered = Step(typed.step, typed.state, typed.ts, typed.ts)
             if before is not None:
                 entered.attempts = before.attempts
+                entered.logs = before.logs
             self._steps[typed.step] = entered
             return typed
         step = self._steps.get(typed.step)
         if step is not None:
             step.add(typed)
+            if isinstance(typed, ActionStart) and typed.log_at is not None:
+                step.logs.setdefault(step.attempts, []).append(len(self.log_marks))
+                self.log_marks.append(typed.log_at)
         return typed
 
     def _feed_child(self, typed: RunEvent, path: list[Any]) -> None:
@@ -350,10 +370,97 @@ def outcome_text(complete: LoopComplete) -> str:
         "budget": f"spent its cost budget at '{where}'",
         "timeout": f"hit the loop timeout at '{where}'",
         "interrupted": f"was interrupted at '{where}'",
-        "suspended": f"is suspended at '{where}', waiting for an answer",
+        "suspended": f"is suspended at '{where}'",  # the error says what it waits for
         "error": f"ended in error at '{where}'",
     }.get(outcome, f"ended with outcome {outcome} at '{where}'")
     error = complete.error
     if outcome == "interrupted" and isinstance(error, str) and error.startswith(("int", "term")):
         return f"was {error} at '{where}'"  # "interrupted (SIGINT)": the outcome said once
     return f"{text}: {error}" if error else text
+
+
+# -- what the run directory adds: a step's printed lines, a fork's branches -----------------
+
+
+def run_root(record: History, base_dir: Path | None) -> Path | None:
+    """The run's directory (`.loops/runs/ID` under `base_dir`), where the steps' logs and the
+    forks' branches are; None for a child's history or a directory not found."""
+    from little_loops.record.store import RUNS
+
+    run_id = record.run_id
+    if not run_id or "/" in run_id or ".." in run_id:
+        return None
+    root = (base_dir or Path.cwd()) / RUNS / run_id
+    return root if root.is_dir() else None
+
+
+def tail_lines(visit: Step) -> list[str]:
+    if not visit.tail:
+        return []
+    return ["", f"last {len(visit.tail)} lines of output:", *visit.tail]
+
+
+def failure_cause(text: str, visits: list[Step], run_dir: Path | None) -> tuple[str, str]:
+    """The `outcome` case of a run that ended at a failure terminal: the message and text.
+
+    The cause is the last failed verdict before the end that a route took onward (the check
+    that failed, the fork whose join was not met): its reason goes into the message, its last
+    lines and branches into the text, then the lines the terminal printed.
+    """
+    final = visits[-1] if visits else None
+    cause = next((v for v in reversed(visits[:-1]) if v.failed and v.routed_to), None)
+    message = text
+    lines = [text]
+    if cause is not None:
+        verdict = cause.verdict or "failure"
+        said = f"state '{cause.state}' (step {cause.step}) gave verdict '{verdict}': {cause.reason}"
+        message = f"{text}; cause: {said}"
+        lines += ["", f"cause: {said}", *tail_lines(cause), *branch_lines(run_dir, cause)]
+    if final is not None:
+        printed = log_tail(run_dir, final)
+        if printed:
+            lines += ["", f"what the terminal '{final.state}' printed:", *printed]
+    return message, "\n".join(lines)
+
+
+def log_tail(run_dir: Path | None, visit: Step) -> list[str]:
+    """The last lines a step's action printed, from its log in the run directory."""
+    if run_dir is None:
+        return []
+    logs = sorted((run_dir / "steps").glob(f"{visit.step:04d}-*.log"))
+    if not logs:
+        return []
+    try:
+        text = logs[-1].read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-_OUTPUT_LINES:]
+
+
+def branch_lines(run_dir: Path | None, visit: Step) -> list[str]:
+    """A fork step's branches (from its `join.json`): verdict, reason and last lines of each."""
+    if run_dir is None or visit.eval_type != "join":
+        return []
+    joins = sorted((run_dir / "sub").glob(f"{visit.step:04d}-*/join.json"))
+    try:
+        branches = json.loads(joins[-1].read_text(encoding="utf-8")) if joins else {}
+    except (OSError, ValueError):
+        return []
+    if not isinstance(branches, dict) or not branches:
+        return []
+    lines = ["", "branches:"]
+    for key, branch in branches.items():
+        if not isinstance(branch, dict):
+            continue
+        verdict = branch.get("verdict") or branch.get("outcome") or "?"
+        line = f"  {key}: {verdict}"
+        error = branch.get("error")
+        if isinstance(error, str) and error and verdict != "success":
+            line += f" ({error})"
+        lines.append(line)
+        for stream in ("output", "stderr"):
+            value = branch.get(stream)
+            if isinstance(value, str) and value.strip():
+                tail = [x for x in value.splitlines() if x.strip()][-_OUTPUT_LINES:]
+                lines += [f"    {stream}: {x}" for x in tail]
+    return lines

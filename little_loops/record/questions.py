@@ -246,6 +246,12 @@ def waiting_answer(root: Path, qid: str) -> bool:
     return (root / ANSWERS / _file(qid)).is_file()
 
 
+def recorded_answer(root: Path, question: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The answer `ll answer` recorded for `question`, not yet taken by a resume."""
+    data = _read(root / ANSWERS / _file(str(question.get("id"))))
+    return data if data is not None and _for(data, question) else None
+
+
 def answer_record(
     qid: str, value: str, *, note: str | None, by: str | None, via: str, now: float,
     asked_at: str | None = None,

@@ -98,7 +98,7 @@ def explain_text(found: Mapping[str, Any]) -> str:
             "-- user message (question, examples, reference, fenced output) --",
             str(req["user"]),
             "",
-            "-- answer schema --",
+            "-- answer schema (as sent) --",
             json.dumps(req["schema"], indent=2, ensure_ascii=False),
         ]
     out += ["", "-- what came back --"]

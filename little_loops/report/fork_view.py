@@ -83,6 +83,11 @@ class ForkView:
             elif own and kind == "state_enter" and key in self._running:
                 self._running[key][0] = str(event.get("state") or "")
 
+    def running(self) -> list[str]:
+        """The keys of the branches running now, in the order they started."""
+        with self._lock:
+            return list(self._running)
+
     def rows(self, width: int) -> list[str]:
         """The live block: a row per running branch (at most MAX_ROWS)."""
         now = self.clock()

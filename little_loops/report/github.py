@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,8 +17,10 @@ from little_loops.record.events import (
 )
 from little_loops.record.history import (
     History,
+    failure_cause,
     is_num,
     outcome_text,
+    run_root,
     shorten,
 )
 
@@ -132,7 +135,7 @@ class GitHubReport:
             where = complete.final_state
             found.append(
                 Annotation(
-                    "notice" if complete.outcome == "suspended" else "error",
+                    "notice" if complete.exit_code == 6 else "error",  # suspended, paused
                     f"ll: {loop_name} {complete.outcome}",
                     f"loop '{loop_name}' {outcome_text(complete)}",
                     self.state_lines.get(where),
@@ -200,6 +203,7 @@ class GitHubReport:
             else "The run did not finish.",
             "",
         ]
+        parts.extend(self._why(record))
         judged = [v for v in steps if v.judged]
         parts.append("#### Judge verdicts")
         parts.append("")
@@ -239,6 +243,46 @@ class GitHubReport:
             parts.append("</details>")
             parts.append("")
         return "\n".join(parts) + "\n"
+
+    def _why(self, record: History) -> list[str]:
+        """A failure terminal's cause (with a fork's branches and what the terminal printed),
+        or a suspended run's questions with the command that answers each."""
+        complete = record.complete
+        if complete is None:
+            return []
+        root = run_root(record, self.base_dir)
+        if complete.outcome == "failure":
+            _, body = failure_cause(outcome_text(complete), record.steps, root)
+            details = body.split("\n", 2)[2] if body.count("\n") >= 2 else ""
+            if not details:
+                return []
+            fenced = details.replace("```", "` ` `")
+            return ["#### Why it failed", "", "```text", fenced, "```", ""]
+        if complete.outcome != "suspended" or root is None:
+            return []
+        from little_loops.record.questions import tree_pending
+
+        try:
+            state = json.loads((root / "state.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        pending = tree_pending(root, state) if isinstance(state, dict) else []
+        if not pending:
+            return []
+        run_id = complete.run_id or root.name
+        lines = ["#### Waiting for an answer", ""]
+        for q in pending:
+            qid = str(q.get("id"))
+            choices = "|".join(q.get("choices") or []) or "TEXT"
+            key = "" if len(pending) == 1 else f"{qid.rpartition('@')[0]}="
+            expires = f" (expires {q.get('expires_at')})" if q.get("expires_at") else ""
+            lines.append(f"- **{_cell(qid)}**: {_cell(str(q.get('prompt')))}{expires}")
+            lines.append("")
+            lines.append("  ```bash")
+            lines.append(f"  ll resume {run_id} --answer {key}{choices} [--note TEXT]")
+            lines.append("  ```")
+        lines.append("")
+        return lines
 
 
 def write_outputs(path: Path, run_id: str, exit_code: int, pending: list[str]) -> str | None:

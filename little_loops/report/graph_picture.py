@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from little_loops.evaluators import possible_verdicts
+from little_loops.load.checks import routed_verdicts
 from little_loops.model.loop import (
     ERROR_VERDICTS,
     Loop,
@@ -154,11 +154,7 @@ def picture(
             hit = (state.name, dst) in taken
             add(ids[state.name], ids[dst], route_kind(verdict), verdict, was_taken=hit)
             drawn.add((state.name, dst))
-        possible = (
-            state.ask_verdicts()
-            if state.is_ask
-            else possible_verdicts(state.evaluate, action_type=state.action_type)
-        )
+        possible = routed_verdicts(state)
         for where, verdicts in fallbacks(loop, state, possible).items():
             stop_id = _STOP_IDS.get(where)
             if stop_id is None:

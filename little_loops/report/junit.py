@@ -20,10 +20,14 @@ from little_loops.record.events import (
 from little_loops.record.history import (
     History,
     Step,
+    branch_lines,
+    failure_cause,
     is_num,
     outcome_text,
     parse_ts,
+    run_root,
     shorten,
+    tail_lines,
 )
 from little_loops.record.store import atomic_write_text
 
@@ -87,7 +91,8 @@ class JUnitReport:
         """
         self.problem = None
         try:
-            text = junit_xml(self.record.with_history(self.base_dir), self.loop_file)
+            record = self.record.with_history(self.base_dir)
+            text = junit_xml(record, self.loop_file, run_dir=run_root(record, self.base_dir))
             if self.path.exists() and not self.path.is_file():
                 with self.path.open("w", encoding="utf-8") as fh:
                     fh.write(text)
@@ -97,8 +102,14 @@ class JUnitReport:
             self.problem = f"cannot write the JUnit report to {self.path}: {exc.strerror or exc}"
 
 
-def junit_xml(record: History, loop_file: str) -> str:
-    """The JUnit XML text of one run (`<testsuites>` holding one `<testsuite>`)."""
+def junit_xml(record: History, loop_file: str, *, run_dir: Path | None = None) -> str:
+    """The JUnit XML text of one run (`<testsuites>` holding one `<testsuite>`).
+
+    With `run_dir`, a fork's test case lists its branches with their verdicts and output,
+    and a run that ended at a failure terminal has the cause in its `outcome` case: the
+    failed verdict the loop routed there, that state's branches, and what the terminal
+    printed.
+    """
     start, complete = record.start, record.complete
     loop_name = (start.loop if start else "") or Path(loop_file).stem
     suite = ET.Element("testsuite", name=_xml(loop_name))
@@ -135,7 +146,9 @@ def junit_xml(record: History, loop_file: str) -> str:
             failure = ET.SubElement(
                 case, "failure", message=_xml(shorten(message, 1000)), type=_xml(verdict)
             )
-            failure.text = _xml("\n".join([visit.reason, *_tail_lines(visit)]))
+            failure.text = _xml(
+                "\n".join([visit.reason, *tail_lines(visit), *branch_lines(run_dir, visit)])
+            )
         elif (
             visit.verdict is None
             and last
@@ -148,7 +161,7 @@ def junit_xml(record: History, loop_file: str) -> str:
                 message=_xml(f"the run ended ({outcome}) before this step was judged"),
             )
         out = ET.SubElement(case, "system-out")
-        out.text = _xml(_step_text(visit))
+        out.text = _xml("\n".join([_step_text(visit), *branch_lines(run_dir, visit)]))
         child = record.children.get(visit.step)
         if child is not None:
             failures += _child_cases(suite, child, f"{loop_name}.{visit.state}", visit)
@@ -161,7 +174,10 @@ def junit_xml(record: History, loop_file: str) -> str:
             ET.SubElement(case, "skipped", message=_xml(text))
         elif outcome == "failure":
             failures += 1
-            ET.SubElement(case, "failure", message=_xml(text), type="failure").text = _xml(text)
+            message, body = failure_cause(text, visits, run_dir)
+            ET.SubElement(
+                case, "failure", message=_xml(shorten(message, 1000)), type="failure"
+            ).text = _xml(body)
         else:
             errors += 1
             ET.SubElement(case, "error", message=_xml(text), type=_xml(str(outcome))).text = _xml(
@@ -220,18 +236,12 @@ def _child_cases(suite: ET.Element, child: History, classname: str, caller: Step
             message = f"state '{visit.state}' gave verdict '{verdict}': {visit.reason}"
             ET.SubElement(
                 case, "failure", message=_xml(shorten(message, 1000)), type=_xml(verdict)
-            ).text = _xml("\n".join([visit.reason, *_tail_lines(visit)]))
+            ).text = _xml("\n".join([visit.reason, *tail_lines(visit)]))
         ET.SubElement(case, "system-out").text = _xml(_step_text(visit))
         grandchild = child.children.get(visit.step)
         if grandchild is not None:
             failures += _child_cases(suite, grandchild, f"{classname}.{visit.state}", visit)
     return failures
-
-
-def _tail_lines(visit: Step) -> list[str]:
-    if not visit.tail:
-        return []
-    return ["", f"last {len(visit.tail)} lines of output:", *visit.tail]
 
 
 def _step_text(visit: Step) -> str:
@@ -258,5 +268,5 @@ def _step_text(visit: Step) -> str:
     if visit.fail_open:
         lines.append(f"judge failed, fail_open made it success: {visit.fail_open}")
     if visit.failed:
-        lines += _tail_lines(visit)
+        lines += tail_lines(visit)
     return "\n".join(lines)

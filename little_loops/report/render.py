@@ -216,6 +216,7 @@ class PlainRenderer:
             ):
                 self._header(event, header(event))
                 self.fork = self._children[name] = ForkView(self.clock)
+                self._begin(event, "running")  # the heartbeat goes on while branches run
             return
         given = event.get("with") or {}
         bound = " ".join(f"{k}={v}" for k, v in given.items()) if isinstance(given, dict) else ""
@@ -288,7 +289,9 @@ class PlainRenderer:
         if name is None:
             return
         line = f"… {name} still {self.phase} ({age(seconds)})"
-        latest = self.latest_line
+        fork = self.fork
+        branches = fork.running() if fork is not None else []
+        latest = "branches running: " + ", ".join(branches) if branches else self.latest_line
         if latest:
             line += ": " + clip(latest, max(self.width - len(line) - 2, 20))
         self.final(line)

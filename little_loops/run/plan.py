@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from little_loops.errors import LoopError
-from little_loops.evaluators import possible_verdicts
+from little_loops.load.checks import routed_verdicts
 from little_loops.model import router
 from little_loops.model.loop import (
     Loop,
@@ -82,11 +82,7 @@ def _routes(loop: Loop, state: State) -> list[str]:
     ]
     if state.next is not None:
         out.append(f"  {state.name} --success--> {state.next.target}  (next)")
-    possible = (
-        state.ask_verdicts()
-        if state.is_ask
-        else possible_verdicts(state.evaluate, action_type=state.action_type)
-    )
+    possible = routed_verdicts(state)
     for where, verdicts in router.fallbacks(loop, state, possible).items():
         note = "" if where in router.STOPS.values() else "  (loop on_error)"
         out.append(f"  {state.name} --{'/'.join(verdicts)}--> {where}{note}")

@@ -18,9 +18,11 @@ from typing import Any
 from little_loops.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_RUN_ERROR,
     EXIT_SUSPENDED,
     EXIT_TERMINATED,
     LoopError,
+    RecordError,
 )
 from little_loops.model import router
 from little_loops.model.loop import (
@@ -233,6 +235,10 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
         self._start()
         try:
             GATE.raise_pending()  # one that came while the run was set up
+            if self.pause is not None and not self.resumed:  # `ll step --until INITIAL`
+                why = self.pause()
+                if why:
+                    return self._finish("interrupted", p.current, why, EXIT_SUSPENDED)
             while True:
                 self._next_step()
                 GATE.raise_pending()  # the step is recorded: a held signal stops the run here
@@ -243,6 +249,8 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
             return self._finish(end.outcome, end.final_state, end.error)
         except Suspended as waiting:  # a question (here, in a child or a fork's branch) waits
             return self._suspend(waiting.pending)
+        except RecordError as exc:  # a file of the run cannot be read: repaired, it resumes
+            return self._finish("interrupted", p.current, exc.message, EXIT_RUN_ERROR)
         except LoopError as exc:
             return self._finish("error", p.current, exc.message)
         except KeyboardInterrupt:
@@ -296,7 +304,11 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
         """The state the next step runs (the `on_max_iterations` one once the limit is hit)."""
         p = self.progress
         self.steps.check_deadline(p.current)
-        if p.step >= p.max_iterations:
+        # A terminal reached by the last allowed step still runs: its outcome is the run's
+        # (a maintained loop's terminals start it again, so there the limit comes first).
+        ends_here = self.loop.states[p.current].terminal and not self.loop.maintain
+        ends_here = ends_here and self.options.branch is None  # `--branch`: the fork alone
+        if p.step >= p.max_iterations and not ends_here:
             if self.loop.on_max_iterations is None or p.on_max_used:
                 raise Finish("max_iterations", p.current)
             p.on_max_used = True

@@ -76,19 +76,23 @@ def run_one(path: Path) -> Outcome:
         from little_loops.sim.script import read_script
 
         script = read_script(path)
-        for key in script.expect:
+        for key in script.expect:  # every mistake is told at once, by `simulation` below
             if key not in EXPECT_KEYS:
                 line = script.expect_lines.get(str(key), 1)
                 hint = did_you_mean(str(key), list(EXPECT_KEYS))
-                raise ScriptError(script.file, line, f"unknown expect key '{key}'{hint}")
+                script.mistakes.append(
+                    ScriptError(script.file, line, f"unknown expect key '{key}'{hint}")
+                )
         loop = load(script.loop_path())
         known = {*loop.context, *loop.inputs}  # inputs: the required ones have no default
         for key in script.sets:
             if key not in known:
                 hint = did_you_mean(key, sorted(known))
-                raise ScriptError(script.file, 1, f"set: the loop has no context key '{key}'{hint}")
+                script.mistakes.append(
+                    ScriptError(script.file, 1, f"set: the loop has no context key '{key}'{hint}")
+                )
         replay = script.replay_path()
-        _, actions, clock = simulation(path, loop, replay=replay is not None)
+        _, actions, clock = simulation(path, loop, replay=replay is not None, script=script)
         with tempfile.TemporaryDirectory(prefix="ll-test-") as base:
             options = RunOptions(
                 base_dir=Path(base),
@@ -152,7 +156,8 @@ def path_diff(expected: list[str], actual: list[str]) -> str:
 
 def _report(result: Outcome) -> str:
     if result.error is not None:
-        return f"ERROR {result.script}: {result.error}\n"
+        first, *more = result.error.splitlines() or [""]
+        return f"ERROR {result.script}: {first}\n" + "".join(f"  {line}\n" for line in more)
     took = f"{result.steps} steps, {result.seconds * 1000:.0f} ms"
     if result.passed:
         return f"PASS  {result.script}  ({took})\n"

@@ -71,6 +71,15 @@ class Script:
     expect_lines: dict[str, int] = field(default_factory=dict)
     line_of_loop: int = 1
     replay: str | None = None  # `ll test`: the judge's cassette, relative to the script
+    # Every mistake found so far: `check` (or `raise_mistakes`) tells them all at once.
+    mistakes: list[ScriptError] = field(default_factory=list)
+
+    def raise_mistakes(self) -> None:
+        """One error naming every mistake found, each on its own line, in line order."""
+        if len(self.mistakes) == 1:
+            raise self.mistakes[0]
+        if self.mistakes:
+            raise ScriptErrors(sorted(self.mistakes, key=lambda e: e.line))
 
     def check_child(self, prefix: str, child: Loop) -> None:
         """The keys under `prefix` (`deploy/`, `rollout/eu/`) name states of `child`, the
@@ -113,47 +122,57 @@ class Script:
         """Every key names a state, every verdict is one its state can give; the first
         state, which every run visits, has an answer."""
         for key, entries in self.states.items():
-            line = self.lines.get(key, 1)
-            head = key.split("/", 1)[0]
-            if "*" in head:
-                continue  # a pattern at the top names no one state
-            state = loop.states.get(head)
-            if state is None:
-                hint = did_you_mean(head, sorted(loop.states))
-                raise ScriptError(self.file, line, f"the loop has no state '{head}'{hint}")
-            if "/" in key:
-                continue  # inside a child: checked when the child runs
-            if state.is_fork:
-                raise ScriptError(
-                    self.file,
-                    line,
-                    f"state '{head}' is a fork: its join gives the verdict; answer its "
-                    f"branches instead, as '{head}/KEY' (or '{head}/*')",
-                )
-            if state.is_loop:
-                continue  # the child's end, stubbed: checked against the child when it is called
-            if state.is_ask:  # the person's answers, one a visit
-                for entry in entries:
-                    _check_answer(self.file, entry, state)
-                continue
-            if state.action is None and not state.terminal:
-                raise ScriptError(
-                    self.file,
-                    line,
-                    f"state '{head}' runs no action, so its evaluator judges it as it is; "
-                    "drop its entry",
-                )
-            for entry in entries:
-                _check_entry(self.file, entry, state, replay=replay)
+            try:
+                self._check_key(loop, key, entries, replay=replay)
+            except ScriptError as exc:
+                self.mistakes.append(exc)
         first = loop.states[loop.initial]
         uncovered = self.default is None and self.entries_for(first.name) is None
-        if uncovered and first.action is not None and not first.terminal:
+        if uncovered and first.action is not None and not first.terminal and not first.is_fork:
+            self.mistakes.append(
+                ScriptError(
+                    self.file,
+                    1,
+                    f"no entry for state '{first.name}', where the run starts; add "
+                    f"'{first.name}: success' (or a list, one a visit) under 'states:'",
+                )
+            )
+        self.raise_mistakes()
+
+    def _check_key(self, loop: Loop, key: str, entries: list[Entry], *, replay: bool) -> None:
+        """One key of `states:` against the loop: a state it has, verdicts it can give."""
+        line = self.lines.get(key, 1)
+        head = key.split("/", 1)[0]
+        if "*" in head:
+            return  # a pattern at the top names no one state
+        state = loop.states.get(head)
+        if state is None:
+            hint = did_you_mean(head, sorted(loop.states))
+            raise ScriptError(self.file, line, f"the loop has no state '{head}'{hint}")
+        if "/" in key:
+            return  # inside a child: checked when the child runs
+        if state.is_fork:
             raise ScriptError(
                 self.file,
-                1,
-                f"no entry for state '{first.name}', where the run starts; add "
-                f"'{first.name}: success' (or a list, one a visit) under 'states:'",
+                line,
+                f"state '{head}' is a fork: its join gives the verdict; answer its "
+                f"branches instead, as '{head}/KEY' (or '{head}/*')",
             )
+        if state.is_loop:
+            return  # the child's end, stubbed: checked against the child when it is called
+        if state.is_ask:  # the person's answers, one a visit
+            for entry in entries:
+                _check_answer(self.file, entry, state)
+            return
+        if state.action is None and not state.terminal:
+            raise ScriptError(
+                self.file,
+                line,
+                f"state '{head}' runs no action, so its evaluator judges it as it is; "
+                "drop its entry",
+            )
+        for entry in entries:
+            _check_entry(self.file, entry, state, replay=replay)
 
 
 class ScriptError(SimulationError):
@@ -161,6 +180,15 @@ class ScriptError(SimulationError):
 
     def __init__(self, file: str, line: int, message: str) -> None:
         super().__init__(f"{file}:{line}: {message}", exit_code=EXIT_USAGE)
+        self.line = line
+
+
+class ScriptErrors(ScriptError):
+    """Several mistakes of one script, a line each."""
+
+    def __init__(self, errors: list[ScriptError]) -> None:
+        SimulationError.__init__(self, "\n".join(e.message for e in errors), exit_code=EXIT_USAGE)
+        self.line = errors[0].line
 
 
 def read_script(path: Path) -> Script:
@@ -180,19 +208,28 @@ def read_script(path: Path) -> Script:
 
     if not isinstance(doc, dict):
         raise ScriptError(file, 1, "a simulation script is a mapping with 'states:'")
-    for key in doc:
-        if key not in SCRIPT_KEYS:
-            hint = did_you_mean(str(key), list(SCRIPT_KEYS))
-            raise ScriptError(file, line(key), f"unknown key '{key}'{hint}")
+    mistakes = [
+        ScriptError(
+            file, line(key), f"unknown key '{key}'{did_you_mean(str(key), list(SCRIPT_KEYS))}"
+        )
+        for key in doc
+        if key not in SCRIPT_KEYS
+    ]
     states = doc.get("states", {})
     if states is None:
         states = {}
     if not isinstance(states, dict):
         raise ScriptError(file, line("states"), "'states:' maps state paths to entries")
     script = Script(file, {}, {}, line_of_loop=line("loop") if "loop" in doc else 1)
+    script.mistakes = mistakes
     for key, value in states.items():
+        try:
+            entries = _entries(file, value, ("states", key), smap)
+        except ScriptError as exc:
+            mistakes.append(exc)
+            continue
         script.lines[str(key)] = line("states", key)
-        script.states[str(key)] = _entries(file, value, ("states", key), smap)
+        script.states[str(key)] = entries
     if doc.get("default") is not None:
         (script.default,) = _entries(file, doc["default"], ("default",), smap)[:1]
     loop = doc.get("loop")

@@ -237,10 +237,11 @@ def script_of_run(run_root: Path) -> Path | None:
 
 
 def simulation(
-    script_path: Path, loop: Loop, *, replay: bool
+    script_path: Path, loop: Loop, *, replay: bool, script: Script | None = None
 ) -> tuple[Script, SimulatedActions, SimulatedClock]:
-    """Read and check a script for `loop`: its action layer (also a listener) and its clock."""
-    script = read_script(script_path)
+    """Read and check a script for `loop` (every mistake told at once): its action layer
+    (also a listener) and its clock. `script`: the script read already."""
+    script = script or read_script(script_path)
     script.check(loop, replay=replay)
     clock = SimulatedClock()
     return script, SimulatedActions(script, clock).for_loop(loop), clock

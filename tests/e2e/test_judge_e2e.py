@@ -245,7 +245,7 @@ def test_samples_uncertain_suffix_fail_open_and_model_option(
         message(fail),
         message(SUCCESS),
         message({"verdict": "success", "confidence": 0.3, "reason": "unclear"}),
-        api_error(400, "invalid_request_error", "bad request"),
+        message(text='{"reason": "the output', stop_reason="max_tokens"),  # a priced error
     )
     states = [
         ("sampled", "samples: 3"),
@@ -261,7 +261,9 @@ def test_samples_uncertain_suffix_fail_open_and_model_option(
     assert [s["verdict"] for s in sampled["samples"]] == ["success", "failure", "success"]
     assert judged["unsure"]["details"]["confident"] is False
     assert judged["open"]["details"]["fail_open"] is True
-    assert run.named("judge_fail_open")
+    (opened,) = run.named("judge_fail_open")
+    # only the flags that say why it failed: never cost_known, replayed, ...
+    assert opened["flags"] == ["max_tokens"]
     assert len(llm_server.requests) == 5
     assert {r.body["model"] for r in llm_server.requests} == {"claude-opus-4-5"}
 
@@ -361,7 +363,7 @@ def test_text_answers_last_object_after_think_and_deep_nesting(
     final = json.dumps({"verdict": "success", "confidence": 0.8, "reason": "final"})
     deep = "[" * 1500 + "]" * 1500
     llm_server.script(
-        chat(f"<think>{draft}</think>\nFirst: {draft}\nOn reflection:\n{final}"),
+        chat(f"<think>{draft}</think>\nOn reflection:\n{final}"),
         chat('{"verdict": "success", "x": ' + deep + "}"),
         message({"verdict": "success", "x": json.loads("[" * 900 + "]" * 900)}),
     )
@@ -726,18 +728,19 @@ def _fake_sdk(tmp_path: Path) -> dict[str, str]:
 def test_a_judged_run_starts_the_sdk_import_at_once_and_a_stuck_import_is_a_timeout(
     tmp_path: Path,
 ) -> None:
-    """The first state sees the SDK import begin while it runs; the import never finishes,
-    and the judge's own timeout (2 s, the loop has none) turns the wait into verdict error."""
+    """The first state sees the SDK import begin while it runs; the import never finishes.
+    The import is not charged to the judge's own `timeout` (issue 25): the loop's `timeout`
+    (4 s) is its bound, and ends the run with outcome timeout."""
     env = _fake_sdk(tmp_path)
     wait_for_import = (
         f"for i in $(seq 200); do test -e {env['SDK_MARKER']} && exit 0; sleep 0.05; done; exit 1"
     )
     (tmp_path / "loop.yaml").write_text(
-        "name: warm\ninitial: first\nstates:\n"
+        "name: warm\ninitial: first\ntimeout: 4\nstates:\n"
         f"  first:\n    action: {json.dumps(wait_for_import)}\n"
         "    on_success: check\n    on_failure: cold\n"
         "  check:\n    action: echo 3 passed\n"
-        "    evaluate: {type: llm_structured, timeout: 2}\n"
+        "    evaluate: {type: llm_structured, timeout: 1}\n"
         "    route: {success: done, error: broken, _: done}\n"
         "  done: {terminal: true}\n"
         "  cold: {terminal: true, outcome: failure}\n"
@@ -747,14 +750,13 @@ def test_a_judged_run_starts_the_sdk_import_at_once_and_a_stuck_import_is_a_time
     started = time.monotonic()
     run = ll_run(tmp_path, tmp_path / "loop.yaml", None, SDK_IMPORT_SECONDS="60", **env)
     elapsed = time.monotonic() - started
-    assert [e["to"] for e in run.named("route")] == ["check", "broken"], run.stderr
     (verdict,) = [e for e in run.judged() if e["state"] == "check"]
     assert verdict["verdict"] == "error"
-    assert verdict["details"]["timeout"] is True
-    assert "loop_timeout" not in verdict["details"]
-    assert "ran out while loading the Anthropic SDK" in verdict["details"]["error"]
-    assert run.code == 1
-    assert elapsed < 40  # never the 60 s import
+    assert verdict["details"]["loop_timeout"] is True
+    assert "loading the Anthropic SDK" in verdict["details"]["error"]
+    assert run.events[-1]["outcome"] == "timeout"
+    assert run.code == 124
+    assert elapsed < 30  # never the 60 s import
 
 
 def test_runs_without_an_sdk_judge_never_import_the_sdk(tmp_path: Path) -> None:

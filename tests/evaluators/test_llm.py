@@ -309,12 +309,12 @@ def test_verdict_outside_the_enum(judge: Judge) -> None:
     assert "'done' is not one of success, failure, blocked, partial" in verdict.details["error"]
 
 
-def test_confidence_of_seven_is_clamped(judge: Judge) -> None:
+def test_confidence_of_seven_is_read_as_tenths(judge: Judge) -> None:
     judge.server.script(message({"verdict": "success", "confidence": 7, "reason": "sure"}))
     verdict, _ = judge()
     assert verdict.verdict == "success"
-    assert verdict.details["confidence"] == 1.0
-    assert verdict.details["confidence_clamped"] is True
+    assert verdict.details["confidence"] == 0.7
+    assert verdict.details["confidence_rescaled"] == {"given": 7, "scale": 10, "read_as": 0.7}
     assert verdict.details["raw"]["confidence"] == 7
 
 

@@ -225,15 +225,15 @@ ERRORS = {
             "p.yaml:1:1: error: the loop is missing required key 'tools'",
             "p.yaml:4:1: error: unknown key 'tols' at the top level (did you mean 'tools'?); "
             "valid keys: action_timeout, backoff, context, description, finally, goal, judges, "
-            "llm, max_cost_usd, max_iterations, metadata, name, paradigm, secrets, shell, "
-            "timeout, tools, working_dir",
+            "keep_runs, llm, max_cost_usd, max_iterations, metadata, name, paradigm, secrets, "
+            "shell, timeout, tools, working_dir",
         ],
     ),
     "fsm-key-in-paradigm": (
         GOAL + "initial: evaluate\n",
         [
             "p.yaml:7:1: error: unknown key 'initial' at the top level; valid keys: "
-            "action_timeout, backoff, context, description, finally, goal, judges, llm, "
+            "action_timeout, backoff, context, description, finally, goal, judges, keep_runs, llm, "
             "max_cost_usd, max_iterations, metadata, name, paradigm, secrets, shell, timeout, "
             "tools, working_dir",
         ],

@@ -1,0 +1,306 @@
+"""`ll migrate` II (issue 26): behaviour carried by rule, each checked by running the converted
+file with the real `ll`: unrouted verdicts, `shell: bash`, terminal actions, `from:` merged
+deeply, `next:` beside `on_error:`, inert `max_retries`, keyed `output_numeric`,
+`convergence` without `previous`, custom `on_<verdict>`, local fragments, a flow's last entry,
+captures no state makes; and notes that tell the truth."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+LL = [sys.executable, "-m", "little_loops"]
+
+
+def ll(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*LL, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    return path
+
+
+def convert(tmp_path: Path, text: str, **others: str) -> tuple[Path, str]:
+    """The upstream file converted by `ll migrate --out`; (the loop, its notes)."""
+    src = tmp_path / "upstream"
+    for name, body in others.items():
+        write(src / f"{name.replace('__', '/')}.yaml", body)
+    source = write(src / "loop.yaml", text)
+    out = tmp_path / "out"
+    proc = ll("migrate", source, "--out", out, cwd=tmp_path)
+    notes = (out / "MIGRATION-NOTES.md").read_text()
+    assert proc.returncode == 0, notes
+    assert "needs hand work" not in notes.split("## ", 1)[1], notes
+    return out / "loop.yaml", notes
+
+
+def run(loop: Path, cwd: Path, *args: str) -> tuple[list[str], int, str]:
+    proc = ll("run", loop, *args, cwd=cwd)
+    out = proc.stdout + proc.stderr
+    for line in out.splitlines():
+        if line.strip().startswith("path:"):
+            return [s.strip() for s in line.split("path:", 1)[1].split("->")], proc.returncode, out
+    raise AssertionError(out)
+
+
+def test_an_unrouted_verdict_ends_the_run_as_upstream_did(tmp_path: Path) -> None:
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: gate
+        initial: check
+        states:
+          check:
+            action: "exit 1"
+            on_yes: done
+          done: {terminal: true}
+        """,
+    )
+    path, code, _ = run(loop, tmp_path)
+    assert path == ["check", "no_route"]
+    assert code == 1
+    assert "verdict `failure` had no route (upstream ended the run in error there)" in notes
+    assert ll("validate", "--strict", loop, cwd=tmp_path).returncode == 0
+
+
+def test_an_unrouted_no_goes_to_on_error_as_upstream_sends_it(tmp_path: Path) -> None:
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: gate
+        initial: check
+        states:
+          check:
+            action: "exit 1"
+            on_yes: done
+            on_error: fix
+          fix: {action: "true", next: done}
+          done: {terminal: true}
+        """,
+    )
+    path, code, _ = run(loop, tmp_path)
+    assert path == ["check", "fix", "done"]
+    assert code == 0
+    assert "upstream sent an unrouted `no` to `on_error`" in notes
+
+
+def test_a_judges_partial_left_unrouted_is_not_taken_for_no(tmp_path: Path) -> None:
+    loop, _ = convert(
+        tmp_path,
+        """
+        name: judged
+        initial: work
+        states:
+          work:
+            action: /tidy
+            evaluate: {type: llm_structured, prompt: Is it tidy?}
+            on_yes: done
+            on_no: work
+          done: {terminal: true}
+        """,
+    )
+    text = loop.read_text()
+    assert "partial: no_route" in text
+    assert "blocked: no_route" in text
+
+
+def test_shell_actions_run_in_bash_as_upstream_runs_them(tmp_path: Path) -> None:
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: bashy
+        initial: check
+        states:
+          check:
+            action: |
+              set -o pipefail
+              words=(a b c)
+              [[ "${#words[@]}" -eq 3 ]] && grep -q b <<< "abc"
+            on_yes: done
+            on_no: failed
+          done: {terminal: true}
+          failed: {terminal: true}
+        """,
+    )
+    assert "shell: bash" in loop.read_text()
+    assert "`shell: bash`" in notes
+    path, code, _ = run(loop, tmp_path)
+    assert path == ["check", "done"]
+    assert code == 0
+
+
+def test_a_terminal_action_is_not_run_as_upstream_never_runs_it(tmp_path: Path) -> None:
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: ends
+        initial: start
+        states:
+          start: {action: "true", next: done}
+          done:
+            action: "echo terminal ran; exit 3"
+            terminal: true
+        """,
+    )
+    path, code, out = run(loop, tmp_path)
+    assert path == ["start", "done"]
+    assert code == 0
+    assert "terminal ran" not in out
+    assert "never runs its action" in notes
+
+
+def test_from_merges_a_partly_overridden_state_deeply(tmp_path: Path) -> None:
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: child
+        from: base
+        states:
+          check:
+            on_no: other
+          other: {terminal: true}
+        """,
+        base="""
+        name: base
+        initial: check
+        states:
+          check:
+            action: "exit 1"
+            on_yes: done
+            on_no: done
+          done: {terminal: true}
+        """,
+    )
+    path, code, _ = run(loop, tmp_path)
+    assert path == ["check", "other"]
+    assert code == 0
+    assert "overridden in part: check" in notes
+
+
+def test_next_beside_on_error_goes_to_on_error_on_any_failing_exit(tmp_path: Path) -> None:
+    loop, _ = convert(
+        tmp_path,
+        """
+        name: chain
+        initial: build
+        states:
+          build:
+            action: "exit 2"
+            next: done
+            on_error: broken
+          done: {terminal: true}
+          broken: {terminal: true}
+        """,
+    )
+    assert run(loop, tmp_path)[0] == ["build", "broken"]
+    loop.write_text(loop.read_text().replace("exit 2", "exit 1"))
+    assert run(loop, tmp_path)[0] == ["build", "broken"]
+
+
+def test_max_retries_with_no_route_back_is_dropped_not_hand_work(tmp_path: Path) -> None:
+    _, notes = convert(
+        tmp_path,
+        """
+        name: once
+        initial: work
+        states:
+          work:
+            action: "true"
+            max_retries: 2
+            on_retry_exhausted: done
+            on_yes: done
+            on_no: done
+          done: {terminal: true}
+        """,
+    )
+    assert "so upstream never used it; dropped" in notes
+
+
+def test_output_numeric_with_key_reads_the_last_key_value(tmp_path: Path) -> None:
+    loop, _ = convert(
+        tmp_path,
+        """
+        name: score
+        initial: measure
+        states:
+          measure:
+            action: "printf 'score=2\\nnoise\\nscore = 7\\n'"
+            evaluate: {type: output_numeric, key: score, operator: ge, target: 5}
+            on_yes: good
+            on_no: bad
+          good: {terminal: true}
+          bad: {terminal: true}
+        """,
+    )
+    path, code, _ = run(loop, tmp_path)
+    assert path == ["measure", "measure_value", "good"]
+    assert code == 0
+
+
+def test_convergence_without_previous_never_stalls_as_upstream(tmp_path: Path) -> None:
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: conv
+        initial: measure
+        max_steps: 3
+        on_max_steps: done
+        states:
+          measure:
+            action: echo 5
+            evaluate: {type: convergence, target: 0, tolerance: 0}
+            on_target: done
+            on_progress: measure
+            on_stall: stuck
+          done: {terminal: true}
+          stuck: {terminal: true}
+        """,
+    )
+    path, _, _ = run(loop, tmp_path)
+    assert "stuck" not in path
+    assert path[:3] == ["measure"] * 3
+    assert "written as `route:` entries" in notes
+
+
+def test_local_fragments_and_a_flows_last_entry(tmp_path: Path) -> None:
+    loop, _ = convert(
+        tmp_path,
+        """
+        name: flowing
+        fragments:
+          ok: {action: "true", action_type: shell}
+        flow: [first, "second?last:first", last]
+        state_defs:
+          first: {fragment: ok}
+          second: {fragment: ok}
+          last: {description: the end}
+        """,
+    )
+    path, code, _ = run(loop, tmp_path)
+    assert path == ["first", "second", "last"]
+    assert code == 0
+
+
+def test_a_capture_no_state_makes_is_empty_with_a_true_note(tmp_path: Path) -> None:
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: typo
+        initial: a
+        states:
+          a: {action: echo hi, capture: said, next: b}
+          b: {action: 'echo "[${captured.sayd.output}]"', next: done}
+          done: {terminal: true}
+        """,
+    )
+    assert "names no capture of this loop" in notes
+    assert "behaves differently" in notes
+    path, code, _ = run(loop, tmp_path)
+    assert path == ["a", "b", "done"]
+    assert code == 0
