@@ -2,7 +2,9 @@
 """A fake `claude` CLI for the claude:// judge: `-p PROMPT --output-format json --json-schema ...`.
 
 FAKE_JUDGE_MODE picks the behaviour: `answer` (structured_output = FAKE_JUDGE_ANSWER),
-`is_error`, `no_structured` (exit 0, subtype success, text only), `max_retries` (exit 0,
+`is_error`, `no_structured` (exit 0, subtype success, text only), `retrying_529` and
+`retrying_login` (print on stderr what the CLI prints while it retries by itself, then hang),
+`max_retries` (exit 0,
 error subtype), `exit1`, `garbage`, `sleep`, `grandchild` (starts a `sleep 60` child, writes
 its pid to FAKE_JUDGE_PIDFILE, then hangs). FAKE_JUDGE_ARGV, when set, receives argv as JSON;
 FAKE_JUDGE_CWD, when set, receives the working directory; FAKE_JUDGE_COST sets the reported
@@ -92,6 +94,18 @@ def main() -> int:
         return 0
     elif mode == "sleep":
         time.sleep(5)
+    elif mode in ("retrying_529", "retrying_login"):
+        said = (
+            'API Error (529 {"type":"error","error":{"type":"overloaded_error","message":'
+            '"Overloaded"}})'
+            if mode == "retrying_529"
+            else "OAuth token has expired. Please obtain a new token or refresh your existing "
+            "token."
+        )
+        for attempt in range(1, 11):
+            print(f"{said} · Retrying in 1 seconds… (attempt {attempt}/10)", file=sys.stderr)
+            sys.stderr.flush()
+            time.sleep(1)
     elif mode == "grandchild":
         child = subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL)
         with open(os.environ["FAKE_JUDGE_PIDFILE"], "w", encoding="utf-8") as f:

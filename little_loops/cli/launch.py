@@ -143,7 +143,7 @@ def start_background(loop_name: str) -> None:
 
     run_id = new_run_id(loop_name)
     root = loops_dir(Path.cwd()) / "runs" / run_id
-    (root / "steps").mkdir(parents=True)
+    root.mkdir(parents=True)
     args, sets = _without_sets([a for a in sys.argv[1:] if a != "--background"])
     argv = [sys.executable, "-m", "little_loops", *args, "--run-id", run_id]
     # `--set` values (secrets among them) go through the environment, which only this user

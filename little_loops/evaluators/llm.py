@@ -44,6 +44,18 @@ if TYPE_CHECKING:
 
 Emit = Callable[[RunEvent], None]  # judge_start, judge_retry, judge_fail_open
 
+# The flags that say why a judgement failed (docs/judge.md, "When the judge fails"): what a
+# `judge_fail_open` event lists, never bookkeeping such as cost_known or replayed.
+ERROR_FLAGS = frozenset(
+    {
+        "ambiguous_answer", "api_error", "cli_error", "config_error", "connection_error",
+        "auth_error", "internal_error", "invalid_answer", "invalid_response", "loop_timeout",
+        "max_tokens",
+        "no_api_key", "no_structured_output", "no_tool_call", "not_found", "overloaded",
+        "rate_limited", "refusal", "replay_miss", "schema_error", "timeout",
+    }
+)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class JudgeSettings:
@@ -405,8 +417,8 @@ class JudgeSession:
         if not spec.fail_open:
             return Verdict("error", details)
         details.update(fail_open=True, confidence=0.0, confident=False)
-        flags = {k: v for k, v in details.items() if v is True and k not in ("fail_open",)}
-        self.emit(JudgeFailOpen(error=str(details.get("error", "")), flags=tuple(sorted(flags))))
+        flags = sorted(k for k, v in details.items() if v is True and k in ERROR_FLAGS)
+        self.emit(JudgeFailOpen(error=str(details.get("error", "")), flags=tuple(flags)))
         return Verdict("success", details)
 
 

@@ -103,12 +103,14 @@ class ClaudeCliProvider:
             stdout, stderr = proc.communicate(input=stdin, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             _kill_group(proc.pid)
+            said = ("", "")
             with contextlib.suppress(subprocess.TimeoutExpired):
                 # A child that left our group may hold the pipes; never past the loop's deadline.
-                proc.communicate(timeout=max(0.1, remaining(deadline, 5.0)))
+                said = proc.communicate(timeout=max(0.1, remaining(deadline, 5.0)))
+            why, flags = retry_cause(f"{said[1] or ''}\n{said[0] or ''}")
             raise ProviderError(
-                f"the Claude Code CLI did not answer within {timeout:g} s",
-                flags={"timeout": True},
+                f"the Claude Code CLI did not answer within {timeout:g} s{why}",
+                flags={"timeout": True, **flags},
             ) from exc
         except BaseException:
             _kill_group(proc.pid)
@@ -119,6 +121,32 @@ class ClaudeCliProvider:
 
     def close(self) -> None:
         """Nothing to close: each judgement is its own process."""
+
+
+# What the CLI prints while it retries by itself: the cause a timeout should name.
+_CAUSES = (
+    (
+        re.compile(r"oauth token has expired|token (?:has )?expired|/login|invalid api key|"
+                   r"authentication_error|\b401\b", re.IGNORECASE),
+        "an expired or invalid login (run `claude` and /login, or set a valid key)",
+        {"auth_error": True},
+    ),
+    (re.compile(r"\b529\b|overloaded", re.IGNORECASE), "the API being overloaded (529)",
+     {"overloaded": True}),
+    (re.compile(r"\b429\b|rate.?limit", re.IGNORECASE), "a rate limit (429)",
+     {"rate_limited": True}),
+)  # fmt: skip
+
+
+def retry_cause(output: str) -> tuple[str, dict[str, Any]]:
+    """(text for the timeout message, flags) naming why a CLI that timed out was still
+    retrying, from what it printed; ("", {}) when it said nothing recognisable."""
+    for pattern, cause, flags in _CAUSES:
+        lines = [line.strip() for line in output.splitlines() if pattern.search(line)]
+        if lines:
+            last = " ".join(lines[-1].split())[:200]
+            return f": it was retrying after {cause}; it said: {last!r}", flags
+    return "", {}
 
 
 # `@` before an absolute, home or relative path: the CLI would attach that file.

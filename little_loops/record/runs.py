@@ -383,34 +383,41 @@ def follow(
 
 @dataclass(frozen=True)
 class StepOutput:
-    """One attempt of a step and the log holding what its action printed (None: nothing)."""
+    """One attempt of a step and what its action printed (None: nothing)."""
 
     step: int
     state: str
     attempt: int
-    log: Path | None
+    output: bytes | None
 
 
 def step_outputs(run_dir: RunDir, step: int) -> list[StepOutput]:
-    """Every attempt of step `step`, in order, with its log under the run's `steps/`.
+    """Every attempt of step `step`, in order, with what it printed: its part of the run's
+    `steps.log` (found through its `action_start` events), or its file under `steps/` for a
+    run an older ll recorded.
 
-    A step that printed nothing has no log; it is still listed when the events know it.
-    Raises a one-line usage error when the run has no such step.
+    A step that printed nothing is still listed when the events know it. Raises a one-line
+    usage error when the run has no such step.
     """
     import re
+
+    from little_loops.record.store import RunLog
 
     pattern = re.compile(rf"^{step:04d}-(.+?)(?:-attempt(\d+))?\.log$")
     found: dict[int, StepOutput] = {}
     for log in sorted((run_dir.root / "steps").glob(f"{step:04d}-*.log")):
         match = pattern.match(log.name)
-        if match:
+        if match and not log.is_symlink():
             attempt = int(match.group(2) or 1)
-            found[attempt] = StepOutput(step, match.group(1), attempt, log)
+            found[attempt] = StepOutput(step, match.group(1), attempt, log.read_bytes())
     history = History.from_file(run_dir.events_path)
     told = history.get(step)
     if told is not None:
         for attempt in range(1, told.attempts + 1):
-            found.setdefault(attempt, StepOutput(step, told.state, attempt, None))
+            ranges = history.log_ranges(told, attempt)
+            data = b"".join(RunLog.read(run_dir.root, a, b) for a, b in ranges)
+            if data or attempt not in found:
+                found[attempt] = StepOutput(step, told.state, attempt, data or None)
     if not found:
         steps = [s.step for s in history.steps]
         known = f"its steps are 1 to {steps[-1]}" if steps else "it has no steps yet"

@@ -189,9 +189,9 @@ def _run_dir_path(run_id: str | None) -> Path | None:
 
 
 def _resumable(base: Path) -> RunDir:
-    from little_loops.record.store import list_runs
+    from little_loops.record.store import newest_first
 
-    for run_dir in reversed(list_runs(base)):
+    for run_dir in newest_first(base):
         try:
             status = run_dir.read_state().get("status")
         except LoopError:

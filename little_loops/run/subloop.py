@@ -139,7 +139,7 @@ def child_dir(parent_root: Path, step: int, state: str, attempt: int = 1) -> Pat
 
 
 def open_child_dir(root: Path) -> RunDir:
-    (root / "steps").mkdir(parents=True, exist_ok=True)
+    root.mkdir(parents=True, exist_ok=True)
     run_dir = RunDir(root)
     run_dir.check_links()
     return run_dir

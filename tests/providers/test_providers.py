@@ -473,3 +473,32 @@ def test_which_runs_warm_the_sdk(tmp_path: Path) -> None:
     assert not needs_sdk(
         loop("{type: llm_structured}", "llm: {model: claude://opus}\n"), None, None
     )
+
+
+def test_our_strict_transform_gives_what_the_sdks_gives() -> None:
+    """The transform is our own (no SDK import in `ll validate` or for openai://), and sends
+    what the Anthropic SDK's transform_schema sends, for every schema that function takes."""
+    import copy
+
+    from anthropic.lib._parse._transform import transform_schema
+
+    from little_loops.evaluators.judge_input import DEFAULT_SCHEMA
+    from little_loops.providers.strict import normalise, to_strict
+
+    described = {
+        "type": "object",
+        "description": "an answer",
+        "properties": {
+            "verdict": {"type": "string", "enum": ["ok", "bad"]},
+            "when": {"type": "string", "format": "date-time"},
+            "id": {"type": "string", "format": "slug", "pattern": "^[a-z]+$"},
+            "maybe": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
+            "one": {"oneOf": [{"type": "boolean"}, {"const": "x"}]},
+            "where": {"$ref": "#/$defs/place"},
+            "few": {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 3},
+        },
+        "required": ["verdict"],
+        "$defs": {"place": {"type": "object", "properties": {"file": {"type": "string"}}}},
+    }
+    for schema in (DEFAULT_SCHEMA, NESTED, described):
+        assert to_strict(normalise(schema)) == transform_schema(copy.deepcopy(dict(schema)))

@@ -28,6 +28,11 @@ import pytest
 
 from little_loops.record import outputs
 
+# Signals and kill -9 at chosen and random moments of real runs: each test waits on processes
+# reaching a step, so they run one at a time on one xdist worker (not beside each other, where
+# two kill tests starve each other of the 2 CPUs), and are left out of the fast set.
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.xdist_group("processes")]
+
 LL = [sys.executable, "-m", "little_loops"]
 # Read at import: the autouse fixture removes LL_* variables from the environment of each test.
 KILL_RUNS = int(os.environ.get("LL_KILL_RUNS") or 0)
