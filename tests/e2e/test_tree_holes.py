@@ -799,3 +799,26 @@ def test_a_loop_file_that_cannot_be_one_is_a_located_validate_error(
         "nul": "NUL",
     }
     assert words[kind] in out, out
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8)
+)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "big", "bomb"])
+def test_migrate_reads_its_inputs_within_bounds(tmp_path: Path, kind: str) -> None:
+    source = tmp_path / "upstream.yaml"
+    if kind == "fifo":
+        os.mkfifo(source)
+    elif kind == "zero":
+        source.symlink_to("/dev/zero")
+    elif kind == "big":
+        source.write_bytes(b"# " + b"x" * (50 << 20) + b"\n")
+    else:
+        source.write_text("name: bomb\ninitial: s\nstates:\n  s: {terminal: true}\n" + BOMB)
+    proc = ll("migrate", source, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stdout[-500:] + proc.stderr[-500:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("ll: /"), proc.stderr[-500:]
+    assert len(proc.stderr.splitlines()) <= 3, proc.stderr[-500:]
