@@ -32,6 +32,7 @@ from little_loops.migrate.expand import (
 from little_loops.migrate.notes import (
     Notes,
     line_of,
+    rename,
 )
 from little_loops.migrate.rules import (
     Links,
@@ -216,6 +217,7 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
         if longest:
             _more_steps(doc, 1 + longest, notes)
     _bash(doc, notes)
+    _settle(item)
     _route_unrouted(item)
     wanted: list[tuple[Path, str, Migrated, int]] = []
     for state_name, capture, line in rewrite_loop(item.doc, item.notes):
@@ -234,7 +236,7 @@ def _bash(doc: CommentedMap, notes: Notes) -> None:
     shell = [
         s
         for s in (states.values() if isinstance(states, dict) else [])
-        if isinstance(s, dict) and isinstance(s.get("action"), str) and not _slash(s)
+        if isinstance(s, CommentedMap) and isinstance(s.get("action"), str) and not _slash(s)
     ]
     if not shell or "shell" in doc:
         return
@@ -337,6 +339,85 @@ def _route_unrouted(item: Migrated) -> None:
             f"`on_error: {stop}` (a terminal with outcome failure) ends it the same way",
             errors_unrouted,
         )
+
+
+def _settle(item: Migrated) -> None:
+    """What upstream's loop held but could never use: routes of verdicts a state never
+    gives, routes on terminals, states no route reaches. Dropped (kept under `x-upstream`),
+    so that the file passes `ll validate --strict`; the run goes the same way."""
+    from little_loops.load.builder import Builder
+    from little_loops.load.checks import _closure, _edges, verdicts
+    from little_loops.load.composer import SourceMap
+
+    doc, notes = item.doc, item.notes
+    states = doc.get("states")
+    if not isinstance(states, CommentedMap):
+        return
+    plain = _plain(doc)
+    assert isinstance(plain, dict)
+    loop, _ = Builder(SourceMap()).loop(plain, path=item.source, sha256="")
+    shorthands = {"success": "on_success", "failure": "on_failure", "error": "on_error"}
+    for name, state in loop.states.items():
+        raw = states.get(name)
+        if not isinstance(raw, CommentedMap) or state.is_loop or state.is_fork:
+            continue
+        line = line_of(states, name)
+        if state.terminal:
+            keys = [k for k in (*shorthands.values(), "on_timeout", "route", "next") if k in raw]
+            if keys:
+                kept = raw.setdefault("x-upstream", CommentedMap())
+                for key in keys:
+                    kept[key] = raw.pop(key)
+                notes.carried(
+                    line, "routes on a terminal state are never used; kept under `x-upstream`"
+                )
+            continue
+        possible = verdicts(state)
+        table = raw.get("route") if isinstance(raw.get("route"), CommentedMap) else None
+        for verdict, key in shorthands.items():
+            if verdict in possible or key not in raw:
+                continue
+            if verdict == "error" and "timeout" in possible and "on_timeout" not in raw:
+                rename(raw, "on_error", "on_timeout")
+                continue
+            raw.setdefault("x-upstream", CommentedMap())[key] = raw.pop(key)
+            notes.carried(line, _NEVER_GIVEN)
+        for verdict in list(table or []):
+            if str(verdict).startswith("_") or verdict in possible or table is None:
+                continue
+            raw.setdefault("x-upstream", CommentedMap()).setdefault("route", CommentedMap())[
+                verdict
+            ] = table.pop(verdict)
+            notes.carried(line, _NEVER_GIVEN)
+    plain = _plain(doc)
+    assert isinstance(plain, dict)
+    loop, _ = Builder(SourceMap()).loop(plain, path=item.source, sha256="")
+    edges = {n: _edges(loop, st, frozenset()) for n, st in loop.states.items()}
+    roots = {loop.initial}
+    if loop.on_max_iterations:
+        roots.add(loop.on_max_iterations)
+    if isinstance(doc.get("on_error"), str):
+        roots.add(str(doc["on_error"]))
+    reachable = _closure(roots, edges)
+    unreached = [n for n in loop.states if n not in reachable]
+    if unreached and loop.initial in states:
+        kept = doc.setdefault("x-upstream", CommentedMap())
+        lines = [line_of(states, n) for n in unreached]
+        unused = kept.setdefault("states", CommentedMap())
+        for name in unreached:
+            unused[name] = states.pop(name)
+        notes.carried(
+            lines[0],
+            f"states no route reaches ({', '.join(unreached[:6])}): upstream never ran them "
+            "either; kept under `x-upstream`",
+            lines,
+        )
+
+
+_NEVER_GIVEN = (
+    "a route for a verdict the state never gives (upstream's evaluator could not give it "
+    "either) is never taken; kept under `x-upstream`"
+)
 
 
 def _add_route(state: CommentedMap, verdict: str, target: str) -> None:
