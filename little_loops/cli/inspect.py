@@ -126,12 +126,12 @@ def _print_step(run_dir: Any, step: int) -> None:
     for item in outputs:
         if len(outputs) > 1:
             out.write(f"== step {step} ({item.state}), attempt {item.attempt} ==\n".encode())
-        if item.log is None:
+        data = item.output
+        if data is None:
             click.echo(
                 f"ll: step {step} ({item.state}) attempt {item.attempt} printed nothing", err=True
             )
             continue
-        data = item.log.read_bytes()
         out.write(data)
         if data and not data.endswith(b"\n"):
             out.write(b"\n")

@@ -67,6 +67,9 @@ class Step:
     routed_to: str | None = None  # where its verdict sent the run; None: nowhere
     via: str | None = None  # which key of the state routed it
     visit: int = 1  # the how-manieth visit of this state in the run
+    # Attempt -> its action_starts (indices into `History.log_marks`), once per time it ran
+    # (a step cut off and run again on resume ran its attempt twice).
+    logs: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -172,6 +175,7 @@ class History:
         self.children: dict[int, History] = {}
         self.child_starts: dict[int, ChildStart] = {}
         self._calls: dict[str, int] = {}  # a calling state -> the step of its latest child
+        self.log_marks: list[int] = []  # every attempt's `log_at`, in order: where each ends
 
     @classmethod
     def from_events(cls, events: Iterable[RunEvent | Mapping[str, Any]]) -> History:
@@ -218,6 +222,15 @@ class History:
 
     def get(self, step: int) -> Step | None:
         return self._steps.get(step)
+
+    def log_ranges(self, step: Step, attempt: int) -> list[tuple[int, int | None]]:
+        """Where an attempt's output lies in the run's steps.log: (start, end) for each time it
+        ran, end None for the last bytes of the file (a running or the latest attempt)."""
+        marks = self.log_marks
+        return [
+            (marks[i], marks[i + 1] if i + 1 < len(marks) else None)
+            for i in step.logs.get(attempt, ())
+        ]
 
     @property
     def path(self) -> list[str]:
@@ -294,11 +307,15 @@ class History:
             entered = Step(typed.step, typed.state, typed.ts, typed.ts)
             if before is not None:
                 entered.attempts = before.attempts
+                entered.logs = before.logs
             self._steps[typed.step] = entered
             return typed
         step = self._steps.get(typed.step)
         if step is not None:
             step.add(typed)
+            if isinstance(typed, ActionStart) and typed.log_at is not None:
+                step.logs.setdefault(step.attempts, []).append(len(self.log_marks))
+                self.log_marks.append(typed.log_at)
         return typed
 
     def _feed_child(self, typed: RunEvent, path: list[Any]) -> None:

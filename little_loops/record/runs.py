@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -204,15 +205,15 @@ def status_text(base: Path, run_id: str | None) -> str:
         error = f"answered; continue it with: ll resume {i.run_id}"
     lines = [
         f"run:     {i.run_id}",
-        f"loop:    {i.loop} ({i.file})",
+        f"loop:    {shown(i.loop)} ({shown(i.file)})",
         f"status:  {i.shown_status}"
         + (
             f" ({i.outcome})"
             if i.outcome and i.outcome not in (i.status, "interrupted", "suspended")
             else ""
         )
-        + (f": {error}" if error else ""),
-        f"state:   {i.current}",
+        + (f": {shown(error)}" if error else ""),
+        f"state:   {shown(i.current)}",
         f"step:    {i.step}/{i.max_iterations}",
         f"elapsed: {_duration(elapsed)}",
         f"cost:    ${i.cost_usd:.4f}",
@@ -223,26 +224,46 @@ def status_text(base: Path, run_id: str | None) -> str:
         lines.append("last verdicts:")
         for e in verdicts:
             reason = e.reason or e.details.get("reason") or e.details.get("error")
-            note = f" - {reason}" if isinstance(reason, str) and reason else ""
-            lines.append(f"  step {e.step} {e.state}: {e.verdict}{note}")
+            note = f" - {shown(reason)}" if isinstance(reason, str) and reason else ""
+            lines.append(f"  step {e.step} {shown(e.state)}: {shown(e.verdict)}{note}")
     if i.pending:
         lines.append("questions:")
         for q in i.pending:
             expires = f" (expires {q.get('expires_at')})" if q.get("expires_at") else ""
-            lines.append(f"  {q.get('id')}: {q.get('prompt')}{expires}")
+            lines.append(f"  {shown(q.get('id'))}: {shown(q.get('prompt'))}{shown(expires)}")
             given = answers.get(str(q.get("id")))
             if given is not None:
-                by = f" by {given.get('by')}" if given.get("by") else ""
-                lines.append(f"    answered: {given.get('answer')}{by} (ll resume {i.run_id})")
+                by = f" by {shown(given.get('by'))}" if given.get("by") else ""
+                answer = shown(given.get("answer"))
+                lines.append(f"    answered: {answer}{by} (ll resume {i.run_id})")
                 continue
-            choices = "|".join(q.get("choices") or []) or "TEXT"
-            key = f"{q.get('id')}=" if len(i.pending) > 1 else ""
+            choices = shown("|".join(map(str, q.get("choices") or [])) or "TEXT")
+            key = f"{shown(q.get('id'))}=" if len(i.pending) > 1 else ""
             lines.append(f"    answer: ll resume {i.run_id} --answer {key}{choices}")
     if i.status == "paused":
         lines.append(f"continue with: ll step {i.run_id} (or ll resume {i.run_id})")
     elif i.status in ("interrupted", "crashed"):
         lines.append(f"resume with: ll resume {i.run_id}")
     return "\n".join(lines) + "\n"
+
+
+# Escapes a terminal would act on (CSI, OSC to its end, DCS/SOS/PM/APC strings, two-byte
+# ones), then any other control character; a newline or tab becomes a space.
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
+    r"|\x1b[@-Z\\-_]?"
+    r"|\x9b[0-?]*[ -/]*[@-~]"
+)
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shown(value: object) -> str:
+    """A value from a run's files (a question built from captured text, a reason, an error)
+    as one printable line: no terminal escapes, no control characters, no line breaks."""
+    text = _ESCAPES.sub("", str(value))
+    return _CONTROLS.sub(lambda m: " " if m.group() in "\n\t\r" else "", text)
 
 
 def _started_epoch(text: str) -> float | None:
@@ -362,34 +383,41 @@ def follow(
 
 @dataclass(frozen=True)
 class StepOutput:
-    """One attempt of a step and the log holding what its action printed (None: nothing)."""
+    """One attempt of a step and what its action printed (None: nothing)."""
 
     step: int
     state: str
     attempt: int
-    log: Path | None
+    output: bytes | None
 
 
 def step_outputs(run_dir: RunDir, step: int) -> list[StepOutput]:
-    """Every attempt of step `step`, in order, with its log under the run's `steps/`.
+    """Every attempt of step `step`, in order, with what it printed: its part of the run's
+    `steps.log` (found through its `action_start` events), or its file under `steps/` for a
+    run an older ll recorded.
 
-    A step that printed nothing has no log; it is still listed when the events know it.
-    Raises a one-line usage error when the run has no such step.
+    A step that printed nothing is still listed when the events know it. Raises a one-line
+    usage error when the run has no such step.
     """
     import re
+
+    from little_loops.record.store import RunLog
 
     pattern = re.compile(rf"^{step:04d}-(.+?)(?:-attempt(\d+))?\.log$")
     found: dict[int, StepOutput] = {}
     for log in sorted((run_dir.root / "steps").glob(f"{step:04d}-*.log")):
         match = pattern.match(log.name)
-        if match:
+        if match and not log.is_symlink():
             attempt = int(match.group(2) or 1)
-            found[attempt] = StepOutput(step, match.group(1), attempt, log)
+            found[attempt] = StepOutput(step, match.group(1), attempt, log.read_bytes())
     history = History.from_file(run_dir.events_path)
     told = history.get(step)
     if told is not None:
         for attempt in range(1, told.attempts + 1):
-            found.setdefault(attempt, StepOutput(step, told.state, attempt, None))
+            ranges = history.log_ranges(told, attempt)
+            data = b"".join(RunLog.read(run_dir.root, a, b) for a, b in ranges)
+            if data or attempt not in found:
+                found[attempt] = StepOutput(step, told.state, attempt, data or None)
     if not found:
         steps = [s.step for s in history.steps]
         known = f"its steps are 1 to {steps[-1]}" if steps else "it has no steps yet"

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from little_loops import actions
 from little_loops.model.loop import Loop
+from little_loops.record.store import LogSegment
 
 OutputHook = Callable[[str, bytes], None]  # (stream name, chunk), as the output arrives
 Window = Callable[[], AbstractContextManager[None]]  # where a signal may stop the wait
@@ -25,7 +26,7 @@ class ActionLayer(Protocol):
         cwd: Path,
         env: Mapping[str, str] | None,
         timeout: float | None,
-        log_path: str | None,
+        log_path: str | LogSegment | None,
         on_output: OutputHook | None,
         interruptible: Window | None,
     ) -> actions.ActionResult: ...
@@ -39,7 +40,7 @@ class ActionLayer(Protocol):
         cwd: Path,
         env: Mapping[str, str] | None,
         timeout: float | None,
-        log_path: str | None,
+        log_path: str | LogSegment | None,
         on_output: OutputHook | None,
         interruptible: Window | None,
     ) -> actions.ActionResult: ...

@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from little_loops.errors import (
+    EXIT_RUN_ERROR,
     EXIT_SUSPENDED,
     EXIT_TERMINATED,
+    LoopError,
+    RecordError,
 )
 from little_loops.model.fork import (
     CANCELLED,
@@ -166,7 +169,12 @@ class Fork:
         root = self.root / item.key
         if not (root / "state.json").is_file():
             return None
-        data = RunDir(root).read_state()
+        try:
+            data = RunDir(root).read_state()
+        except RecordError:
+            raise
+        except LoopError as exc:  # corrupt: the run stops, and resumes once it is repaired
+            raise RecordError(exc.message) from None
         if data.get("status") != "finished":
             return None
         try:
@@ -204,6 +212,8 @@ class Fork:
             pending = list(runner.progress.pending)
             return BranchEnd(SUSPENDED, SUSPENDED, {"run_id": job.run_id, "pending": pending})
         if result.outcome == "interrupted":
+            if job.scope.stopped is None and result.exit_code == EXIT_RUN_ERROR:
+                raise RecordError(result.error or "a branch's record cannot be read")
             if job.scope.stopped is None:  # not ours: the whole run stops, and resumes it
                 raise Terminated() if result.exit_code == EXIT_TERMINATED else KeyboardInterrupt()
             _mark_cancelled(job.root)

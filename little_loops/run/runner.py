@@ -18,9 +18,11 @@ from typing import Any
 from little_loops.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_RUN_ERROR,
     EXIT_SUSPENDED,
     EXIT_TERMINATED,
     LoopError,
+    RecordError,
 )
 from little_loops.model import router
 from little_loops.model.loop import (
@@ -247,6 +249,8 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
             return self._finish(end.outcome, end.final_state, end.error)
         except Suspended as waiting:  # a question (here, in a child or a fork's branch) waits
             return self._suspend(waiting.pending)
+        except RecordError as exc:  # a file of the run cannot be read: repaired, it resumes
+            return self._finish("interrupted", p.current, exc.message, EXIT_RUN_ERROR)
         except LoopError as exc:
             return self._finish("error", p.current, exc.message)
         except KeyboardInterrupt:
