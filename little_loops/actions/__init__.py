@@ -163,6 +163,8 @@ def run_shell(
         duration_ms=run.duration_ms,
         timed_out=run.timed_out,
         output_bytes=run.output_bytes,
+        # stdout kept only its tail: a capture says so, and a for_each refuses it
+        details={"output_cut": True} if run.stdout.cut else EMPTY,
     )
 
 

@@ -71,6 +71,11 @@ class Tail:
             del self.buf[: len(self.buf) - self.limit]
             self.trimmed = True
 
+    @property
+    def cut(self) -> bool:
+        """Whether bytes before the last `limit` were dropped."""
+        return self.trimmed or len(self.buf) > self.limit
+
     def text(self) -> str:
         if self.limit == 0 or not self.buf:
             return ""
@@ -376,12 +381,15 @@ def _signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def start_detached(argv: list[str], output: Path) -> subprocess.Popen[bytes]:
+def start_detached(
+    argv: list[str], output: Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start argv in a session of its own, stdin from /dev/null, both streams appended to
     `output`; nobody waits for it or kills it (`ll run --background`)."""
     with open(output, "ab") as out:
         return subprocess.Popen(
             argv,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

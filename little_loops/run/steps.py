@@ -41,6 +41,7 @@ from little_loops.run.action_layer import ActionLayer
 from little_loops.run.gate import GATE
 from little_loops.run.session import RunSession
 from little_loops.run.step_scope import StepScope
+from little_loops.templates.interpolate import program_keys
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,12 @@ class StepPipeline:
         # None lets actions inherit our environment without re-encoding it every step.
         self._child_env = options.env
         self.templates = StepScope(
-            progress, self.redactor, loop_scope=scope, env=env, elapsed_ms=session.elapsed_ms
+            progress,
+            self.redactor,
+            loop_scope=scope,
+            env=env,
+            elapsed_ms=session.elapsed_ms,
+            program=program_keys(loop.context, options.overrides, options.program_context),
         )
         self.actions = action_layer
         self._rng = rng
@@ -195,6 +201,7 @@ class StepPipeline:
             prior_reason=self.progress.prior_reasons.get(state.name),
             judge=self._judge_session() if judged else None,
             deadline=self.session.deadline(self.loop.timeout),
+            program=self.templates.program,
         )
         self._judge_spent = 0.0
         if judged:
@@ -409,13 +416,16 @@ class StepPipeline:
 def output_record(state: State, action: actions.ActionResult | None) -> dict[str, Any]:
     # Trailing newlines are dropped, as shell command substitution does, so that
     # `${captured.dir.output}/file` works after an action that printed a path.
-    return {
+    record = {
         "output": action.output.rstrip("\n") if action else "",
         "stderr": action.stderr.rstrip("\n") if action else "",
         "exit_code": action.exit_code if action else None,
         "duration_ms": action.duration_ms if action else 0,
         "state": state.name,
     }
+    if action is not None and action.details.get("output_cut"):
+        record["output_cut"] = True  # `output` holds only the last 1 MiB of stdout
+    return record
 
 
 def retry_delay(retry: Retry, attempt: int) -> float:
