@@ -2,7 +2,7 @@
 
     python bench/fork_scale.py [--items 10,100,1000,10000] [--repeat 3] [--cpu] [--write-docs]
 
-The loop lists its items inline (`for_each: [i1, i2, ...]`), so the loop file grows with them.
+The loop lists its items inline (a JSON array in `context`), so the loop file grows with them.
 The runner runs the fork in this process; the floor is N bare `subprocess.run("true",
 shell=True)`. Per branch: (the fork's time minus the floor's) / N, the run's fixed start-up
 taken out by subtracting a fork of 1 item. Also per branch: the bytes and files the branch left
@@ -44,13 +44,17 @@ def clock() -> float:
 
 
 def fork_loop(items: int) -> str:
-    listed = ", ".join(f"i{n}" for n in range(items))
+    """The items inline in the file, as a JSON array in `context` (the loader caps literal
+    lists at 1,000 items; a rendered list is capped by `LL_MAX_ITEMS` at run time)."""
+    listed = ",".join(f'"i{n}"' for n in range(items))
     return (
         "name: bench-fan\n"
         "initial: fan\n"
+        "context:\n"
+        f"  items: '[{listed}]'\n"
         "states:\n"
         "  fan:\n"
-        f"    for_each: [{listed}]\n"
+        '    for_each: "${context.items}"\n'
         "    action: 'true'\n"
         "    max_concurrency: 1\n"
         "    on_success: done\n"
