@@ -535,7 +535,7 @@ def _drop_dead_routes(item: Migrated, messages: list[str]) -> bool:
     for message in messages:
         match = _DEAD_ROUTE.match(message)
         state = states.get(match["state"]) if match and isinstance(states, dict) else None
-        if match is None or not isinstance(state, dict):
+        if match is None or not isinstance(state, CommentedMap):
             continue
         verdict = match["verdict"]
         key = _ROUTE_KEYS[verdict]
