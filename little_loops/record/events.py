@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
@@ -579,18 +579,53 @@ class Emitter:
 
 def read_events(path: Path) -> list[Event]:
     """Every complete event of a JSONL file; a torn last line (from a crash) is skipped."""
-    events: list[Event] = []
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return events
-    for line in text.splitlines():
+    return EventLog(path).read(whole=True)
+
+
+class EventLog:
+    """The one reader of a run's `events.jsonl`: read whole, from where it last stopped (to
+    follow a live run), or its first few events. A line that does not parse (a crash cut the
+    last one short) is skipped; a live log's last line without its newline waits for it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.position = 0  # the byte after the last line read
+
+    def read(self, *, whole: bool = False) -> list[Event]:
+        """The events after `position`. `whole`: the last line too when it parses (a file
+        read once); else only lines ended by a newline (the writer may be mid-line)."""
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.position)
+                data = fh.read()
+        except FileNotFoundError:
+            return []
+        end = len(data) if whole else data.rfind(b"\n") + 1
+        self.position += end
+        return list(_parse_lines(data[:end].splitlines()))
+
+    def head(self, count: int) -> list[Event]:
+        """Its first `count` lines' events, without reading a long log whole."""
+        lines: list[bytes] = []
+        try:
+            with self.path.open("rb") as fh:
+                for _ in range(count):
+                    line = fh.readline()
+                    if not line:
+                        break
+                    lines.append(line)
+        except OSError:  # missing, unreadable: the caller shows what it can without it
+            return []
+        return list(_parse_lines(lines))
+
+
+def _parse_lines(lines: Iterable[bytes]) -> Iterator[Event]:
+    for line in lines:
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = json.loads(line.decode("utf-8", "replace"))
         except (ValueError, RecursionError):
             continue
         if isinstance(item, dict):
-            events.append(item)
-    return events
+            yield item

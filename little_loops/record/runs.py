@@ -6,7 +6,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -18,8 +18,14 @@ from little_loops.errors import (
     EXIT_USAGE,
     LoopError,
 )
-from little_loops.record.events import Event
-from little_loops.record.history import History
+from little_loops.record.events import (
+    Event,
+    EventLog,
+)
+from little_loops.record.history import (
+    History,
+    Step,
+)
 from little_loops.record.questions import recorded_answer, tree_pending, tree_root
 from little_loops.record.store import (
     RunDir,
@@ -89,24 +95,9 @@ def _loop_name(run_dir: RunDir, loop_file: str) -> str:
     return start.loop if start is not None else Path(loop_file).stem
 
 
-def _head_events(run_dir: RunDir) -> Iterator[Event]:
+def _head_events(run_dir: RunDir) -> list[Event]:
     """The first few events, without reading a long log whole."""
-    import json
-
-    try:
-        with run_dir.events_path.open(encoding="utf-8", errors="replace") as fh:
-            for _ in range(3):
-                line = fh.readline()
-                if not line:
-                    return
-                try:
-                    event = json.loads(line)
-                except (ValueError, RecursionError):
-                    return
-                if isinstance(event, dict):
-                    yield event
-    except OSError:  # missing, unreadable: the listing shows the file's name instead
-        return
+    return EventLog(run_dir.events_path).head(3)
 
 
 def _duration(ms: int) -> str:
@@ -349,26 +340,11 @@ def follow(
     poll: float = 0.2,
 ) -> None:
     """Feed a run's events to `listener`; with `follow`, keep reading until the run ends."""
-    import json
-
-    position = 0
+    log = EventLog(run_dir.events_path)
     last_round = not follow
     while True:
-        try:
-            with run_dir.events_path.open("rb") as fh:
-                fh.seek(position)
-                data = fh.read()
-        except FileNotFoundError:
-            data = b""
-        end = data.rfind(b"\n") + 1
-        for line in data[:end].splitlines():
-            try:
-                event: dict[str, Any] = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            if isinstance(event, dict):
-                listener(event)
-        position += end
+        for event in log.read():  # whole lines only: the run may be writing the next one
+            listener(event)
         if last_round:
             return
         try:
@@ -389,35 +365,25 @@ class StepOutput:
     state: str
     attempt: int
     output: bytes | None
+    label: str | None = None  # a child's or a branch's step: its path (`call/inner/s`)
 
 
 def step_outputs(run_dir: RunDir, step: int) -> list[StepOutput]:
     """Every attempt of step `step`, in order, with what it printed: its part of the run's
     `steps.log` (found through its `action_start` events), or its file under `steps/` for a
-    run an older ll recorded.
+    run an older ll recorded. On a `loop:` or fork step, what every action step below it
+    printed, each labelled with its path in the tree.
 
     A step that printed nothing is still listed when the events know it. Raises a one-line
     usage error when the run has no such step.
     """
-    import re
-
-    from little_loops.record.store import RunLog
-
-    pattern = re.compile(rf"^{step:04d}-(.+?)(?:-attempt(\d+))?\.log$")
-    found: dict[int, StepOutput] = {}
-    for log in sorted((run_dir.root / "steps").glob(f"{step:04d}-*.log")):
-        match = pattern.match(log.name)
-        if match and not log.is_symlink():
-            attempt = int(match.group(2) or 1)
-            found[attempt] = StepOutput(step, match.group(1), attempt, log.read_bytes())
     history = History.from_file(run_dir.events_path)
     told = history.get(step)
-    if told is not None:
-        for attempt in range(1, told.attempts + 1):
-            ranges = history.log_ranges(told, attempt)
-            data = b"".join(RunLog.read(run_dir.root, a, b) for a, b in ranges)
-            if data or attempt not in found:
-                found[attempt] = StepOutput(step, told.state, attempt, data or None)
+    found = _attempts(run_dir.root, history, step, told)
+    if told is not None and not any(o.output for o in found.values()):
+        below = _outputs_below(history, told)
+        if below:  # a `loop:` state or a fork: what its child's or branches' steps printed
+            return below
     if not found:
         steps = [s.step for s in history.steps]
         known = f"its steps are 1 to {steps[-1]}" if steps else "it has no steps yet"
@@ -426,3 +392,41 @@ def step_outputs(run_dir: RunDir, step: int) -> list[StepOutput]:
             exit_code=EXIT_USAGE,
         )
     return [found[attempt] for attempt in sorted(found)]
+
+
+def _attempts(
+    root: Path, history: History, step: int, told: Step | None, label: str | None = None
+) -> dict[int, StepOutput]:
+    """What each attempt of `step` of the run in `root` printed, by attempt."""
+    import re
+
+    from little_loops.record.store import RunLog
+
+    pattern = re.compile(rf"^{step:04d}-(.+?)(?:-attempt(\d+))?\.log$")
+    found: dict[int, StepOutput] = {}
+    for log in sorted((root / "steps").glob(f"{step:04d}-*.log")):
+        match = pattern.match(log.name)
+        if match and not log.is_symlink():
+            attempt = int(match.group(2) or 1)
+            state = label or match.group(1)
+            found[attempt] = StepOutput(step, state, attempt, log.read_bytes(), label)
+    if told is not None:
+        for attempt in range(1, told.attempts + 1):
+            ranges = history.log_ranges(told, attempt)
+            data = b"".join(RunLog.read(root, a, b) for a, b in ranges)
+            if data or attempt not in found:
+                state = label or told.state
+                found[attempt] = StepOutput(step, state, attempt, data or None, label)
+    return found
+
+
+def _outputs_below(history: History, told: Step) -> list[StepOutput]:
+    """Every attempt of every action step in the child run (or the branches) of a step."""
+    out: list[StepOutput] = []
+    for node in history.below(told):
+        visit, run = node.step, node.run
+        if visit.action is None or run.dir is None:
+            continue  # a `loop:` state or a fork inside: its own steps follow
+        found = _attempts(run.dir, run, visit.step, visit, node.where)
+        out.extend(found[attempt] for attempt in sorted(found))
+    return out

@@ -168,6 +168,8 @@ class RunDir:
         self._state_b, self._spare_b = os.fsencode(self._state), os.fsencode(self._spare)
         self._fds: list[int] | None = None  # [spare, state] while swapping
         self._sizes: list[int] = [0, 0]
+        self._safe: dict[str, str] = {}
+        self.tree_id: str | None = None  # a child's whole id, when found by it (`find_run`)
 
     @classmethod
     def create(cls, base: Path, run_id: str) -> RunDir:
@@ -191,7 +193,8 @@ class RunDir:
 
     @property
     def run_id(self) -> str:
-        return self.root.name
+        """The run's id: its directory's name, or a child's whole id (`RUN/0001-call`)."""
+        return self.tree_id or self.root.name
 
     def check_links(self) -> None:
         """Refuse a run directory (or the `steps/` an older ll made) that is a symbolic link.
@@ -720,12 +723,16 @@ def _started_at(run: RunDir) -> str:
 
 
 def find_run(base: Path, run_id: str | None) -> RunDir:
-    """A run by id (or a unique prefix of one); the latest run when `run_id` is None.
+    """A run by id (or a unique prefix of one), a child run by its id (`RUN/0001-call`,
+    `RUN/0002-regions/eu-west`), or a run directory by its path (a root's or a child's); the
+    latest run when `run_id` is None.
 
     Neither reads more than the runs it names: an exact id is one directory, a prefix the
     names that start with it, the latest the newest name (and its same-second neighbours).
     """
-    if run_id is not None and os.sep not in run_id:
+    if run_id is not None and ("/" in run_id or os.sep in run_id):
+        return _find_in_tree(base, run_id)
+    if run_id is not None:
         RunDir(base / RUNS / run_id).check_links()  # `newest_first` skips it: say why
         exact = RunDir(base / RUNS / run_id)
         if run_id not in ("", ".", "..") and exact.state_path.is_file():
@@ -743,3 +750,56 @@ def find_run(base: Path, run_id: str | None) -> RunDir:
     if matches:
         raise RunError(f"'{run_id}' matches {len(matches)} runs; give more of the run id")
     raise RunError(f"no run '{run_id}' under {base / RUNS}; see 'll list' for run ids")
+
+
+def _find_in_tree(base: Path, target: str) -> RunDir:
+    """A run directory named by its path, or a child run by its id under a root run."""
+    path = Path(target)
+    if (path / "state.json").is_file() and not path.is_symlink():
+        run = RunDir(path.resolve())
+        run.check_links()
+        try:
+            given = json.loads(run.state_path.read_text(encoding="utf-8")).get("run_id")
+        except (OSError, ValueError, AttributeError, RecursionError):
+            given = None
+        if isinstance(given, str) and given:
+            run.tree_id = given
+        return run
+    first, *parts = [p for p in target.split("/") if p]
+    if not first or os.sep in first or path.is_absolute() or first in (".", ".."):
+        raise RunError(
+            f"{target} is neither a run directory (one with a state.json) nor a run id; "
+            "see 'll list' for run ids"
+        )
+    root = find_run(base, first)
+    here = root.root
+    for i, part in enumerate(parts):
+        if part in (".", "..") or not part:
+            here = Path()
+            break
+        # A child of a `loop:` state lives under `sub/`; a fork's branch under its fork's dir.
+        inside = here / "sub" / part
+        if inside.is_dir() and not inside.is_symlink():
+            here = inside
+        elif (
+            here.parent.name == "sub" and (here / part).is_dir() and not (here / part).is_symlink()
+        ):
+            here = here / part
+        else:
+            known = ", ".join(_children_ids(here)) or "none"
+            given = "/".join([root.run_id, *parts[: i + 1]])
+            raise RunError(f"no child run '{given}' (the children here: {known})")
+    if not (here / "state.json").is_file():
+        given = "/".join([root.run_id, *parts])
+        raise RunError(f"no child run '{given}'; a fork's branch is RUN/STEP-STATE/KEY")
+    run = RunDir(here)
+    run.tree_id = "/".join([root.run_id, *parts])
+    return run
+
+
+def _children_ids(here: Path) -> list[str]:
+    """The names that go on from `here`: its children under `sub/`, or a fork's branches."""
+    folder = here / "sub" if (here / "state.json").is_file() else here
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.is_symlink())

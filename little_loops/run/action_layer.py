@@ -47,8 +47,9 @@ class ActionLayer(Protocol):
 
     def kill_orphans(self) -> None: ...
 
-    def child(self, state: str, loop: Loop) -> ActionLayer:
-        """The layer the child run of `state` (a `loop:` state) uses."""
+    def child(self, state: str, loop: Loop | None) -> ActionLayer:
+        """The layer the child run of `state` (a `loop:` state) uses; `loop` None: the layer
+        of a fork's branches, each of which takes its own child of it."""
         ...
 
     def resumed(self, events_path: Path) -> ActionLayer:
@@ -76,7 +77,7 @@ class Processes:
     def kill_orphans(self) -> None:
         actions.kill_orphans()
 
-    def child(self, state: str, loop: Loop) -> Processes:
+    def child(self, state: str, loop: Loop | None) -> Processes:
         return self  # every run of a tree runs real processes alike
 
     def resumed(self, events_path: Path) -> Processes:

@@ -11,8 +11,8 @@ What a branch acts through, and what stops it, is `branch_layer`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,19 +49,18 @@ from little_loops.model.progress import (
 from little_loops.record import events as ev
 from little_loops.record.events import Listener
 from little_loops.record.secrets import Redactor
-from little_loops.record.store import (
-    RunDir,
-    atomic_write_text,
-)
+from little_loops.record.store import RunDir
 from little_loops.run import subloop
 from little_loops.run.action_layer import Processes
 from little_loops.run.branch_layer import (
     BranchActions,
     Scope,
+    TreeSlots,
     serial,
 )
 from little_loops.run.fork_schedule import (
     Fork,
+    ForkHost,
     Job,
     loop_record,
 )
@@ -84,10 +83,11 @@ ITEMS = "items.json"
 JOIN = "join.json"
 
 
-def _stored_items(stored: Path, cap: int) -> list[Item]:
-    """The items a fork stored when it started, checked as any file read back: a list of
-    {key, index, value} with keys that name a branch directory, no more than the cap.
-    Anything else stops the run (exit 3), resumable once the file is repaired."""
+def _stored_items(stored: Path, cap: int, read: Callable[[Path], Any]) -> list[Item]:
+    """The items a fork stored when it started (read back by the run's session, which fills
+    in their sealed secrets), checked as any file read back: a list of {key, index, value}
+    with keys that name a branch directory, no more than the cap. Anything else stops the
+    run (exit 3), resumable once the file is repaired."""
     from little_loops.model.fork import KEY_PATTERN
 
     def bad(why: str) -> RecordError:
@@ -97,7 +97,7 @@ def _stored_items(stored: Path, cap: int) -> list[Item]:
         )
 
     try:
-        data = json.loads(stored.read_bytes().decode("utf-8"))
+        data = read(stored)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise bad(f"cannot be read as JSON ({type(exc).__name__})") from None
     if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
@@ -161,10 +161,17 @@ class ForkCalls:
                 why = f"state '{state.name}' has no branch '{only[1]}'; its keys: {keys}"
                 return self._joined(step, state, join, [], {}, "error", why)
             items = chosen
-        ends = Fork(self, step, state, root, items, join).run()
+        host = ForkHost(
+            session=self.session,
+            steps=self.steps,
+            jobs=self.options.jobs,
+            prepare=lambda item, base, total: self._prepare(step, state, root, item, base, total),
+            check_budget=self._check_budget,
+        )
+        ends = Fork(host, step, state, root, items, join).run()
         verdict = decide(join, len(items), ends) or "failure"
         done = summary(join, items, ends, verdict)
-        atomic_write_text(root / JOIN, json.dumps(done["branches"], ensure_ascii=False) + "\n")
+        self.session.write_record(root / JOIN, done["branches"])
         reason: str | None = None
         if verdict != "success":
             failed = done["failed_keys"].replace("\n", ", ")
@@ -230,7 +237,7 @@ class ForkCalls:
         """The items, resolved once: read back from items.json when the fork resumes."""
         stored = root / ITEMS
         if stored.is_file():
-            return _stored_items(stored, max_items(self.env))
+            return _stored_items(stored, max_items(self.env), self.session.read_record)
         if state.parallel:
             items = branch_items(state)
         else:
@@ -242,8 +249,7 @@ class ForkCalls:
                 values = list(given or ())
             items = make_items(values, max_items(self.env))
         root.mkdir(parents=True, exist_ok=True)
-        text = json.dumps([i.to_dict() for i in items], ensure_ascii=False) + "\n"
-        atomic_write_text(stored, text)
+        self.session.write_record(stored, [i.to_dict() for i in items])
         return items
 
     # -- one branch ------------------------------------------------------------------------
@@ -252,8 +258,14 @@ class ForkCalls:
         return (*(self.parent.path if self.parent else ()), state.name, item.key)
 
     def _prepare(
-        self, step: int, state: State, root: Path, item: Item, base: Any, total: int
-    ) -> Any:
+        self,
+        step: int,
+        state: State,
+        root: Path,
+        item: Item,
+        base: BranchActions | TreeSlots,
+        total: int,
+    ) -> Job | BranchEnd:
         """A `Job` ready to start, or the `BranchEnd` of a branch that cannot start."""
         work = state.parallel[item.key] if state.parallel else state
         if state.parallel and work.action is not None:  # the fork's timeout/retry: defaults
@@ -341,7 +353,8 @@ class ForkCalls:
         out = self.options.on_output if base.verbose is None else base.verbose[1]
         verbose = ("/".join(path), out) if out is not None else None
         wrapped = BranchActions(layer, branch_scope, base.jobs, verbose)
-        listeners = [serial(subloop.forward(one, path), one) for one in self._listeners]
+        segment = (state.name, item.key)
+        listeners = [serial(subloop.forward(one, segment), one) for one in self._listeners]
         if not isinstance(layer, Processes) and callable(layer):
             listeners.append(layer)
         limits = [t for t in (child.timeout, None if work.action else work.timeout) if t]

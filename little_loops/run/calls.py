@@ -196,7 +196,7 @@ class ChildCalls:
             max_iterations=None,
             on_terminal_output=None,
         )
-        listeners = [subloop.forward(listener, path) for listener in self._listeners]
+        listeners = [subloop.forward(listener, (state.name,)) for listener in self._listeners]
         # A simulation answers a child's states under `state/` (`deploy/canary`); the real
         # action layer is the same for every run of the tree.
         layer = self.steps.actions.child(state.name, child)

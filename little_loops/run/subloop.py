@@ -145,12 +145,16 @@ def open_child_dir(root: Path) -> RunDir:
     return run_dir
 
 
-def forward(listener: Listener, path: tuple[str, ...]) -> Listener:
-    """A listener of the root that sees a child's events carrying the child's `path`."""
-    chain = list(path)
+def forward(listener: Listener, segment: tuple[str, ...]) -> Listener:
+    """The caller's `listener`, seeing a child's events with `segment` (the calling state, or
+    a fork's state and branch key) put in front of their `path`. Each level adds its own
+    part, so a grandchild's events reach the root with every calling state:
+    `["call", "inner"]`."""
+    chain = list(segment)
 
     def send(event: Event) -> None:
-        listener({**event, "path": chain})
+        below = event.get("path")
+        listener({**event, "path": [*chain, *below] if isinstance(below, list) else chain})
 
     return send
 

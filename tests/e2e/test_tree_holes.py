@@ -764,3 +764,61 @@ def test_a_rubric_file_is_bounded_and_located(tmp_path: Path, kind: str) -> None
     assert "rubric.yaml:" in out, out
     assert "rubric_file" in out, out
     assert len(out) < 2000, out
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dir", "dangling", "long", "nul"])
+def test_a_loop_file_that_cannot_be_one_is_a_located_validate_error(
+    tmp_path: Path, kind: str
+) -> None:
+    written = {"fifo": "fifo.yaml", "dir": "dir.yaml", "dangling": "dangling.yaml"}.get(
+        kind, "r" * 300 + ".yaml"
+    )
+    if kind == "fifo":
+        os.mkfifo(tmp_path / written)
+    elif kind == "dir":
+        (tmp_path / written).mkdir()
+    elif kind == "dangling":
+        (tmp_path / written).symlink_to("nowhere.yaml")
+    value = '"a\\0b.yaml"' if kind == "nul" else json.dumps(written)
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "name: p\ninitial: c\nstates:\n"
+        f"  c: {{loop: {value}, route: {{done: d}}}}\n  d: {{terminal: true}}\n",
+        encoding="utf-8",
+    )
+    proc = ll("validate", path, cwd=tmp_path, timeout=30)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    out = (proc.stdout + proc.stderr).strip()
+    assert out.startswith(f"{path}:4:"), out
+    assert len(out.splitlines()) == 1, out
+    words = {
+        "fifo": "not a regular file",
+        "dir": "is a directory",
+        "dangling": "symbolic link",
+        "long": "too long",
+        "nul": "NUL",
+    }
+    assert words[kind] in out, out
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8)
+)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "big", "bomb"])
+def test_migrate_reads_its_inputs_within_bounds(tmp_path: Path, kind: str) -> None:
+    source = tmp_path / "upstream.yaml"
+    if kind == "fifo":
+        os.mkfifo(source)
+    elif kind == "zero":
+        source.symlink_to("/dev/zero")
+    elif kind == "big":
+        source.write_bytes(b"# " + b"x" * (50 << 20) + b"\n")
+    else:
+        source.write_text("name: bomb\ninitial: s\nstates:\n  s: {terminal: true}\n" + BOMB)
+    proc = ll("migrate", source, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stdout[-500:] + proc.stderr[-500:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("ll: /"), proc.stderr[-500:]
+    assert len(proc.stderr.splitlines()) <= 3, proc.stderr[-500:]

@@ -383,3 +383,22 @@ def test_event_classes_are_cheap_to_define_and_still_immutable_values() -> None:
     assert dataclasses.replace(route, to="c").to == "c"
     with pytest.raises(TypeError):
         hash(route)
+
+
+def test_the_event_log_reader_skips_a_torn_line_and_follows_a_growing_log(tmp_path: Path) -> None:
+    """The one reader of events.jsonl (`EventLog`): `ll logs -f`, `ll status`, the listing,
+    the fork's read-back and the simulation's resume all go through it."""
+    from little_loops.record.events import EventLog
+
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"event": "loop_start"}\n{"event": "state_en')
+    assert [e["event"] for e in read_events(path)] == ["loop_start"]  # a crash cut it short
+    log = EventLog(path)
+    assert [e["event"] for e in log.read()] == ["loop_start"]
+    assert log.read() == []  # the writer is mid-line: it waits
+    with path.open("ab") as fh:
+        fh.write(b'ter", "step": 1}\n\n[1, 2]\n{"event": "route"}\n')
+    assert [e["event"] for e in log.read()] == ["state_enter", "route"]  # non-objects skipped
+    assert [e["event"] for e in EventLog(path).head(2)] == ["loop_start", "state_enter"]
+    assert EventLog(tmp_path / "missing.jsonl").read() == []
+    assert EventLog(tmp_path / "missing.jsonl").head(3) == []
