@@ -91,7 +91,8 @@ def inputs_of(path: Path) -> dict[str, str]:
         keys += [str(k) for k, v in params.items() if isinstance(v, dict) and v.get("required")]
     import re
 
-    context = doc.get("context") if isinstance(doc.get("context"), dict) else {}
+    declared = doc.get("context")
+    context: dict[str, Any] = declared if isinstance(declared, dict) else {}
     for m in re.finditer(r"\$\{context\.([^}.]+)", path.read_text(encoding="utf-8")):
         raw = m.group(1)
         if ":default=" in raw or raw.endswith("?"):
@@ -332,7 +333,7 @@ def validity(work: Path) -> tuple[list[str], list[str], list[str], list[str]]:
             section = line[3:].rsplit(" (", 1)[0]
             files.append(section)
             continue
-        if "**needs hand work**" in line:
+        if section and "**needs hand work**" in line:
             if "`ll validate` after migration" in line:
                 if section not in invalid:
                     invalid.append(section)

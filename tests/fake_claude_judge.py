@@ -9,19 +9,50 @@ error subtype), `exit1`, `garbage`, `sleep`, `grandchild` (starts a `sleep 60` c
 its pid to FAKE_JUDGE_PIDFILE, then hangs). FAKE_JUDGE_ARGV, when set, receives argv as JSON;
 FAKE_JUDGE_CWD, when set, receives the working directory; FAKE_JUDGE_COST sets the reported
 total_cost_usd (`nan` and negative values included).
+
+As the real CLI: the prompt is the word after `-p` when there is one, else standard input;
+and any `@/abs/path`, `@~/path` or `@./path` token in it attaches that file, which the model
+then sees (here: its text is put into the answer's `reason`). FAKE_JUDGE_PROMPT, when set,
+receives the prompt.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 
+_AT_PATH = re.compile(r"(?<![^\s(\[{\"'])@((?:~|\.{1,2})?/[^\s\"')\]}]+)")
+
+
+def _prompt(argv: list[str]) -> str:
+    for i, arg in enumerate(argv):
+        if arg in ("-p", "--print"):
+            following = argv[i + 1] if i + 1 < len(argv) else None
+            if following is not None and not following.startswith("-"):
+                return following
+    return sys.stdin.read()
+
+
+def _attached(prompt: str) -> str:
+    texts = []
+    for match in _AT_PATH.finditer(prompt):
+        path = os.path.expanduser(match.group(1))
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                texts.append(f.read())
+    return "\n".join(texts)
+
 
 def main() -> int:
     argv = sys.argv[1:]
+    prompt = _prompt(argv)
+    if os.environ.get("FAKE_JUDGE_PROMPT"):
+        with open(os.environ["FAKE_JUDGE_PROMPT"], "w", encoding="utf-8") as f:
+            f.write(prompt)
     if os.environ.get("FAKE_JUDGE_ARGV"):
         with open(os.environ["FAKE_JUDGE_ARGV"], "w", encoding="utf-8") as f:
             json.dump(argv, f)
@@ -44,6 +75,9 @@ def main() -> int:
     }
     if os.environ.get("FAKE_JUDGE_COST"):
         result["total_cost_usd"] = float(os.environ["FAKE_JUDGE_COST"])  # "nan" gives NaN
+    seen = _attached(prompt)
+    if seen:
+        answer = {**answer, "reason": f"the attached file says: {seen}"}
     if mode == "answer":
         result["structured_output"] = answer
     elif mode == "is_error":

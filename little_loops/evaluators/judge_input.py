@@ -108,8 +108,14 @@ def fence_data(name: str, value: str, max_chars: int) -> str:
     return f'<loop_data name="{name}">\n{neutralise(_tail(text, max(0, max_chars)))}\n</loop_data>'
 
 
-def render_prompt(template: str, resolve: Callable[[str], str], max_chars: int) -> str:
-    """The judge's question: `${prev.*}` and `${captured.*}` values go in fenced as data."""
+def render_prompt(
+    template: str,
+    resolve: Callable[[str], str],
+    max_chars: int,
+    program: frozenset[str] = frozenset(),
+) -> str:
+    """The judge's question: `${prev.*}`, `${captured.*}` and `${item.*}` values go in fenced
+    as data, and so do context keys in `program` (bound from such text through `with:`)."""
     from little_loops.templates.interpolate import (
         Placeholder,
         scan,
@@ -124,7 +130,9 @@ def render_prompt(template: str, resolve: Callable[[str], str], max_chars: int) 
             out.append(part)
         elif isinstance(part, Placeholder):
             value = resolve(template[part.start : part.end])
-            if part.namespace in ("prev", "captured"):
+            if part.namespace in ("prev", "captured", "item") or (
+                part.namespace == "context" and part.path[0] in program
+            ):
                 value = fence_data(part.name, value, max_chars)
             out.append(value)
     return "".join(out)

@@ -117,7 +117,9 @@ class JudgeSession:
         max_chars = (
             spec.max_output_chars if spec.max_output_chars is not None else llm.max_output_chars
         )
-        prompt = render_prompt(spec.prompt or DEFAULT_JUDGE_PROMPT, inp.resolve, max_chars)
+        prompt = render_prompt(
+            spec.prompt or DEFAULT_JUDGE_PROMPT, inp.resolve, max_chars, inp.program
+        )
         text = inp.resolve(spec.source) if spec.source is not None else inp.text
         stderr = "" if spec.source is not None else inp.stderr
         reference = inp.resolve(spec.reference) if spec.reference is not None else None
@@ -167,7 +169,9 @@ class JudgeSession:
             }
         )
         hit = None
-        if self._cache is not None and self._replay is None:
+        # `--record` asks the model every time: a verdict from the cache has no exchange to
+        # write, and a cassette recorded after a cached run would be empty.
+        if self._cache is not None and self._replay is None and self._record is None:
             hit = self._cache.get(key)
         for ask in asks:  # what was asked, for `ll judge explain` (redacted like every event)
             self.emit(ask.asked(cached=hit is not None))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from little_loops.migrate.expand import (
 from little_loops.migrate.notes import (
     Notes,
     line_of,
+    rename,
 )
 from little_loops.migrate.rules import (
     Links,
@@ -215,6 +217,7 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
         if longest:
             _more_steps(doc, 1 + longest, notes)
     _bash(doc, notes)
+    _settle(item)
     _route_unrouted(item)
     wanted: list[tuple[Path, str, Migrated, int]] = []
     for state_name, capture, line in rewrite_loop(item.doc, item.notes):
@@ -233,7 +236,7 @@ def _bash(doc: CommentedMap, notes: Notes) -> None:
     shell = [
         s
         for s in (states.values() if isinstance(states, dict) else [])
-        if isinstance(s, dict) and isinstance(s.get("action"), str) and not _slash(s)
+        if isinstance(s, CommentedMap) and isinstance(s.get("action"), str) and not _slash(s)
     ]
     if not shell or "shell" in doc:
         return
@@ -338,6 +341,85 @@ def _route_unrouted(item: Migrated) -> None:
         )
 
 
+def _settle(item: Migrated) -> None:
+    """What upstream's loop held but could never use: routes of verdicts a state never
+    gives, routes on terminals, states no route reaches. Dropped (kept under `x-upstream`),
+    so that the file passes `ll validate --strict`; the run goes the same way."""
+    from little_loops.load.builder import Builder
+    from little_loops.load.checks import _closure, _edges, verdicts
+    from little_loops.load.composer import SourceMap
+
+    doc, notes = item.doc, item.notes
+    states = doc.get("states")
+    if not isinstance(states, CommentedMap):
+        return
+    plain = _plain(doc)
+    assert isinstance(plain, dict)
+    loop, _ = Builder(SourceMap()).loop(plain, path=item.source, sha256="")
+    shorthands = {"success": "on_success", "failure": "on_failure", "error": "on_error"}
+    for name, state in loop.states.items():
+        raw = states.get(name)
+        if not isinstance(raw, CommentedMap) or state.is_loop or state.is_fork:
+            continue
+        line = line_of(states, name)
+        if state.terminal:
+            keys = [k for k in (*shorthands.values(), "on_timeout", "route", "next") if k in raw]
+            if keys:
+                kept = raw.setdefault("x-upstream", CommentedMap())
+                for key in keys:
+                    kept[key] = raw.pop(key)
+                notes.carried(
+                    line, "routes on a terminal state are never used; kept under `x-upstream`"
+                )
+            continue
+        possible = verdicts(state)
+        table = raw.get("route") if isinstance(raw.get("route"), CommentedMap) else None
+        for verdict, key in shorthands.items():
+            if verdict in possible or key not in raw:
+                continue
+            if verdict == "error" and "timeout" in possible and "on_timeout" not in raw:
+                rename(raw, "on_error", "on_timeout")
+                continue
+            raw.setdefault("x-upstream", CommentedMap())[key] = raw.pop(key)
+            notes.carried(line, _NEVER_GIVEN)
+        for verdict in list(table or []):
+            if str(verdict).startswith("_") or verdict in possible or table is None:
+                continue
+            raw.setdefault("x-upstream", CommentedMap()).setdefault("route", CommentedMap())[
+                verdict
+            ] = table.pop(verdict)
+            notes.carried(line, _NEVER_GIVEN)
+    plain = _plain(doc)
+    assert isinstance(plain, dict)
+    loop, _ = Builder(SourceMap()).loop(plain, path=item.source, sha256="")
+    edges = {n: _edges(loop, st, frozenset()) for n, st in loop.states.items()}
+    roots = {loop.initial}
+    if loop.on_max_iterations:
+        roots.add(loop.on_max_iterations)
+    if isinstance(doc.get("on_error"), str):
+        roots.add(str(doc["on_error"]))
+    reachable = _closure(roots, edges)
+    unreached = [n for n in loop.states if n not in reachable]
+    if unreached and loop.initial in states:
+        kept = doc.setdefault("x-upstream", CommentedMap())
+        lines = [line_of(states, n) for n in unreached]
+        unused = kept.setdefault("states", CommentedMap())
+        for name in unreached:
+            unused[name] = states.pop(name)
+        notes.carried(
+            lines[0],
+            f"states no route reaches ({', '.join(unreached[:6])}): upstream never ran them "
+            "either; kept under `x-upstream`",
+            lines,
+        )
+
+
+_NEVER_GIVEN = (
+    "a route for a verdict the state never gives (upstream's evaluator could not give it "
+    "either) is never taken; kept under `x-upstream`"
+)
+
+
 def _add_route(state: CommentedMap, verdict: str, target: str) -> None:
     shorthand = {"success": "on_success", "failure": "on_failure"}.get(verdict)
     if "route" not in state and shorthand is not None and shorthand not in state:
@@ -426,6 +508,11 @@ def _write_and_check(items: list[Migrated], out: Path) -> None:
         target = out / item.rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(item.text, encoding="utf-8")
+    for item in items:  # routes for an `error` or `timeout` the state can never give
+        _, diagnostics = try_load(out / item.rel, digest=False)
+        if _drop_dead_routes(item, [d.message for d in diagnostics if d.code == "unused-route"]):
+            item.text = render(item.doc, item.source)
+            (out / item.rel).write_text(item.text, encoding="utf-8")
     for item in items:
         _, diagnostics = try_load(out / item.rel, digest=False)
         item.diagnostics = [
@@ -433,6 +520,53 @@ def _write_and_check(items: list[Migrated], out: Path) -> None:
             for d in diagnostics
             if d.severity == "error"
         ]
+
+
+_DEAD_ROUTE = re.compile(r"^state '(?P<state>[^']+)' routes '(?P<verdict>error|timeout)', ")
+_ROUTE_KEYS = {"error": "on_error", "timeout": "on_timeout"}
+
+
+def _drop_dead_routes(item: Migrated, messages: list[str]) -> bool:
+    """Drop the `on_error`/`on_timeout` (or `route:` entry) of a state that never gives that
+    verdict here (a shell action that cannot start ends the run instead): dead routes that
+    `ll validate --strict` warns about. Returns whether anything was dropped."""
+    states = item.doc.get("states")
+    dropped = False
+    for message in messages:
+        match = _DEAD_ROUTE.match(message)
+        state = states.get(match["state"]) if match and isinstance(states, dict) else None
+        if match is None or not isinstance(state, CommentedMap):
+            continue
+        verdict = match["verdict"]
+        key = _ROUTE_KEYS[verdict]
+        route = state.get("route")
+        line = line_of(states, match["state"])
+        gives_timeout = "timeout" in message.rsplit("(it can give:", 1)[-1]
+        if key == "on_error" and key in state and gives_timeout and "on_timeout" not in state:
+            # `on_error` also caught the state's timeouts: they keep their route
+            state.insert(list(state).index(key), "on_timeout", state[key])
+            del state[key]
+            item.notes.carried(
+                line,
+                f"`on_error` of state '{match['state']}' written `on_timeout`: the state gives "
+                "`timeout` but never `error` here (a shell action that cannot start ends the "
+                "run, exit 3)",
+            )
+            dropped = True
+            continue
+        if key in state:
+            del state[key]
+        elif isinstance(route, dict) and verdict in route:
+            del route[verdict]
+        else:
+            continue
+        dropped = True
+        item.notes.dropped(
+            line,
+            f"`{key}` of state '{match['state']}': a verdict it never gives here (a shell "
+            "action that cannot start ends the run, exit 3)",
+        )
+    return dropped
 
 
 def notes_markdown(migration: Migration) -> str:

@@ -204,6 +204,7 @@ def rewrite_loop(doc: CommentedMap, notes: Notes) -> list[tuple[str, str, int]]:
                 (s for s, c in loops.items() if c == loops[loop_state] and s in states), loop_state
             )
             reads.append((owner, capture, line_of(states, name)))
+        _upstream_tools(state, line_of(states, name), notes)
         if _escapes_values(state):
             notes.changed(
                 line_of(states, name),
@@ -255,6 +256,32 @@ def _missing_context(doc: CommentedMap, notes: Notes) -> None:
     )
 
 
+_LL_TOOL = re.compile(r"(?<![\w/.-])(ll-[a-z][a-z0-9-]*)")
+_LL_PACKAGE = re.compile(r"\b(?:import|from)\s+little_loops\b|-m\s+little_loops\b")
+
+
+def _upstream_tools(state: Any, line: int, notes: Notes) -> None:
+    """Steps that call upstream's own programs, or import its Python package."""
+    action = state.get("action") if isinstance(state, dict) else None
+    if not isinstance(action, str) or state.get("action_type") == "slash":
+        return
+    tools = sorted(set(_LL_TOOL.findall(action)))
+    if tools:
+        notes.changed(
+            line,
+            f"calls upstream's {', '.join(f'`{t}`' for t in tools[:5])}: not part of `ll`; "
+            "the step fails unless upstream little-loops is installed where it runs "
+            "(docs/migrating.md, 'Upstream's tools')",
+        )
+    if _LL_PACKAGE.search(action):
+        notes.changed(
+            line,
+            "imports upstream's Python package `little_loops`, which has the import name of "
+            "`ll`'s own: run it with the Python of a separate virtualenv holding upstream "
+            "(docs/migrating.md, 'Upstream's tools')",
+        )
+
+
 def _escapes_values(state: Any) -> bool:
     action = state.get("action") if isinstance(state, dict) else None
     if not isinstance(action, str) or state.get("action_type") == "slash":
@@ -279,10 +306,11 @@ def _text_notes(
         notes.carried(line, "`${X?}` and `${X:default=V}` are `${X:default=V}` here")
     if report.shell_vars:
         names = ", ".join(sorted(report.shell_vars)[:6])
-        notes.carried(
+        notes.changed(
             line,
-            f"shell variables in `${{...}}` ({names}) were the shell's upstream; written "
-            "`$${...}` so `ll` leaves them to the shell",
+            f"`${{...}}` that is not `namespace.path` ({names}): upstream's runner stopped the "
+            "run in error on reaching it (only `$${...}` reached the shell there); written "
+            "`$${...}` so the shell expands it here, as the text means",
         )
     if report.missing:
         names = ", ".join(sorted(set(report.missing)))

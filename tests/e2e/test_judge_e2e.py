@@ -521,6 +521,11 @@ def test_source_is_what_the_judge_reads_fenced_like_output(
 # -- issue 11 item 6: the loop's timeout bounds the judge ---------------------------------------
 
 
+# Judge timing: the loop's timeout must cut each judge call short, measured in wall time, so
+# these run one at a time on one xdist worker with the other timed process tests.
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.xdist_group("processes")
 @pytest.mark.parametrize("model", ["claude-haiku-4-5", "openai://gpt-4o", "claude://sonnet"])
 def test_loop_timeout_bounds_every_judge_call(
     tmp_path: Path, llm_server: LlmServer, model: str
