@@ -231,11 +231,23 @@ def main() -> int:
     args = parser.parse_args()
     if args.jobs_only:
         f = judge_test_jobs(args.cases, args.delay, args.jobs)
-        print(
+        line = (
             f"ll judge test, {args.cases} cases, answers after {args.delay:g} s: serial "
             f"{f['serial']:.2f} s, --jobs {args.jobs} {f['jobs']:.2f} s (ratio {f['ratio']:.2f}, "
             f"target <= 0.25; at most {f['max_in_flight']:.0f} requests in flight)"
         )
+        print(line)
+        if args.write_docs:
+            load = os.getloadavg()[0]
+            write_section(
+                "Judge test concurrency",
+                f"`python bench/judge.py --jobs-only --delay {args.delay:g} --write-docs`: "
+                f"`ll judge test --json` over {args.cases} labelled cases with an `openai://` "
+                "judge against the test server, each answer held back the delay (as an API "
+                "answers), one case at a time and with `--jobs`; the figures are the judging "
+                "time each run reports (`seconds`).\n\n"
+                f"Machine: {machine()}, load {load:.1f}.\n\n{line}.",
+            )
         return 0 if f["ratio"] <= 0.25 else 1
     result = bench(args.n)
     first = first_judged_step(args.runs)
@@ -261,7 +273,7 @@ def main() -> int:
             "its round trip. A run whose judges need the SDK now starts the import in a "
             "background thread when it begins (`evaluators/prefetch.py`), so it overlaps the "
             "first actions: after a 1.5 s first step the judge waits only for what is left of "
-            "the import, and the judge's timeout bounds that wait. Each figure is the median "
+            "the import, and the loop's deadline bounds that wait. Each figure is the median "
             f"judge latency (`latency_ms` of the `evaluate` event) of {args.runs} fresh `ll run` "
             "processes; 'before' runs the same code with the prefetch switched off. Both move "
             "with the import's own time, which grows when the machine is busy: 'before' is "

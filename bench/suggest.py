@@ -2,7 +2,8 @@
 
     python bench/suggest.py [--sizes 100,300,1000,3000,10000] [--repeat N] [--write-docs]
 
-Each loop is a chain of states named as generated loops name them (`check_00000`,
+Each loop is a chain of states (`{next: ...}` only, so that 10,000 states stay under the loader's
+100,000-value limit) named as generated loops name them (`check_00000`,
 `fix_00001`, ...); in the misspelt copy every `next:` but the last swaps two adjacent letters of
 its target, so `ll validate` gives one "did you mean" per state. Each figure is the median wall
 time of N runs (default 3) of `python -m little_loops validate FILE`, a fresh process each.
@@ -39,7 +40,7 @@ def chain(count: int, misspelt: bool) -> str:
         if misspelt and i + 1 < count:
             at = rng.randrange(len(target) - 1)
             target = target[:at] + target[at + 1] + target[at] + target[at + 2 :]
-        lines.append(f"  {name}: {{action: 'true', next: {target}}}")
+        lines.append(f"  {name}: {{next: {target}}}")
     lines.append("  done: {terminal: true}")
     return "\n".join(lines) + "\n"
 

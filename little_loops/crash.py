@@ -9,15 +9,25 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 
-def write_report(exc: BaseException, directory: Path | None = None) -> Path | None:
-    """Write a crash report for `exc`; its path, or None when no place would take it."""
+def write_report(
+    exc: BaseException,
+    directory: Path | None = None,
+    *,
+    redact: Callable[[str], str] | None = None,
+) -> Path | None:
+    """Write a crash report for `exc`; its path, or None when no place would take it.
+
+    The values of `--set KEY=VALUE` never reach it (a secret may be one), and `redact` (the
+    run's, when a run crashed) masks every secret the run knows, in the traceback too."""
     from . import __version__
 
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -25,12 +35,14 @@ def write_report(exc: BaseException, directory: Path | None = None) -> Path | No
     text = "".join(
         [
             f"ll {__version__} crashed: a bug in ll; please report it with this file\n",
-            f"command: {' '.join(sys.argv)!r}\n",
+            f"command: {' '.join(_masked(sys.argv))!r}\n",
             f"python: {platform.python_version()} on {platform.platform()}\n",
             f"cwd: {_cwd()!r}\n\n",
             *traceback.format_exception(type(exc), exc, exc.__traceback__),
         ]
     )
+    if redact is not None:
+        text = redact(text)
     data = text.encode("utf-8", "backslashreplace")
     for place in _places(directory):
         try:
@@ -45,6 +57,21 @@ def write_report(exc: BaseException, directory: Path | None = None) -> Path | No
             os.close(fd)
         return place / name
     return None
+
+
+def _masked(argv: list[str]) -> list[str]:
+    """The command line with each `--set` value replaced by `***`."""
+    out: list[str] = []
+    after_set = False
+    for arg in argv:
+        if after_set:
+            key, eq, _ = arg.partition("=")
+            arg = f"{key}=***" if eq else "***"
+        elif arg.startswith("--set="):
+            arg = re.sub(r"^(--set=[^=]*=).*", r"\1***", arg, flags=re.S)
+        after_set = arg == "--set"
+        out.append(arg)
+    return out
 
 
 def one_line(exc: BaseException) -> str:

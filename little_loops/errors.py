@@ -79,6 +79,12 @@ class RunError(LoopError):
     exit_code = EXIT_RUN_ERROR
 
 
+class RecordError(RunError):
+    """A record of the run on disk (a fork's `items.json`, a branch's state) cannot be read:
+    the run stops with exit 3 and stays resumable, so that it goes on once the file is
+    repaired."""
+
+
 class UndefinedVariable(RunError):
     """A `${namespace.path}` placeholder names nothing at run time."""
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from project import Project
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -37,3 +38,10 @@ def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
 def ll_cmd() -> list[str]:
     """The argv prefix that runs the real `ll` in a subprocess."""
     return [sys.executable, "-m", "little_loops"]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    """A temporary directory (the test's tmp_path) to write loop files in and run `ll` in:
+    `project.ll("validate", "loop.yaml")` in process, `process=True` for a subprocess."""
+    return Project(tmp_path)

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -95,6 +96,21 @@ def _prompt(argv: list[str]) -> str | None:
             following = argv[i + 1] if i + 1 < len(argv) else None
             return None if following is None or following.startswith("-") else following
     return None
+
+
+_AT_PATH = re.compile(r"(?<![^\s(\[{\"'])@((?:~|\.{1,2})?/[^\s\"')\]}]+)")
+
+
+def _attached(prompt: str) -> str:
+    """The text of every file an `@/abs`, `@~/` or `@./` token names, as the real CLI
+    attaches them to the prompt."""
+    texts = []
+    for match in _AT_PATH.finditer(prompt):
+        path = os.path.expanduser(match.group(1))
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                texts.append(f.read())
+    return "\n".join(texts)
 
 
 def _scenario() -> str:
@@ -239,6 +255,9 @@ def main(argv: list[str]) -> int:
             fh.write(json.dumps(record) + "\n")
 
     text = os.environ.get("FAKE_CLAUDE_TEXT", f"fake claude: {prompt}")
+    seen = _attached(prompt)
+    if seen:  # as the real CLI: an `@/path` token attaches the file, and the model sees it
+        text += f"\nattached: {seen}"
     result_text = os.environ.get("FAKE_CLAUDE_RESULT", text)
     exit_code = int(os.environ.get("FAKE_CLAUDE_EXIT", "2" if scenario == "exit_nonzero" else "0"))
     out = Out(fmt, str(uuid.uuid4()), pieces=scenario == "multi", commands=slash_commands(prompt))

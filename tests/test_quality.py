@@ -25,6 +25,7 @@ def _tool(name: str) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_mypy_strict() -> None:
     proc = subprocess.run(
         # The files come from pyproject.toml: the package, the tests, bench/ and scripts/.
@@ -50,6 +51,21 @@ def test_ruff_format() -> None:
         [*_tool("ruff"), "format", "--check", "."], cwd=REPO, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_pre_commit_hooks_are_local_and_run_the_gates_above() -> None:
+    import yaml
+
+    config = yaml.safe_load((REPO / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
+    assert [repo["repo"] for repo in config["repos"]] == ["local"]  # no network, no download
+    hooks = config["repos"][0]["hooks"]
+    assert {hook["language"] for hook in hooks} == {"system"}
+    entries = [hook["entry"].removeprefix(".venv/bin/") for hook in hooks]
+    assert entries == ["ruff check .", "ruff format --check .", "mypy", "lint-imports"]
+    nox = (REPO / "noxfile.py").read_text(encoding="utf-8")
+    gates = nox.split("def gates(", 1)[1]
+    for tool in ('"ruff", "check"', '"ruff", "format", "--check"', '"mypy"', '"lint-imports"'):
+        assert tool in gates
 
 
 def _lint_imports(cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -39,6 +39,7 @@ from little_loops.actions.slash import (
 )
 from little_loops.errors import RunError
 from little_loops.model.loop import EMPTY
+from little_loops.record.store import LogSegment
 
 __all__ = [
     "DEFAULT_TAIL_BYTES",
@@ -119,7 +120,7 @@ def run_shell(
     cwd: Path,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    log_path: StrPath | None = None,
+    log_path: StrPath | LogSegment | None = None,
     tail_bytes: int = DEFAULT_TAIL_BYTES,
     on_output: OutputHook | None = None,
     on_start: Callable[[int], None] | None = None,
@@ -128,8 +129,9 @@ def run_shell(
     """Run `[shell, "-c", command]` in a new process group, stdin from /dev/null.
 
     `env` is the child's whole environment (None: inherit ours). Each chunk of either stream is
-    appended to `log_path` (created with its parents at the first byte, so a silent action
-    leaves none) and passed to `on_output("stdout" | "stderr", chunk)`. Raises
+    appended to `log_path` (a file created with its parents at the first byte, so a silent
+    action leaves none, or a `LogSegment` of the run's one log) and passed to
+    `on_output("stdout" | "stderr", chunk)`. Raises
     ActionStartError when the shell or `cwd` does not exist.
     """
     _check_cwd(cwd)
@@ -161,6 +163,8 @@ def run_shell(
         duration_ms=run.duration_ms,
         timed_out=run.timed_out,
         output_bytes=run.output_bytes,
+        # stdout kept only its tail: a capture says so, and a for_each refuses it
+        details={"output_cut": True} if run.stdout.cut else EMPTY,
     )
 
 
@@ -172,7 +176,7 @@ def run_slash(
     cwd: Path,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    log_path: StrPath | None = None,
+    log_path: StrPath | LogSegment | None = None,
     tail_bytes: int = DEFAULT_TAIL_BYTES,
     on_output: OutputHook | None = None,
     on_start: Callable[[int], None] | None = None,

@@ -28,7 +28,7 @@ from little_loops.actions.reaper import (
     SPAWNING,
     group_alive,
 )
-from little_loops.record.store import StepLog
+from little_loops.record.store import LogSegment, StepLog
 
 OutputHook = Callable[[str, bytes], None]
 Window = Callable[[], contextlib.AbstractContextManager[None]]
@@ -71,6 +71,11 @@ class Tail:
             del self.buf[: len(self.buf) - self.limit]
             self.trimmed = True
 
+    @property
+    def cut(self) -> bool:
+        """Whether bytes before the last `limit` were dropped."""
+        return self.trimmed or len(self.buf) > self.limit
+
     def text(self) -> str:
         if self.limit == 0 or not self.buf:
             return ""
@@ -105,7 +110,7 @@ class _Sink:
         self,
         stdout: Tail,
         stderr: Tail,
-        log_path: StrPath | None,
+        log_path: StrPath | LogSegment | None,
         on_output: OutputHook | None,
         on_stdout: Callable[[bytes], None] | None,
     ) -> None:
@@ -114,10 +119,15 @@ class _Sink:
         self.sel: selectors.BaseSelector = _Selector()
         self.streams: dict[int, tuple[str, Tail]] = {}
         self.open: set[int] = set()
-        # Opened at the first byte: a step that prints nothing leaves no empty log behind,
-        # and a silent step does not pay for creating a file.
-        self.log_path = log_path
-        self.log: StepLog | None = None
+        # A path is opened at the first byte: a step that prints nothing leaves no empty log
+        # behind, and a silent step does not pay for creating a file. A `LogSegment` (the
+        # run's one log) is written as it is.
+        self.log: StepLog | LogSegment | None = None
+        self.log_path: StrPath | None = None
+        if isinstance(log_path, LogSegment):
+            self.log = log_path
+        else:
+            self.log_path = log_path
         self.on_output = on_output
         self.on_stdout = on_stdout
         self.total = 0
@@ -167,11 +177,12 @@ class _Sink:
             return
         name, tail = self.streams[fd]
         self.total += len(chunk)
-        if self.log_path is not None:
-            if self.log is None:
-                os.makedirs(os.path.dirname(os.fspath(self.log_path)) or ".", exist_ok=True)
-                self.log = StepLog(os.fspath(self.log_path))
-            self.log.write(chunk)
+        log = self.log
+        if log is None and self.log_path is not None:
+            os.makedirs(os.path.dirname(os.fspath(self.log_path)) or ".", exist_ok=True)
+            log = self.log = StepLog(os.fspath(self.log_path))
+        if log is not None:
+            log.write(chunk)
         tail.add(chunk)
         if self.on_stdout is not None and name == "stdout":
             self.on_stdout(chunk)
@@ -193,7 +204,7 @@ def execute(
     cwd: Path,
     env: Mapping[str, str] | None,
     timeout: float | None,
-    log_path: StrPath | None,
+    log_path: StrPath | LogSegment | None,
     tail_bytes: int,
     on_output: OutputHook | None,
     on_stdout: Callable[[bytes], None] | None = None,
@@ -370,12 +381,15 @@ def _signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def start_detached(argv: list[str], output: Path) -> subprocess.Popen[bytes]:
+def start_detached(
+    argv: list[str], output: Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start argv in a session of its own, stdin from /dev/null, both streams appended to
     `output`; nobody waits for it or kills it (`ll run --background`)."""
     with open(output, "ab") as out:
         return subprocess.Popen(
             argv,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -124,14 +124,18 @@ def _print_step(run_dir: Any, step: int) -> None:
     outputs = step_outputs(run_dir, step)
     out = sys.stdout.buffer
     for item in outputs:
-        if len(outputs) > 1:
+        if item.label is not None:  # a child's or a branch's step, under its path
+            again = f", attempt {item.attempt}" if item.attempt > 1 else ""
+            out.write(f"== {item.label} (step {item.step}{again}) ==\n".encode())
+        elif len(outputs) > 1:
             out.write(f"== step {step} ({item.state}), attempt {item.attempt} ==\n".encode())
-        if item.log is None:
+        data = item.output
+        if data is None:
             click.echo(
-                f"ll: step {step} ({item.state}) attempt {item.attempt} printed nothing", err=True
+                f"ll: step {item.step} ({item.state}) attempt {item.attempt} printed nothing",
+                err=True,
             )
             continue
-        data = item.log.read_bytes()
         out.write(data)
         if data and not data.endswith(b"\n"):
             out.write(b"\n")

@@ -6,6 +6,8 @@ Like `cli`, this imports only click and the standard library at the top.
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from typing import Any
 
@@ -90,6 +92,44 @@ def fan_out(hooks: list[Any]) -> Any:
     return both
 
 
+BACKGROUND_SETS = "_LL_BACKGROUND_SETS"  # `--set` values of a `--background` run, as JSON
+
+
+def _without_sets(args: list[str]) -> tuple[list[str], list[str]]:
+    """The arguments without their `--set KEY=VALUE` pairs, and those values."""
+    kept: list[str] = []
+    sets: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            kept += args[i:]
+            break
+        if arg == "--set" and i + 1 < len(args):
+            sets.append(args[i + 1])
+            i += 2
+            continue
+        if arg.startswith("--set="):
+            sets.append(arg.removeprefix("--set="))
+        else:
+            kept.append(arg)
+        i += 1
+    return kept, sets
+
+
+def background_sets() -> tuple[str, ...]:
+    """The `--set` values a `--background` parent passed; taken out of the environment so
+    that no action of the run inherits them."""
+    raw = os.environ.pop(BACKGROUND_SETS, None)
+    if not raw:
+        return ()
+    try:
+        values = json.loads(raw)
+    except ValueError:
+        return ()
+    return tuple(str(v) for v in values) if isinstance(values, list) else ()
+
+
 def start_background(loop_name: str) -> None:
     """Re-run this command detached, output to the run directory; print the run id and exit."""
     import time
@@ -103,10 +143,13 @@ def start_background(loop_name: str) -> None:
 
     run_id = new_run_id(loop_name)
     root = loops_dir(Path.cwd()) / "runs" / run_id
-    (root / "steps").mkdir(parents=True)
-    args = [a for a in sys.argv[1:] if a != "--background"]
+    root.mkdir(parents=True)
+    args, sets = _without_sets([a for a in sys.argv[1:] if a != "--background"])
     argv = [sys.executable, "-m", "little_loops", *args, "--run-id", run_id]
-    proc = start_detached(argv, root / "output.log")
+    # `--set` values (secrets among them) go through the environment, which only this user
+    # can read, never the command line every user sees in `ps`.
+    env = {**os.environ, BACKGROUND_SETS: json.dumps(sets)} if sets else None
+    proc = start_detached(argv, root / "output.log", env=env)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not (root / "state.json").exists():
         if proc.poll() is not None:

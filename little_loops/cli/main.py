@@ -182,7 +182,7 @@ def run(
             raise click.UsageError(f"{'--model' if model else 'LL_MODEL'}: {problem}")
     launch.regular_file(file)
     loop = load(Path(file))
-    overrides = parse_sets(sets, loop)
+    overrides = parse_sets((*sets, *launch.background_sets()), loop)
     from little_loops.load.children import missing_inputs
 
     if (missing := missing_inputs(loop, overrides)) is not None:

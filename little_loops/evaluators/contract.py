@@ -43,6 +43,9 @@ class EvalInput:
     judge: JudgeSession | None = None  # per-run judge session (clients, cache, cassette)
     deadline: float | None = None  # time.monotonic() when the loop's `timeout` runs out
     extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+    # Context keys holding program text (bound through `with:` from captured, item...):
+    # fenced as data in the judge's prompt, like `captured`.
+    program: frozenset[str] = frozenset()
 
 
 class Evaluator(Protocol):

@@ -19,6 +19,50 @@ Finding = tuple[NodePath, str, str]
 
 
 RUBRIC_LIMIT = 100_000  # characters; the builder reads no more (builder.RUBRIC_LIMIT)
+RUBRIC_MAX_BYTES = 4 * RUBRIC_LIMIT  # UTF-8 takes at most 4 bytes a character
+
+
+class RubricUnreadable(Exception):
+    """A rubric file that cannot be read; the message says why (after "'NAME' ")."""
+
+
+def read_rubric(path: Path) -> str:
+    """A rubric file's text, read safely: a regular file only (a pipe, a device such as
+    /dev/zero or a directory is refused before anything is read), at most RUBRIC_MAX_BYTES,
+    UTF-8. Raises FileNotFoundError, or RubricUnreadable saying why."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except ValueError:  # a NUL byte in the name
+        raise RubricUnreadable("is not a file name (it holds a NUL byte)") from None
+    except FileNotFoundError:
+        raise
+    except IsADirectoryError:
+        raise RubricUnreadable("is a directory, not a file") from None
+    except OSError as exc:
+        raise RubricUnreadable(f"cannot be read: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise RubricUnreadable("is a directory, not a file")
+        if not stat.S_ISREG(mode):
+            raise RubricUnreadable("is not a regular file (a pipe or a device); give a file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(RUBRIC_MAX_BYTES + 1)
+    except OSError as exc:
+        raise RubricUnreadable(f"cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > RUBRIC_MAX_BYTES:
+        raise RubricUnreadable(
+            f"is larger than {RUBRIC_MAX_BYTES} bytes, more than a rubric may hold; shorten it"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RubricUnreadable("is not UTF-8 text") from None
 
 
 def rubric_findings(
@@ -30,24 +74,20 @@ def rubric_findings(
         return
     at = where("rubric_file")
     path = loop_dir / name
+    shown = name if len(name) <= 80 and "\0" not in name else repr(name[:60]) + "..."
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_rubric(path)
     except FileNotFoundError:
         yield (
             at,
             "missing-rubric-file",
-            f"{subject(at)}: '{name}' does not exist (looked for {path}); the path is "
+            f"{subject(at)}: '{shown}' does not exist (looked for {path}); the path is "
             "relative to the loop file's directory",
         )
         return
-    except IsADirectoryError:
-        yield at, "missing-rubric-file", f"{subject(at)}: '{name}' is a directory, not a file"
-        return
-    except UnicodeDecodeError:
-        yield at, "bad-rubric-file", f"{subject(at)}: '{name}' is not UTF-8 text"
-        return
-    except OSError as exc:
-        yield at, "bad-rubric-file", f"{subject(at)}: cannot read '{name}': {exc.strerror}"
+    except RubricUnreadable as exc:
+        code = "missing-rubric-file" if "directory" in str(exc) else "bad-rubric-file"
+        yield at, code, f"{subject(at)}: '{shown}' {exc}"
         return
     if len(text) > RUBRIC_LIMIT:
         yield (

@@ -44,6 +44,18 @@ if TYPE_CHECKING:
 
 Emit = Callable[[RunEvent], None]  # judge_start, judge_retry, judge_fail_open
 
+# The flags that say why a judgement failed (docs/judge.md, "When the judge fails"): what a
+# `judge_fail_open` event lists, never bookkeeping such as cost_known or replayed.
+ERROR_FLAGS = frozenset(
+    {
+        "ambiguous_answer", "api_error", "cli_error", "config_error", "connection_error",
+        "auth_error", "internal_error", "invalid_answer", "invalid_response", "loop_timeout",
+        "max_tokens",
+        "no_api_key", "no_structured_output", "no_tool_call", "not_found", "overloaded",
+        "rate_limited", "refusal", "replay_miss", "schema_error", "timeout",
+    }
+)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class JudgeSettings:
@@ -105,7 +117,9 @@ class JudgeSession:
         max_chars = (
             spec.max_output_chars if spec.max_output_chars is not None else llm.max_output_chars
         )
-        prompt = render_prompt(spec.prompt or DEFAULT_JUDGE_PROMPT, inp.resolve, max_chars)
+        prompt = render_prompt(
+            spec.prompt or DEFAULT_JUDGE_PROMPT, inp.resolve, max_chars, inp.program
+        )
         text = inp.resolve(spec.source) if spec.source is not None else inp.text
         stderr = "" if spec.source is not None else inp.stderr
         reference = inp.resolve(spec.reference) if spec.reference is not None else None
@@ -155,7 +169,9 @@ class JudgeSession:
             }
         )
         hit = None
-        if self._cache is not None and self._replay is None:
+        # `--record` asks the model every time: a verdict from the cache has no exchange to
+        # write, and a cassette recorded after a cached run would be empty.
+        if self._cache is not None and self._replay is None and self._record is None:
             hit = self._cache.get(key)
         for ask in asks:  # what was asked, for `ll judge explain` (redacted like every event)
             self.emit(ask.asked(cached=hit is not None))
@@ -401,8 +417,8 @@ class JudgeSession:
         if not spec.fail_open:
             return Verdict("error", details)
         details.update(fail_open=True, confidence=0.0, confident=False)
-        flags = {k: v for k, v in details.items() if v is True and k not in ("fail_open",)}
-        self.emit(JudgeFailOpen(error=str(details.get("error", "")), flags=tuple(sorted(flags))))
+        flags = sorted(k for k, v in details.items() if v is True and k in ERROR_FLAGS)
+        self.emit(JudgeFailOpen(error=str(details.get("error", "")), flags=tuple(flags)))
         return Verdict("success", details)
 
 

@@ -12,7 +12,7 @@ from little_loops.record.events import JudgeAsked
 
 from .answer import Call
 from .cache import key_of
-from .judge_input import JSON_INSTRUCTION, SYSTEM_PROMPT, TOOL_INSTRUCTION, build_user_message
+from .judge_input import JSON_INSTRUCTION, TOOL_INSTRUCTION, build_user_message, system_prompt
 
 # Sampling temperature when the judge sets none: 0 (the same output gets the same verdict);
 # with `samples` above 1, 1.0, so the samples can differ and the vote means something.
@@ -83,7 +83,7 @@ def question(
         examples=spec.examples,
         reference=reference,
     )
-    system = SYSTEM_PROMPT + (
+    system = system_prompt(call.schema) + (
         TOOL_INSTRUCTION
         if call.provider in ("anthropic", "claude")
         else JSON_INSTRUCTION.format(schema=json.dumps(call.schema, separators=(",", ":")))

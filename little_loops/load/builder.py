@@ -357,9 +357,14 @@ def _rubric(base_dir: Path, name: str | None) -> str | None:
     say why)."""
     if name is None:
         return None
+    from little_loops.evaluators.judge_files import (
+        RubricUnreadable,
+        read_rubric,
+    )
+
     try:
-        text = (base_dir / name).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = read_rubric(base_dir / name)
+    except (OSError, RubricUnreadable):
         return None
     return text.strip() if len(text) <= RUBRIC_LIMIT else None
 

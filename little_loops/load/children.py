@@ -108,6 +108,28 @@ def child_path(parent: Loop, state: State) -> Path:
     return (parent.dir / (state.loop or "")).resolve()
 
 
+def _not_a_loop_file(parent: Loop, written: str) -> str | None:
+    """Why `written` cannot name a loop file at all (", which ..."), else None: a NUL byte,
+    a name too long for the file system, a link to nowhere, a pipe or a device."""
+    import os
+    import stat
+
+    if "\0" in written:
+        return ", a name with a NUL byte in it; write the file's path"
+    path = parent.dir / written
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f", a symbolic link to {os.readlink(path)!r}, which does not exist"
+        return None  # said below, with the files beside it
+    except OSError as exc:
+        return f", which cannot be used: {exc.strerror or exc}"
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        return ", which is not a regular file (a pipe or a device); give a loop file"
+    return None
+
+
 def _child_file(parent_file: str, written: str) -> str:
     """The child's name as the user will recognise it: beside the parent's name as given."""
     parent = Path(parent_file).parent
@@ -131,10 +153,16 @@ def _follow_state(
                 "check it before anything runs",
             )
         ]
+    what = _not_a_loop_file(ctx.loop, written)
+    if what is not None:
+        shown = show(written) if len(written) <= 80 else show(written[:60] + "...")
+        return [ctx.diag(pos, "error", "no-such-loop", f"state '{state.name}' runs {shown}{what}")]
     path = child_path(ctx.loop, state)
     if not path.is_file():
         siblings = sorted(
-            p.name for p in path.parent.glob("*.y*ml") if p.suffix in (".yaml", ".yml")
+            p.name
+            for p in path.parent.glob("*.y*ml")
+            if p.suffix in (".yaml", ".yml") and p.is_file()
         )
         what = "is a directory" if path.is_dir() else "does not exist"
         return [

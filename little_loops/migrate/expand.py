@@ -37,12 +37,41 @@ def yaml_rt() -> YAML:
     return y
 
 
+# What stops the loader's own reading stops ours: a document too large once its aliases are
+# expanded (an alias bomb), nested too deep.
+_LIMITS = ("too-large", "too-deep", "recursive-alias")
+
+
+def _bounded_text(path: Path) -> str:
+    """The file's text, read as `ll validate` reads a loop file: a pipe waited on for a few
+    seconds, a device or directory refused, at most 1 MiB, UTF-8; then checked for alias
+    bombs and depth before ruamel.yaml, which has no such limits, expands anything."""
+    from little_loops.load.composer import compose
+    from little_loops.load.source import (
+        decode,
+        read_bytes,
+    )
+
+    def refuse(message: str) -> Unreadable:
+        return Unreadable(f"{path}: cannot read: {message}")
+
+    if path.exists() and not (path.is_file() or path.is_fifo()):
+        raise refuse("not a regular file (a device or a directory); give a loop file")
+    data = read_bytes(path, str(path))
+    if not isinstance(data, bytes):
+        raise refuse(data.message)
+    text = decode(data, str(path))
+    if not isinstance(text, str):
+        raise refuse(text.message)
+    for problem in compose(text, str(path))[2]:
+        if problem.code in _LIMITS:
+            raise Unreadable(f"{path}:{problem.line}: {problem.message}")
+    return text
+
+
 def load(path: Path) -> CommentedMap:
     """A YAML mapping with its comments, or Unreadable with a one-line reason."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise Unreadable(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    text = _bounded_text(path)
     try:
         doc = yaml_rt().load(text)
     except YAMLError as exc:

@@ -160,7 +160,9 @@ def summary(
     done = [i for i in items if i.key in ends]
     good = [i for i in done if counts(join, ends[i.key])]
     cancelled = [i for i in done if ends[i.key].verdict == CANCELLED]
-    bad = [i for i in done if i not in good and i not in cancelled]
+    # By key, not by a scan of the lists: a fork of 10,000 items would compare 10^8 pairs.
+    either = {i.key for i in good} | {i.key for i in cancelled}
+    bad = [i for i in done if i.key not in either]
     branches = {i.key: dict(ends[i.key].record) for i in done}
 
     def lines(chosen: list[Item]) -> str:

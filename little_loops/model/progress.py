@@ -51,6 +51,9 @@ class RunOptions:
     prompt: Callable[..., dict[str, Any] | None] | None = None
     jobs: int = 8  # --jobs: actions running at once in a whole tree of forks (branches.py)
     branch: tuple[str, str] | None = None  # --branch STATE=KEY: only that branch of the fork
+    # A child's context keys bound through `with:` from program, model or human text
+    # (`captured`, `prev`, `item`, an answer): escaped and fenced like it (SPEC section 7).
+    program_context: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -20,6 +21,10 @@ from . import JudgeReply, JudgeRequest, ProviderError, loop_timeout, remaining, 
 
 class ClaudeCliProvider:
     """Runs the Claude Code CLI once per judgement; nothing stays open between calls.
+
+    The prompt goes on standard input (no argument limit: a 128 KiB prompt works), with every
+    `@/path`, `@~/path` and `@./path` token neutralised first: the CLI attaches the file such a
+    token names, tools or not, and a file's text must never reach a judge by way of output.
 
     The judge is sandboxed: no tools at all (`--tools ""`; `--json-schema` still works),
     no saved session, an empty scratch directory as its working directory, and its own
@@ -34,11 +39,10 @@ class ClaudeCliProvider:
         self._env = dict(env)
 
     def argv(self, request: JudgeRequest) -> list[str]:
-        """The command line for one judgement."""
+        """The command line for one judgement; the prompt is not on it (`prompt`: stdin)."""
         return [
             *self._argv,
             "-p",
-            f"{request.system}\n\n{request.user}",
             "--output-format",
             "json",
             "--json-schema",
@@ -56,18 +60,28 @@ class ClaudeCliProvider:
             raise loop_timeout("starting")
         with tempfile.TemporaryDirectory(prefix="ll-judge-") as scratch:
             returncode, stdout, stderr = self._run(
-                self.argv(request), budget, scratch, deadline=request.deadline
+                self.argv(request),
+                budget,
+                scratch,
+                deadline=request.deadline,
+                stdin=prompt(request),
             )
         return parse_result(returncode, stdout, stderr)
 
     def _run(
-        self, argv: list[str], timeout: float, cwd: str, *, deadline: float | None = None
+        self,
+        argv: list[str],
+        timeout: float,
+        cwd: str,
+        *,
+        deadline: float | None = None,
+        stdin: str = "",
     ) -> tuple[int, str, str]:
         """Exit code, stdout and stderr; `deadline` (the loop's) bounds every wait."""
         try:
             proc = subprocess.Popen(
                 argv,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -86,15 +100,17 @@ class ClaudeCliProvider:
                 f"cannot run the Claude Code CLI: {exc}", flags={"cli_error": True}
             ) from exc
         try:
-            stdout, stderr = proc.communicate(timeout=timeout)
+            stdout, stderr = proc.communicate(input=stdin, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             _kill_group(proc.pid)
+            said = ("", "")
             with contextlib.suppress(subprocess.TimeoutExpired):
                 # A child that left our group may hold the pipes; never past the loop's deadline.
-                proc.communicate(timeout=max(0.1, remaining(deadline, 5.0)))
+                said = proc.communicate(timeout=max(0.1, remaining(deadline, 5.0)))
+            why, flags = retry_cause(f"{said[1] or ''}\n{said[0] or ''}")
             raise ProviderError(
-                f"the Claude Code CLI did not answer within {timeout:g} s",
-                flags={"timeout": True},
+                f"the Claude Code CLI did not answer within {timeout:g} s{why}",
+                flags={"timeout": True, **flags},
             ) from exc
         except BaseException:
             _kill_group(proc.pid)
@@ -105,6 +121,48 @@ class ClaudeCliProvider:
 
     def close(self) -> None:
         """Nothing to close: each judgement is its own process."""
+
+
+# What the CLI prints while it retries by itself: the cause a timeout should name.
+_CAUSES = (
+    (
+        re.compile(r"oauth token has expired|token (?:has )?expired|/login|invalid api key|"
+                   r"authentication_error|\b401\b", re.IGNORECASE),
+        "an expired or invalid login (run `claude` and /login, or set a valid key)",
+        {"auth_error": True},
+    ),
+    (re.compile(r"\b529\b|overloaded", re.IGNORECASE), "the API being overloaded (529)",
+     {"overloaded": True}),
+    (re.compile(r"\b429\b|rate.?limit", re.IGNORECASE), "a rate limit (429)",
+     {"rate_limited": True}),
+)  # fmt: skip
+
+
+def retry_cause(output: str) -> tuple[str, dict[str, Any]]:
+    """(text for the timeout message, flags) naming why a CLI that timed out was still
+    retrying, from what it printed; ("", {}) when it said nothing recognisable."""
+    for pattern, cause, flags in _CAUSES:
+        lines = [line.strip() for line in output.splitlines() if pattern.search(line)]
+        if lines:
+            last = " ".join(lines[-1].split())[:200]
+            return f": it was retrying after {cause}; it said: {last!r}", flags
+    return "", {}
+
+
+# `@` before an absolute, home or relative path: the CLI would attach that file.
+_AT_PATH = re.compile(r"@(?=~|/|\.{1,2}/)")
+
+
+def neutralise_at_paths(text: str) -> str:
+    """`@/etc/x`, `@~/.aws/credentials`, `@../x` written with a fullwidth at sign, which the
+    CLI does not take for a file to attach; a model still reads the text."""
+    return _AT_PATH.sub("\uff20", text)
+
+
+def prompt(request: JudgeRequest) -> str:
+    """What the CLI reads on stdin: the system prompt and the user message, `@` paths
+    neutralised (the rubric, examples, output and captured values alike)."""
+    return neutralise_at_paths(f"{request.system}\n\n{request.user}")
 
 
 def _kill_group(pgid: int) -> None:

@@ -14,10 +14,10 @@ import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 Event = dict[str, Any]
 Listener = Callable[[Event], None]
@@ -41,7 +41,22 @@ def utc_now() -> str:
 _OMIT_NONE = {"optional": True}
 
 
-@dataclass(frozen=True, kw_only=True)
+# Each event class is a dataclass with only its `__init__` generated: `RunEvent` gives every
+# subclass its `__eq__` and `__repr__`. Generated per class, with the `__setattr__`,
+# `__delattr__` and `__hash__` of `frozen=True`, they cost twice the module's import now, which
+# every `ll run` pays (docs/performance.md, "Start-up of ll run"). The records are frozen for
+# the type checker (`_record` is `dataclass` to mypy, so an assignment to a field is an error
+# there) but not at run time, where a guard would cost every event of every step.
+if TYPE_CHECKING:
+    from dataclasses import dataclass as _record
+else:
+
+    def _record(**options: Any) -> Any:
+        options.pop("frozen", None)
+        return dataclass(**options)
+
+
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class RunEvent:
     """The fields every event has. `ts` and `run_id` are filled in by the `Emitter`."""
 
@@ -56,6 +71,17 @@ class RunEvent:
     @property
     def name(self) -> str:
         return self.NAME
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in _field_names(type(self)))
+
+    __hash__ = None  # type: ignore[assignment]  # events hold dicts: never hashable
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in _field_names(type(self)))
+        return f"{type(self).__name__}({shown})"
 
     def payload(self) -> Event:
         """The event's own fields, in wire order (what `Emitter.emit` takes as `fields`)."""
@@ -79,8 +105,10 @@ class RunEvent:
         return event
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class LoopStart(RunEvent):
+    """A run starts, or resumes (`resumed`)."""
+
     NAME: ClassVar[str] = "loop_start"
     loop: str = ""
     file: str = ""
@@ -88,7 +116,7 @@ class LoopStart(RunEvent):
     resumed: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class LockReclaimed(RunEvent):
     """The loop's lock was held by a run whose process is gone; this run took it over."""
 
@@ -97,20 +125,28 @@ class LockReclaimed(RunEvent):
     previous_pid: Any = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class StateEnter(RunEvent):
+    """A step begins: the run enters a state."""
+
     NAME: ClassVar[str] = "state_enter"
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class ActionStart(RunEvent):
+    """A step's action starts (after interpolation)."""
+
     NAME: ClassVar[str] = "action_start"
     action: str = ""  # after interpolation, secrets redacted
     action_type: str | None = None
+    # Where the attempt's output begins in the run's `steps.log` (record/store.RunLog).
+    log_at: int | None = field(default=None, metadata=_OMIT_NONE)
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class ActionComplete(RunEvent):
+    """A step's action ended."""
+
     NAME: ClassVar[str] = "action_complete"
     exit_code: int | None = None
     duration_ms: int | None = None
@@ -118,7 +154,7 @@ class ActionComplete(RunEvent):
     output_bytes: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class JudgeStart(RunEvent):
     """A model is asked for a verdict (not sent for a cache hit)."""
 
@@ -127,7 +163,7 @@ class JudgeStart(RunEvent):
     samples: int = 1
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class JudgeAsked(RunEvent):
     """What one judge model is asked (a cache hit too): what `ll judge explain` shows."""
 
@@ -144,8 +180,10 @@ class JudgeAsked(RunEvent):
     cached: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class JudgeRetry(RunEvent):
+    """A judge call is tried again after an error."""
+
     NAME: ClassVar[str] = "judge_retry"
     attempt: int = 0
     delay_s: float = 0.0
@@ -153,7 +191,7 @@ class JudgeRetry(RunEvent):
     error: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class JudgeFailOpen(RunEvent):
     """The judge failed and `fail_open` made the verdict success."""
 
@@ -162,8 +200,10 @@ class JudgeFailOpen(RunEvent):
     flags: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class Evaluate(RunEvent):
+    """A step's verdict, from its evaluator (or the action alone)."""
+
     NAME: ClassVar[str] = "evaluate"
     type: str = ""
     verdict: str = ""
@@ -173,16 +213,20 @@ class Evaluate(RunEvent):
     tail: tuple[str, ...] | None = field(default=None, metadata=_OMIT_NONE)
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class Retry(RunEvent):
+    """A step is run again after a delay."""
+
     NAME: ClassVar[str] = "retry"
     attempt: int = 0  # the attempt about to run
     delay_s: float = 0.0
     verdict: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class Route(RunEvent):
+    """Where a verdict sent the run, and by which key."""
+
     NAME: ClassVar[str] = "route"
     from_: str = field(default="", metadata={"wire": "from"})
     to: str = ""
@@ -190,8 +234,10 @@ class Route(RunEvent):
     via: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class LoopComplete(RunEvent):
+    """The run ended: how, where, after how many steps."""
+
     NAME: ClassVar[str] = "loop_complete"
     final_state: str = ""
     outcome: str = ""
@@ -204,7 +250,7 @@ class LoopComplete(RunEvent):
     outputs: Mapping[str, Any] | None = field(default=None, metadata=_OMIT_NONE)
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class ChildStart(RunEvent):
     """A `loop:` state starts (or resumes) its child run, in `dir` under this run's directory."""
 
@@ -224,7 +270,7 @@ class ChildStart(RunEvent):
     total: int | None = field(default=None, metadata=_OMIT_NONE)  # the fork's branches
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class ChildComplete(RunEvent):
     """A `loop:` state's child run ended; `verdict` is what the calling state routes on."""
 
@@ -242,7 +288,7 @@ class ChildComplete(RunEvent):
     reason: str | None = field(default=None, metadata=_OMIT_NONE)  # why it did not succeed
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class Ask(RunEvent):
     """An `ask` state asks a person; `expires_at` is None without a timeout."""
 
@@ -254,7 +300,7 @@ class Ask(RunEvent):
     expires_at: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class Answer(RunEvent):
     """A question is answered; `via`: prompt, resume, answer, preset or simulate."""
 
@@ -266,7 +312,7 @@ class Answer(RunEvent):
     via: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class LoopSuspended(RunEvent):
     """The run waits for answers to `pending` and exits 6; `ll resume` continues it."""
 
@@ -279,7 +325,7 @@ class LoopSuspended(RunEvent):
     cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
 
 
-@dataclass(frozen=True, kw_only=True)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class UnknownEvent(RunEvent):
     """An event this version does not know (a newer `ll` wrote it); all its fields in `extra`."""
 
@@ -360,6 +406,16 @@ class _Spec:
 
 
 _SPECS: dict[type[RunEvent], tuple[_Spec, ...]] = {}
+_NAMES: dict[type[RunEvent], tuple[str, ...]] = {}
+
+
+def _field_names(cls: type[RunEvent]) -> tuple[str, ...]:
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 _BY_WIRE: dict[type[RunEvent], dict[str, _Spec]] = {}
 _COMMON = frozenset(f.name for f in dataclasses.fields(RunEvent))
 
@@ -524,18 +580,53 @@ class Emitter:
 
 def read_events(path: Path) -> list[Event]:
     """Every complete event of a JSONL file; a torn last line (from a crash) is skipped."""
-    events: list[Event] = []
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return events
-    for line in text.splitlines():
+    return EventLog(path).read(whole=True)
+
+
+class EventLog:
+    """The one reader of a run's `events.jsonl`: read whole, from where it last stopped (to
+    follow a live run), or its first few events. A line that does not parse (a crash cut the
+    last one short) is skipped; a live log's last line without its newline waits for it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.position = 0  # the byte after the last line read
+
+    def read(self, *, whole: bool = False) -> list[Event]:
+        """The events after `position`. `whole`: the last line too when it parses (a file
+        read once); else only lines ended by a newline (the writer may be mid-line)."""
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.position)
+                data = fh.read()
+        except FileNotFoundError:
+            return []
+        end = len(data) if whole else data.rfind(b"\n") + 1
+        self.position += end
+        return list(_parse_lines(data[:end].splitlines()))
+
+    def head(self, count: int) -> list[Event]:
+        """Its first `count` lines' events, without reading a long log whole."""
+        lines: list[bytes] = []
+        try:
+            with self.path.open("rb") as fh:
+                for _ in range(count):
+                    line = fh.readline()
+                    if not line:
+                        break
+                    lines.append(line)
+        except OSError:  # missing, unreadable: the caller shows what it can without it
+            return []
+        return list(_parse_lines(lines))
+
+
+def _parse_lines(lines: Iterable[bytes]) -> Iterator[Event]:
+    for line in lines:
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = json.loads(line.decode("utf-8", "replace"))
         except (ValueError, RecursionError):
             continue
         if isinstance(item, dict):
-            events.append(item)
-    return events
+            yield item

@@ -10,7 +10,7 @@ a whole log (`from_file`); events it does not know are skipped, so a log of an o
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -67,6 +67,9 @@ class Step:
     routed_to: str | None = None  # where its verdict sent the run; None: nowhere
     via: str | None = None  # which key of the state routed it
     visit: int = 1  # the how-manieth visit of this state in the run
+    # Attempt -> its action_starts (indices into `History.log_marks`), once per time it ran
+    # (a step cut off and run again on resume ran its attempt twice).
+    logs: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -172,6 +175,12 @@ class History:
         self.children: dict[int, History] = {}
         self.child_starts: dict[int, ChildStart] = {}
         self._calls: dict[str, int] = {}  # a calling state -> the step of its latest child
+        # A fork's branches, by the forking step, then by branch key (in the order started,
+        # which is item order); each a run of its own, folded as a child's is.
+        self.branches: dict[int, dict[str, History]] = {}
+        self.branch_starts: dict[int, dict[str, ChildStart]] = {}
+        self.dir: Path | None = None  # the run directory, when read from one
+        self.log_marks: list[int] = []  # every attempt's `log_at`, in order: where each ends
 
     @classmethod
     def from_events(cls, events: Iterable[RunEvent | Mapping[str, Any]]) -> History:
@@ -185,10 +194,40 @@ class History:
         """The history in a run's events.jsonl, with its children's from their own run
         directories (`sub/...`); empty when the file is missing."""
         history = cls.from_events(read_events(path))
+        history.dir = path.parent
         for step, start in history.child_starts.items():
-            if start.extra.get("path") is None and start.dir and ".." not in Path(start.dir).parts:
+            if _inside(start):
                 history.children[step] = cls.from_file(path.parent / start.dir / path.name)
+        for step, starts in history.branch_starts.items():
+            found = history.branches.setdefault(step, {})
+            for key, start in starts.items():
+                if _inside(start):
+                    found[key] = cls.from_file(path.parent / start.dir / path.name)
         return history
+
+    def walk(self, path: tuple[str, ...] = ()) -> Iterator[Node]:
+        """Every step of the tree in the order it ran: this run's, each followed by its
+        child's (a `loop:` state) or its branches' (a fork), with the path of calling states
+        (and branch keys) above it. An action branch (a run of one step named after its key)
+        is the branch itself: `checks/lint`, not `checks/lint/lint`."""
+        for visit in self.steps:
+            yield Node(path, visit, self)
+            yield from self.below(visit, path)
+
+    def below(self, visit: Step, path: tuple[str, ...] = ()) -> Iterator[Node]:
+        """The steps of the tree under one step of this run (a `loop:` state's child run, a
+        fork's branches), as `walk` gives them."""
+        child = self.children.get(visit.step)
+        if child is not None:
+            yield from child.walk((*path, visit.state))
+        starts = self.branch_starts.get(visit.step, {})
+        for key, branch in self.branches.get(visit.step, {}).items():
+            start = starts.get(key)
+            if start is not None and not start.file:  # an action branch: one step
+                for inner in branch.steps:
+                    yield Node((*path, visit.state), inner, branch, branch=key)
+                continue
+            yield from branch.walk((*path, visit.state, key))
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -218,6 +257,15 @@ class History:
 
     def get(self, step: int) -> Step | None:
         return self._steps.get(step)
+
+    def log_ranges(self, step: Step, attempt: int) -> list[tuple[int, int | None]]:
+        """Where an attempt's output lies in the run's steps.log: (start, end) for each time it
+        ran, end None for the last bytes of the file (a running or the latest attempt)."""
+        marks = self.log_marks
+        return [
+            (marks[i], marks[i + 1] if i + 1 < len(marks) else None)
+            for i in step.logs.get(attempt, ())
+        ]
 
     @property
     def path(self) -> list[str]:
@@ -263,7 +311,11 @@ class History:
         if isinstance(path, list) and path:
             self._feed_child(typed, path)
             return typed
-        if isinstance(typed, ChildStart) and typed.step is not None and typed.state:
+        if isinstance(typed, ChildStart) and typed.kind == "branch" and typed.step is not None:
+            key = typed.branch or ""
+            self._calls[typed.state or ""] = typed.step
+            self.branch_starts.setdefault(typed.step, {})[key] = typed
+        elif isinstance(typed, ChildStart) and typed.step is not None and typed.state:
             self._calls[typed.state] = typed.step
             if typed.attempt != getattr(self.child_starts.get(typed.step), "attempt", None):
                 self.children.pop(typed.step, None)  # a retry: the new attempt's story
@@ -294,21 +346,33 @@ class History:
             entered = Step(typed.step, typed.state, typed.ts, typed.ts)
             if before is not None:
                 entered.attempts = before.attempts
+                entered.logs = before.logs
             self._steps[typed.step] = entered
             return typed
         step = self._steps.get(typed.step)
         if step is not None:
             step.add(typed)
+            if isinstance(typed, ActionStart) and typed.log_at is not None:
+                step.logs.setdefault(step.attempts, []).append(len(self.log_marks))
+                self.log_marks.append(typed.log_at)
         return typed
 
     def _feed_child(self, typed: RunEvent, path: list[Any]) -> None:
         step = self._calls.get(str(path[0]))
         if step is None:
             return
+        starts = self.branch_starts.get(step)
+        if starts is not None:  # a fork's step: the next part of the path is the branch
+            if len(path) < 2 or str(path[1]) not in starts:
+                return
+            child = self.branches.setdefault(step, {}).setdefault(str(path[1]), History())
+            below = path[2:]
+        else:
+            child = self.children.setdefault(step, History())
+            below = path[1:]
         rest = {k: v for k, v in typed.extra.items() if k != "path"}
-        if len(path) > 1:
-            rest["path"] = path[1:]
-        child = self.children.setdefault(step, History())
+        if below:
+            rest["path"] = below
         child.feed(replace(typed, extra=rest))
 
     def with_history(self, base_dir: Path | None) -> History:
@@ -322,6 +386,33 @@ class History:
         if full.complete is None or full.complete.ts != self.complete.ts:
             return self
         return full
+
+
+@dataclass(frozen=True)
+class Node:
+    """One step of a run tree (`History.walk`): where it is and the run it belongs to."""
+
+    path: tuple[str, ...]  # the calling states (and branch keys) above its run, root first
+    step: Step
+    run: History
+    branch: str | None = None  # an action branch: the step is the branch itself
+
+    @property
+    def name(self) -> str:
+        """The step's name in the tree: `call/inner/s (visit 1)`, `checks/lint (visit 1)`."""
+        if self.branch is not None:
+            return "/".join((*self.path, f"{self.branch} (visit {self.step.visit})"))
+        return "/".join((*self.path, self.step.name))
+
+    @property
+    def where(self) -> str:
+        """The state's path in the tree: `call/inner/s`, `checks/lint`."""
+        return "/".join((*self.path, self.branch or self.step.state))
+
+
+def _inside(start: ChildStart) -> bool:
+    """A child (or branch) start of this run whose directory lies under its own."""
+    return start.extra.get("path") is None and bool(start.dir) and ".." not in Path(start.dir).parts
 
 
 def parse_ts(text: str) -> datetime | None:
@@ -407,16 +498,26 @@ def failure_cause(text: str, visits: list[Step], run_dir: Path | None) -> tuple[
 
 
 def log_tail(run_dir: Path | None, visit: Step) -> list[str]:
-    """The last lines a step's action printed, from its log in the run directory."""
+    """The last lines a step's action printed: its part of the run's `steps.log`, or its own
+    file under `steps/` (a run an older ll recorded)."""
     if run_dir is None:
         return []
-    logs = sorted((run_dir / "steps").glob(f"{visit.step:04d}-*.log"))
-    if not logs:
-        return []
+    from little_loops.errors import LoopError
+    from little_loops.record.store import RunLog
+
+    data = b""
     try:
-        text = logs[-1].read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        history = History.from_file(run_dir / "events.jsonl")
+        told = history.get(visit.step)
+        if told is not None:
+            ranges = history.log_ranges(told, told.attempts)
+            data = b"".join(RunLog.read(run_dir, a, b) for a, b in ranges)
+        if not data:
+            logs = sorted((run_dir / "steps").glob(f"{visit.step:04d}-*.log"))
+            data = logs[-1].read_bytes() if logs else b""
+    except (OSError, LoopError):
         return []
+    text = data.decode("utf-8", errors="replace")
     return [line for line in text.splitlines() if line.strip()][-_OUTPUT_LINES:]
 
 

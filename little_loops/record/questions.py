@@ -17,7 +17,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -222,19 +222,31 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def take_answer(root: Path, question: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The recorded answer to `question`, moved to `answers/used/` (a second take finds it
-    there: the run was cut off after taking it and runs the step again). An answer recorded
-    for an earlier occurrence with the same id (a child run called again) is not this one's."""
+def take_answer(
+    root: Path,
+    question: Mapping[str, Any],
+    *,
+    keep: Callable[[Path, dict[str, Any]], None],
+    read: Callable[[Path], Any],
+) -> dict[str, Any] | None:
+    """The recorded answer to `question`, kept under `answers/used/` by `keep` (the run's
+    session: sealed, atomic) and removed from `answers/`; a second take reads that copy back
+    through `read` (the run was cut off after taking it and runs the step again). An answer
+    recorded for an earlier occurrence with the same id (a child run called again) is not
+    this one's."""
     folder = root / ANSWERS
     name = _file(str(question["id"]))
     data = _read(folder / name)
     if data is not None and _for(data, question):
         (folder / USED).mkdir(exist_ok=True)
-        os.replace(folder / name, folder / USED / name)
+        keep(folder / USED / name, data)
+        (folder / name).unlink(missing_ok=True)
         return data
-    used = _read(folder / USED / name)
-    return used if used is not None and _for(used, question) else None
+    try:
+        used = read(folder / USED / name)
+    except (OSError, ValueError):
+        return None
+    return used if isinstance(used, dict) and _for(used, question) else None
 
 
 def _for(answer: Mapping[str, Any], question: Mapping[str, Any]) -> bool:

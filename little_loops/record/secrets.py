@@ -181,11 +181,18 @@ class Sealer:
                     self._names.setdefault(text, (name, form))
         values = sorted(self._names, key=len, reverse=True)
         self._pattern = re.compile("|".join(re.escape(v) for v in values)) if values else None
-        self._marker = re.compile(
-            re.escape(f"{_OPEN}secret ")
-            + r"([A-Za-z0-9_.-]+) ([0-9]+) "
-            + re.escape(f"{nonce}{_CLOSE}")
-        )
+        self._marker: re.Pattern[str] | None = None  # compiled when a resume unseals
+
+    def _markers(self) -> re.Pattern[str]:
+        """The markers of this run's nonce (one pattern a run: compiled only when needed, since
+        every child run and fork branch has a nonce of its own)."""
+        if self._marker is None:
+            self._marker = re.compile(
+                re.escape(f"{_OPEN}secret ")
+                + r"([A-Za-z0-9_.-]+) ([0-9]+) "
+                + re.escape(f"{self.nonce}{_CLOSE}")
+            )
+        return self._marker
 
     def seal(self, value: Any) -> Any:
         """A copy of a JSON-like value with every secret replaced by its marker."""
@@ -240,7 +247,7 @@ class Sealer:
                 forms = list(quoted_forms(sources[name]))
                 return forms[form] if form < len(forms) else match.group()
 
-            return self._marker.sub(fill, value)
+            return self._markers().sub(fill, value)
         if isinstance(value, Mapping):
             return {k: self._unseal(v, sources, missing) for k, v in value.items()}
         if isinstance(value, list):

@@ -16,6 +16,7 @@ import re
 import secrets
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,13 +162,14 @@ class RunDir:
         # Paths used every step are built once.
         self.state_path = root / "state.json"
         self.events_path = root / "events.jsonl"
-        self._steps = os.fspath(root / "steps")
+        self.log = RunLog(root)
         self._state = os.fspath(self.state_path)
         self._spare = os.fspath(root / ".state.next")
         self._state_b, self._spare_b = os.fsencode(self._state), os.fsencode(self._spare)
         self._fds: list[int] | None = None  # [spare, state] while swapping
         self._sizes: list[int] = [0, 0]
         self._safe: dict[str, str] = {}
+        self.tree_id: str | None = None  # a child's whole id, when found by it (`find_run`)
 
     @classmethod
     def create(cls, base: Path, run_id: str) -> RunDir:
@@ -175,7 +177,7 @@ class RunDir:
         if (root / "state.json").exists():
             raise RunError(f"run '{run_id}' already exists under {base / RUNS}")
         try:
-            (root / "steps").mkdir(parents=True, exist_ok=True)
+            root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RunError(cannot("create", root, exc)) from None
         run = cls(root)
@@ -191,10 +193,11 @@ class RunDir:
 
     @property
     def run_id(self) -> str:
-        return self.root.name
+        """The run's id: its directory's name, or a child's whole id (`RUN/0001-call`)."""
+        return self.tree_id or self.root.name
 
     def check_links(self) -> None:
-        """Refuse a run directory (or its `steps/`) that is a symbolic link.
+        """Refuse a run directory (or the `steps/` an older ll made) that is a symbolic link.
 
         Whoever can write to `.loops/` could otherwise point a run's files at any file the
         user can write (`~/.bashrc`), and the run would overwrite it. The files inside are
@@ -206,14 +209,6 @@ class RunDir:
                     f"{path} is a symbolic link; ll does not follow links inside .loops/ "
                     "(someone may have planted it): remove it, or start a new run"
                 )
-
-    def step_log(self, step: int, state: str, attempt: int = 1) -> str:
-        """The path of a step's log under `steps/` (a string: it is made every step)."""
-        suffix = f"-attempt{attempt}" if attempt > 1 else ""
-        safe = self._safe.get(state)
-        if safe is None:
-            safe = self._safe[state] = re.sub(r"[^A-Za-z0-9_.-]+", "_", state)
-        return f"{self._steps}{os.sep}{step:04d}-{safe}{suffix}.log"
 
     def write_state(self, data: dict[str, Any], *, fsync: bool = False) -> None:
         """Replace state.json whole: readers and a `kill -9` see the old file or the new one.
@@ -266,10 +261,11 @@ class RunDir:
         return True
 
     def close(self) -> None:
-        """Close the state files kept open between steps."""
+        """Close the state files kept open between steps, and the run's log."""
         for fd in self._fds or ():
             os.close(fd)
         self._fds = None
+        self.log.close()
 
     def read_state(self) -> dict[str, Any]:
         """The run's state; a corrupt, truncated or future-version file is a clear error."""
@@ -410,6 +406,112 @@ class StepLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+LOG_NAME = "steps.log"
+
+
+class RunLog:
+    """`steps.log`: everything the run's actions printed, one attempt after another, in one
+    append-only file opened once (at the first byte) instead of a file a step.
+
+    A run acts one step at a time, so an attempt's bytes are contiguous: its `action_start`
+    event records where they begin (`log_at`), and they end where the next attempt's begin
+    (or at the end of the file). An attempt cut off by a crash leaves its bytes where they
+    were; the step run again on resume writes after them.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.path = os.fspath(root / LOG_NAME)
+        self._fd: int | None = None
+        self._end: int | None = None
+
+    def offset(self) -> int:
+        """Where the next byte goes: the end of the file (0 before it exists)."""
+        if self._end is None:
+            try:
+                self._end = os.stat(self.path, follow_symlinks=False).st_size
+            except FileNotFoundError:
+                self._end = 0
+            except OSError as exc:
+                raise RunError(cannot("read", self.path, exc)) from None
+        return self._end
+
+    def attempt(self, limit: int | None = None) -> LogSegment:
+        """A writer for one attempt's output, cut at `limit` bytes (`LL_MAX_LOG_BYTES`)."""
+        return LogSegment(self, self.offset(), max_log_bytes() if limit is None else limit)
+
+    def append(self, data: bytes) -> None:
+        if self._fd is None:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                self._fd = os.open(self.path, flags, 0o644)
+            except OSError as exc:
+                raise RunError(cannot("open the run's log", self.path, exc)) from None
+            self._end = os.fstat(self._fd).st_size
+        _write_all(self._fd, data, self.path)
+        self._end = self.offset() + len(data)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._end = None
+
+    @staticmethod
+    def read(root: Path, start: int, end: int | None) -> bytes:
+        """Bytes `start` to `end` (None: to the end) of a run's `steps.log`."""
+        path = root / LOG_NAME
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return b""
+        except OSError as exc:
+            raise RunError(cannot("read", path, exc)) from None
+        try:
+            size = os.fstat(fd).st_size if end is None else end
+            chunks, at = [], start
+            while at < size:
+                chunk = os.pread(fd, min(size - at, 1 << 20), at)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                at += len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+
+class LogSegment:
+    """One attempt's part of the run's log: `write` as a step log's, with the same cut."""
+
+    def __init__(self, log: RunLog, start: int, limit: int) -> None:
+        self.start = start
+        self.limit = limit
+        self.size = 0
+        self.cut = False
+        self._log = log
+
+    def write(self, chunk: bytes) -> int:
+        if self.cut:
+            return len(chunk)
+        room = self.limit - self.size if self.limit else len(chunk)
+        if len(chunk) <= room:
+            self._log.append(chunk)
+            self.size += len(chunk)
+            return len(chunk)
+        kept = chunk[: max(room, 0)]
+        marker = (
+            f"\n[ll: log cut at {self.limit} bytes (LL_MAX_LOG_BYTES); "
+            "the rest of this step's output was not kept]\n"
+        )
+        self._log.append(kept + marker.encode())
+        self.size += len(kept)
+        self.cut = True
+        return len(chunk)
+
+    def close(self) -> None:
+        """Nothing to release: the run's log stays open for the next step."""
 
 
 def pid_alive(pid: int) -> bool:
@@ -575,16 +677,41 @@ def _read_owner(fd: int) -> dict[str, Any]:
 def list_runs(base: Path) -> list[RunDir]:
     """Every run directory under `base`, oldest first.
 
-    Run ids start with the second the run began; runs begun within the same second are
-    ordered by the millisecond start time in their state file.
+    Run ids start with the second the run began, so their names sort by time; only runs begun
+    within the same second are ordered by the millisecond start time in their state file.
     """
-    root = base / RUNS
-    if not root.is_dir():
+    return list(reversed(list(newest_first(base))))
+
+
+def _names(base: Path) -> list[str]:
+    """The names under `.loops/runs/`, newest first by name (no state file read)."""
+    try:
+        names = os.listdir(base / RUNS)
+    except (FileNotFoundError, NotADirectoryError):
         return []
-    runs = [
-        RunDir(p) for p in root.iterdir() if not p.is_symlink() and (p / "state.json").is_file()
-    ]
-    return sorted(runs, key=lambda r: (r.run_id[:15], _started_at(r), r.run_id))
+    except OSError as exc:
+        raise RunError(cannot("read", base / RUNS, exc)) from None
+    return sorted(names, reverse=True)
+
+
+def newest_first(base: Path, names: list[str] | None = None) -> Iterator[RunDir]:
+    """The runs under `base`, newest first, read lazily: a caller that stops at the first
+    run it wants opens only that run's files and its same-second neighbours', however many
+    runs there are (`ll status`, `ll resume`, a run id's prefix)."""
+    root = base / RUNS
+    ordered = _names(base) if names is None else names
+    i = 0
+    while i < len(ordered):
+        # Names that share their first 15 characters began in the same second.
+        j = i + 1
+        while j < len(ordered) and ordered[j][:15] == ordered[i][:15]:
+            j += 1
+        group = [RunDir(root / name) for name in ordered[i:j]]
+        group = [r for r in group if not r.root.is_symlink() and r.state_path.is_file()]
+        if len(group) > 1:
+            group.sort(key=lambda r: (_started_at(r), r.run_id), reverse=True)
+        yield from group
+        i = j
 
 
 def _started_at(run: RunDir) -> str:
@@ -596,20 +723,83 @@ def _started_at(run: RunDir) -> str:
 
 
 def find_run(base: Path, run_id: str | None) -> RunDir:
-    """A run by id (or a unique prefix of one); the latest run when `run_id` is None."""
-    if run_id is not None and os.sep not in run_id:
-        RunDir(base / RUNS / run_id).check_links()  # `list_runs` skips it: say why
-    runs = list_runs(base)
-    if not runs:
-        raise RunError(f"no runs under {base / RUNS}; start one with 'll run FILE'")
+    """A run by id (or a unique prefix of one), a child run by its id (`RUN/0001-call`,
+    `RUN/0002-regions/eu-west`), or a run directory by its path (a root's or a child's); the
+    latest run when `run_id` is None.
+
+    Neither reads more than the runs it names: an exact id is one directory, a prefix the
+    names that start with it, the latest the newest name (and its same-second neighbours).
+    """
+    if run_id is not None and ("/" in run_id or os.sep in run_id):
+        return _find_in_tree(base, run_id)
+    if run_id is not None:
+        RunDir(base / RUNS / run_id).check_links()  # `newest_first` skips it: say why
+        exact = RunDir(base / RUNS / run_id)
+        if run_id not in ("", ".", "..") and exact.state_path.is_file():
+            return exact
     if run_id is None:
-        return runs[-1]
-    exact = [r for r in runs if r.run_id == run_id]
-    if exact:
-        return exact[0]
-    matches = [r for r in runs if r.run_id.startswith(run_id)]
+        for run in newest_first(base):
+            return run
+        raise RunError(f"no runs under {base / RUNS}; start one with 'll run FILE'")
+    names = [n for n in _names(base) if n.startswith(run_id)]
+    matches = list(newest_first(base, names))
+    if not matches and not any(newest_first(base)):
+        raise RunError(f"no runs under {base / RUNS}; start one with 'll run FILE'")
     if len(matches) == 1:
         return matches[0]
     if matches:
         raise RunError(f"'{run_id}' matches {len(matches)} runs; give more of the run id")
     raise RunError(f"no run '{run_id}' under {base / RUNS}; see 'll list' for run ids")
+
+
+def _find_in_tree(base: Path, target: str) -> RunDir:
+    """A run directory named by its path, or a child run by its id under a root run."""
+    path = Path(target)
+    if (path / "state.json").is_file() and not path.is_symlink():
+        run = RunDir(path.resolve())
+        run.check_links()
+        try:
+            given = json.loads(run.state_path.read_text(encoding="utf-8")).get("run_id")
+        except (OSError, ValueError, AttributeError, RecursionError):
+            given = None
+        if isinstance(given, str) and given:
+            run.tree_id = given
+        return run
+    first, *parts = [p for p in target.split("/") if p]
+    if not first or os.sep in first or path.is_absolute() or first in (".", ".."):
+        raise RunError(
+            f"{target} is neither a run directory (one with a state.json) nor a run id; "
+            "see 'll list' for run ids"
+        )
+    root = find_run(base, first)
+    here = root.root
+    for i, part in enumerate(parts):
+        if part in (".", "..") or not part:
+            here = Path()
+            break
+        # A child of a `loop:` state lives under `sub/`; a fork's branch under its fork's dir.
+        inside = here / "sub" / part
+        if inside.is_dir() and not inside.is_symlink():
+            here = inside
+        elif (
+            here.parent.name == "sub" and (here / part).is_dir() and not (here / part).is_symlink()
+        ):
+            here = here / part
+        else:
+            known = ", ".join(_children_ids(here)) or "none"
+            given = "/".join([root.run_id, *parts[: i + 1]])
+            raise RunError(f"no child run '{given}' (the children here: {known})")
+    if not (here / "state.json").is_file():
+        given = "/".join([root.run_id, *parts])
+        raise RunError(f"no child run '{given}'; a fork's branch is RUN/STEP-STATE/KEY")
+    run = RunDir(here)
+    run.tree_id = "/".join([root.run_id, *parts])
+    return run
+
+
+def _children_ids(here: Path) -> list[str]:
+    """The names that go on from `here`: its children under `sub/`, or a fork's branches."""
+    folder = here / "sub" if (here / "state.json").is_file() else here
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.is_symlink())

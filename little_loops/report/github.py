@@ -17,6 +17,7 @@ from little_loops.record.events import (
 )
 from little_loops.record.history import (
     History,
+    Step,
     failure_cause,
     is_num,
     outcome_text,
@@ -238,7 +239,7 @@ class GitHubReport:
             parts.append("")
             parts.append("| step | state | verdict | time | reason |")
             parts.append("|---:|---|---|---:|---|")
-            parts.extend(_step_rows(record, ""))
+            parts.extend(_step_rows(record))
             parts.append("")
             parts.append("</details>")
             parts.append("")
@@ -302,20 +303,31 @@ def write_outputs(path: Path, run_id: str, exit_code: int, pending: list[str]) -
     return None
 
 
-def _step_rows(record: History, number: str = "", name: str = "") -> list[str]:
-    """A row a step; a `loop:` state's child steps follow it (`3.1`, `deploy/canary`)."""
+def _step_rows(record: History) -> list[str]:
+    """A row a step; a `loop:` state's child steps follow it (`3.1`, `deploy/canary`), and a
+    fork's branches (`2.eu-west.1`, `regions/eu-west/canary`; an action branch `2.lint`)."""
     rows: list[str] = []
-    for visit in record.steps:
+    numbers: dict[int, str] = {id(record): ""}
+    for node in record.walk():
+        visit, run = node.step, node.run
+        prefix = numbers.get(id(run), "")
+        step = f"{prefix}{node.branch}" if node.branch is not None else f"{prefix}{visit.step}"
         why = visit.reason if visit.failed or visit.judged else ""
-        step, state = f"{number}{visit.step}", f"{name}{visit.state}"
         rows.append(
-            f"| {step} | `{_cell(state)}` | {_cell(visit.verdict or '-')} "
+            f"| {step} | `{_cell(node.where)}` | {_cell(visit.verdict or '-')} "
             f"| {_duration(visit.seconds)} | {_cell(why)} |"
         )
-        child = record.children.get(visit.step)
+        child = run.children.get(visit.step)
         if child is not None:
-            rows.extend(_step_rows(child, f"{step}.", f"{state}/"))
+            numbers[id(child)] = f"{step}."
+        for key, branch in run.branches.get(visit.step, {}).items():
+            numbers[id(branch)] = f"{step}." if _action(run, visit, key) else f"{step}.{key}."
     return rows
+
+
+def _action(run: History, visit: Step, key: str) -> bool:
+    start = run.branch_starts.get(visit.step, {}).get(key)
+    return start is not None and not start.file
 
 
 def _steps_text(steps: list[int]) -> str:

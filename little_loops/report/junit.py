@@ -130,16 +130,24 @@ def junit_xml(record: History, loop_file: str, *, run_dir: Path | None = None) -
     outcome = complete.outcome if complete else None
     failures = errors = skipped = 0
     visits = record.steps
-    for index, visit in enumerate(visits):
+    last_step = visits[-1].step if visits else None
+    # Every step of the tree is a case, a child's and a branch's named by its path
+    # (`call/inner/s (visit 1)`). A step that stopped its run is a failure when every step
+    # calling it stopped its own run too, up to this one.
+    stopping: dict[int, bool] = {id(record): True}
+    for node in record.walk():
+        visit, run = node.step, node.run
+        top = run is record
+        where = run_dir if top else run.dir  # the directory of the run the step is in
         case = ET.SubElement(
             suite,
             "testcase",
-            name=_xml(visit.name),
-            classname=_xml(loop_name),
+            name=_xml(node.name),
+            classname=_xml(".".join((loop_name, *node.path))),
             time=_seconds(visit.seconds),
         )
-        last = index == len(visits) - 1
-        if visit.stopped_run:
+        stops = visit.stopped_run and stopping.get(id(run), False)
+        if stops:
             failures += 1
             verdict = visit.verdict or "failure"
             message = f"state '{visit.state}' gave verdict '{verdict}': {visit.reason}"
@@ -147,11 +155,12 @@ def junit_xml(record: History, loop_file: str, *, run_dir: Path | None = None) -
                 case, "failure", message=_xml(shorten(message, 1000)), type=_xml(verdict)
             )
             failure.text = _xml(
-                "\n".join([visit.reason, *tail_lines(visit), *branch_lines(run_dir, visit)])
+                "\n".join([visit.reason, *tail_lines(visit), *branch_lines(where, visit)])
             )
         elif (
-            visit.verdict is None
-            and last
+            top
+            and visit.verdict is None
+            and visit.step == last_step
             and outcome not in ("success", "failure", "max_iterations")
         ):
             skipped += 1
@@ -161,10 +170,11 @@ def junit_xml(record: History, loop_file: str, *, run_dir: Path | None = None) -
                 message=_xml(f"the run ended ({outcome}) before this step was judged"),
             )
         out = ET.SubElement(case, "system-out")
-        out.text = _xml("\n".join([_step_text(visit), *branch_lines(run_dir, visit)]))
-        child = record.children.get(visit.step)
-        if child is not None:
-            failures += _child_cases(suite, child, f"{loop_name}.{visit.state}", visit)
+        out.text = _xml("\n".join([_step_text(visit), *branch_lines(where, visit)]))
+        below = [run.children.get(visit.step), *run.branches.get(visit.step, {}).values()]
+        for child in below:
+            if child is not None:
+                stopping[id(child)] = stops
 
     case = ET.SubElement(suite, "testcase", name="outcome", classname=_xml(loop_name), time="0.000")
     if complete is not None and outcome != "success":
@@ -215,33 +225,6 @@ def junit_xml(record: History, loop_file: str, *, run_dir: Path | None = None) -
     ET.indent(root)
     body = ET.tostring(root, encoding="unicode")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
-
-
-def _child_cases(suite: ET.Element, child: History, classname: str, caller: Step) -> int:
-    """The steps of a `loop:` state's child run, as test cases under the calling state's
-    name (`deploy/canary (visit 1)`); a step that stopped the child is a failure when the
-    caller's verdict stopped the parent too. Returns the failures added."""
-    failures = 0
-    for visit in child.steps:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            name=_xml(f"{caller.state}/{visit.name}"),
-            classname=_xml(classname),
-            time=_seconds(visit.seconds),
-        )
-        if visit.stopped_run and caller.stopped_run:
-            failures += 1
-            verdict = visit.verdict or "failure"
-            message = f"state '{visit.state}' gave verdict '{verdict}': {visit.reason}"
-            ET.SubElement(
-                case, "failure", message=_xml(shorten(message, 1000)), type=_xml(verdict)
-            ).text = _xml("\n".join([visit.reason, *tail_lines(visit)]))
-        ET.SubElement(case, "system-out").text = _xml(_step_text(visit))
-        grandchild = child.children.get(visit.step)
-        if grandchild is not None:
-            failures += _child_cases(suite, grandchild, f"{classname}.{visit.state}", visit)
-    return failures
 
 
 def _step_text(visit: Step) -> str:

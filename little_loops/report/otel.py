@@ -340,12 +340,18 @@ def _error_type(details: Mapping[str, Any]) -> str:
 
 
 def _judge_target(model: str) -> tuple[str, str]:
-    """(gen_ai.provider.name, the model id the provider is asked for) of a judge model URI."""
+    """(gen_ai.provider.name, the model id the provider is asked for) of a judge model URI,
+    or of a panel's comma-separated URIs (`_OTHER` when its members' providers differ)."""
     from little_loops.providers import (
         ollama_target,
         split_model,
     )
 
+    members = [m.strip() for m in model.split(",") if m.strip()]
+    if len(members) > 1:  # a panel (`models:`): one provider when its members share it
+        found = [_judge_target(m) for m in members]
+        names = {name for name, _ in found}
+        return (names.pop() if len(names) == 1 else "_OTHER"), ", ".join(t for _, t in found)
     try:
         scheme, target = split_model(model)
         if scheme == "ollama":

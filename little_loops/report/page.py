@@ -52,10 +52,18 @@ def resolve_run(base: Path, target: str | None) -> Path:
 
 
 def _child_dir(top: Path, parts: list[str]) -> Path | None:
-    """`RUN/0002-deploy/3` names `sub/0002-deploy/3/` (and deeper, `sub/` at each level)."""
+    """`RUN/0002-eu` names `sub/0002-eu/`, a fork's branch `RUN/0002-deploy/ap-south` names
+    `sub/0002-deploy/ap-south/`, and deeper children go on the same way (`sub/` at each run)."""
     here = top
-    for i in range(0, len(parts), 2):
-        here = here / "sub" / "/".join(parts[i : i + 2])
+    for part in parts:
+        if part in ("", ".", "..") or "\x00" in part:
+            return None
+        if (here / "sub" / part).is_dir():
+            here = here / "sub" / part
+        elif (here / part).is_dir() and not (here / "events.jsonl").is_file():
+            here = here / part  # inside a fork's directory: a branch
+        else:
+            return None
     return here if (here / "events.jsonl").is_file() else None
 
 

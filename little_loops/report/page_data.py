@@ -214,6 +214,28 @@ def _read_end(path: Path, limit: int) -> tuple[str, int]:
     return data.decode("utf-8", "replace"), size
 
 
+def _step_output_end(run: RunRead, step: Step, limit: int) -> tuple[str, int]:
+    """The last `limit` bytes of what the step's last attempt printed, and its whole size: its
+    part of the run's steps.log, or (a run an older ll recorded) its own file under steps/."""
+    from little_loops.errors import LoopError
+    from little_loops.record.store import LOG_NAME, RunLog
+
+    ranges = run.history.log_ranges(step, step.attempts)
+    if not ranges:
+        return _read_end(_log_path(run.root, step), limit)
+    start, end = ranges[-1]
+    if end is None:
+        try:
+            end = os.stat(run.root / LOG_NAME, follow_symlinks=False).st_size
+        except OSError:
+            return "", 0
+    try:
+        data = RunLog.read(run.root, max(start, end - limit), end)
+    except LoopError:
+        return "", 0
+    return data.decode("utf-8", "replace"), max(end - start, 0)
+
+
 def _log_path(root: Path, step: Step) -> Path:
     import re
 
@@ -262,7 +284,7 @@ def _step_detail(run: RunRead, step: Step, fold: bool) -> dict[str, Any]:
         "tail": [_cut(line, LINE_CHARS) for line in step.tail[-TAIL_LINES:]] or None,
     }
     if fold and step.action is not None:
-        text, size = _read_end(_log_path(run.root, step), OUTPUT_BYTES)
+        text, size = _step_output_end(run, step, OUTPUT_BYTES)
         if size:
             detail["output"] = text
             detail["output_bytes"] = size

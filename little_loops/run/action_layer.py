@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from little_loops import actions
 from little_loops.model.loop import Loop
+from little_loops.record.store import LogSegment
 
 OutputHook = Callable[[str, bytes], None]  # (stream name, chunk), as the output arrives
 Window = Callable[[], AbstractContextManager[None]]  # where a signal may stop the wait
@@ -25,7 +26,7 @@ class ActionLayer(Protocol):
         cwd: Path,
         env: Mapping[str, str] | None,
         timeout: float | None,
-        log_path: str | None,
+        log_path: str | LogSegment | None,
         on_output: OutputHook | None,
         interruptible: Window | None,
     ) -> actions.ActionResult: ...
@@ -39,15 +40,16 @@ class ActionLayer(Protocol):
         cwd: Path,
         env: Mapping[str, str] | None,
         timeout: float | None,
-        log_path: str | None,
+        log_path: str | LogSegment | None,
         on_output: OutputHook | None,
         interruptible: Window | None,
     ) -> actions.ActionResult: ...
 
     def kill_orphans(self) -> None: ...
 
-    def child(self, state: str, loop: Loop) -> ActionLayer:
-        """The layer the child run of `state` (a `loop:` state) uses."""
+    def child(self, state: str, loop: Loop | None) -> ActionLayer:
+        """The layer the child run of `state` (a `loop:` state) uses; `loop` None: the layer
+        of a fork's branches, each of which takes its own child of it."""
         ...
 
     def resumed(self, events_path: Path) -> ActionLayer:
@@ -75,7 +77,7 @@ class Processes:
     def kill_orphans(self) -> None:
         actions.kill_orphans()
 
-    def child(self, state: str, loop: Loop) -> Processes:
+    def child(self, state: str, loop: Loop | None) -> Processes:
         return self  # every run of a tree runs real processes alike
 
     def resumed(self, events_path: Path) -> Processes:

@@ -124,7 +124,7 @@ class AskCalls:
     def _find_answer(self, question: dict[str, Any], state_name: str) -> dict[str, Any] | None:
         qid = str(question["id"])
         root = qs.tree_root(self.run_dir.root)
-        found = qs.take_answer(root, question)
+        found = self._take(root, question)
         if found is not None:
             # Answered before it expired (the command line refuses later ones).
             at, expires = qs.epoch(found.get("at")), qs.epoch(question.get("expires_at"))
@@ -153,8 +153,13 @@ class AskCalls:
         if qs.expired(question, self._now()):
             return {"expired": True}
         if qs.waiting_answer(root, str(question["id"])):
-            return qs.take_answer(root, question)
+            return self._take(root, question)
         return None
+
+    def _take(self, root: Any, question: dict[str, Any]) -> dict[str, Any] | None:
+        """An answer recorded for `question`; its used copy written by this run's session."""
+        session = self.session
+        return qs.take_answer(root, question, keep=session.write_record, read=session.read_record)
 
     def _answered(
         self, step: int, state: State, question: dict[str, Any], answer: dict[str, Any] | None
@@ -205,45 +210,17 @@ class AskCalls:
             p.captured[state.capture] = record
         return StepResult(verdict, None, reason, record)
 
+    def _finish(
+        self, outcome: str, final_state: str, error: str | None, exit_code: int | None = None
+    ) -> RunResult:
+        raise NotImplementedError  # `Runner._finish`: every end goes through it
+
     def _suspend(self, pending: list[dict[str, Any]]) -> RunResult:
-        """Nothing can go on without an answer: record the questions and end with exit 6."""
+        """Nothing can go on without an answer: the run ends `suspended` (exit 6), holding
+        every question the tree below waits on, and no other."""
         p = self.progress
-        p.pending = list(pending)  # every question the tree below waits on, and no other
-        p.status, p.outcome, p.exit_code = "suspended", "suspended", EXIT_SUSPENDED
-        p.final_state = p.current
+        p.pending = list(pending)
         shown = ", ".join(str(q.get("id")) for q in pending)
-        p.error = f"waiting for an answer to {shown}"
-        duration_ms = self.session.elapsed_ms()
-        cost = round(p.cost_usd, 6)
-        self.session.emit(
-            ev.LoopSuspended(
-                pending=tuple(str(q.get("id")) for q in pending),
-                exit_code=EXIT_SUSPENDED,
-                steps=p.step,
-                duration_ms=duration_ms,
-                cost_usd=cost,
-            )
-        )
-        self.session.emit(
-            ev.LoopComplete(
-                final_state=p.current,
-                outcome="suspended",
-                exit_code=EXIT_SUSPENDED,
-                steps=p.step,
-                duration_ms=duration_ms,
-                error=p.error,
-                cost_usd=cost,
-            )
-        )
-        self.session.persist(p)
-        return RunResult(
-            run_id=p.run_id,
-            outcome="suspended",
-            exit_code=EXIT_SUSPENDED,
-            final_state=p.current,
-            steps=p.step,
-            duration_ms=duration_ms,
-            path=tuple(p.path),
-            run_dir=self.run_dir.root,
-            error=p.error,
+        return self._finish(
+            "suspended", p.current, f"waiting for an answer to {shown}", EXIT_SUSPENDED
         )

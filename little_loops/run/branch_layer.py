@@ -122,7 +122,7 @@ class BranchActions:
     def kill_orphans(self) -> None:
         self.inner.kill_orphans()
 
-    def child(self, state: str, loop: Loop) -> BranchActions:
+    def child(self, state: str, loop: Loop | None) -> BranchActions:
         return BranchActions(self.inner.child(state, loop), self.scope, self.jobs, self.verbose)
 
     def resumed(self, events_path: Path) -> BranchActions:

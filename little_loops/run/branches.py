@@ -11,13 +11,16 @@ What a branch acts through, and what stops it, is `branch_layer`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from little_loops.actions import DEFAULT_TAIL_BYTES
 from little_loops.errors import (
     LoopError,
+    RecordError,
+    RunError,
     SimulationError,
 )
 from little_loops.model.fork import (
@@ -46,19 +49,18 @@ from little_loops.model.progress import (
 from little_loops.record import events as ev
 from little_loops.record.events import Listener
 from little_loops.record.secrets import Redactor
-from little_loops.record.store import (
-    RunDir,
-    atomic_write_text,
-)
+from little_loops.record.store import RunDir
 from little_loops.run import subloop
 from little_loops.run.action_layer import Processes
 from little_loops.run.branch_layer import (
     BranchActions,
     Scope,
+    TreeSlots,
     serial,
 )
 from little_loops.run.fork_schedule import (
     Fork,
+    ForkHost,
     Job,
     loop_record,
 )
@@ -72,10 +74,47 @@ from little_loops.run.subloop import (
     ChildError,
     Parent,
 )
-from little_loops.templates.interpolate import render
+from little_loops.templates.interpolate import (
+    placeholders,
+    render,
+)
 
 ITEMS = "items.json"
 JOIN = "join.json"
+
+
+def _stored_items(stored: Path, cap: int, read: Callable[[Path], Any]) -> list[Item]:
+    """The items a fork stored when it started (read back by the run's session, which fills
+    in their sealed secrets), checked as any file read back: a list of {key, index, value}
+    with keys that name a branch directory, no more than the cap. Anything else stops the
+    run (exit 3), resumable once the file is repaired."""
+    from little_loops.model.fork import KEY_PATTERN
+
+    def bad(why: str) -> RecordError:
+        return RecordError(
+            f"{stored}: {why}; repair it (or remove it, to resolve the items again) and "
+            "run ll resume"
+        )
+
+    try:
+        data = read(stored)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise bad(f"cannot be read as JSON ({type(exc).__name__})") from None
+    if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
+        raise bad("is not a list of items")
+    if len(data) > cap:
+        raise bad(f"holds {len(data)} items, more than the cap of {cap} (LL_MAX_ITEMS)")
+    items: list[Item] = []
+    for d in data:
+        key, index = d.get("key"), d.get("index")
+        if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):
+            raise bad(f"an item's key {str(key)[:60]!r} is not a branch key")
+        if not isinstance(index, int) or isinstance(index, bool) or "value" not in d:
+            raise bad(f"item '{key}' lacks its index or value")
+        items.append(Item(key, index, d["value"]))
+    if len({i.key for i in items}) != len(items):
+        raise bad("two items have the same key")
+    return items
 
 
 class ForkCalls:
@@ -105,9 +144,13 @@ class ForkCalls:
         """Run (or resume) every branch; the join of their verdicts is the state's verdict."""
         root = subloop.child_dir(self.run_dir.root, step, state.name)
         join = state.join or Join()
+        if not (root / ITEMS).is_file():
+            self._refuse_cut_items(state)
         try:
             items = self._fork_items(step, state, root)
         except (ItemsError, LoopError) as exc:
+            if isinstance(exc, RecordError):
+                raise  # not the branches' doing: the run stops, resumable
             why = exc.message if isinstance(exc, LoopError) else str(exc)
             return self._joined(step, state, join, [], {}, "error", why)
         only = self.options.branch
@@ -118,10 +161,17 @@ class ForkCalls:
                 why = f"state '{state.name}' has no branch '{only[1]}'; its keys: {keys}"
                 return self._joined(step, state, join, [], {}, "error", why)
             items = chosen
-        ends = Fork(self, step, state, root, items, join).run()
+        host = ForkHost(
+            session=self.session,
+            steps=self.steps,
+            jobs=self.options.jobs,
+            prepare=lambda item, base, total: self._prepare(step, state, root, item, base, total),
+            check_budget=self._check_budget,
+        )
+        ends = Fork(host, step, state, root, items, join).run()
         verdict = decide(join, len(items), ends) or "failure"
         done = summary(join, items, ends, verdict)
-        atomic_write_text(root / JOIN, json.dumps(done["branches"], ensure_ascii=False) + "\n")
+        self.session.write_record(root / JOIN, done["branches"])
         reason: str | None = None
         if verdict != "success":
             failed = done["failed_keys"].replace("\n", ", ")
@@ -164,12 +214,30 @@ class ForkCalls:
             self.progress.captured[state.capture] = record
         return StepResult(Verdict(verdict, details), None, reason, record)
 
+    def _refuse_cut_items(self, state: State) -> None:
+        """A for_each over a capture that kept only the tail of a longer output would run
+        the items of a cut list: the run stops (exit 3) and says why."""
+        if not isinstance(state.for_each, str):
+            return
+        for part in placeholders(state.for_each):
+            record: Any = None
+            if part.namespace == "captured" and part.path[1:] == ("output",):
+                record = self.progress.captured.get(part.path[0])
+            elif part.namespace == "prev" and part.path == ("output",):
+                record = self.progress.prev
+            if isinstance(record, dict) and record.get("output_cut"):
+                raise RunError(
+                    f"state '{state.name}': for_each reads '${{{part.name}}}', which holds only "
+                    f"the last {DEFAULT_TAIL_BYTES // (1 << 20)} MiB of a longer output, so its "
+                    "items would be cut; write the items to a file in that step and list them "
+                    "from there in a smaller output, or split the work"
+                )
+
     def _fork_items(self, step: int, state: State, root: Path) -> list[Item]:
         """The items, resolved once: read back from items.json when the fork resumes."""
         stored = root / ITEMS
         if stored.is_file():
-            data = json.loads(stored.read_text(encoding="utf-8"))
-            return [Item(str(d["key"]), int(d["index"]), d["value"]) for d in data]
+            return _stored_items(stored, max_items(self.env), self.session.read_record)
         if state.parallel:
             items = branch_items(state)
         else:
@@ -181,8 +249,7 @@ class ForkCalls:
                 values = list(given or ())
             items = make_items(values, max_items(self.env))
         root.mkdir(parents=True, exist_ok=True)
-        text = json.dumps([i.to_dict() for i in items], ensure_ascii=False) + "\n"
-        atomic_write_text(stored, text)
+        self.session.write_record(stored, [i.to_dict() for i in items])
         return items
 
     # -- one branch ------------------------------------------------------------------------
@@ -191,8 +258,14 @@ class ForkCalls:
         return (*(self.parent.path if self.parent else ()), state.name, item.key)
 
     def _prepare(
-        self, step: int, state: State, root: Path, item: Item, base: Any, total: int
-    ) -> Any:
+        self,
+        step: int,
+        state: State,
+        root: Path,
+        item: Item,
+        base: BranchActions | TreeSlots,
+        total: int,
+    ) -> Job | BranchEnd:
         """A `Job` ready to start, or the `BranchEnd` of a branch that cannot start."""
         work = state.parallel[item.key] if state.parallel else state
         if state.parallel and work.action is not None:  # the fork's timeout/retry: defaults
@@ -219,7 +292,14 @@ class ForkCalls:
             else:
                 shell = work.action_type == "shell"
                 assert work.action is not None
-                command = render(work.action, scope, shell=shell, where=where, command=shell)
+                command = render(
+                    work.action,
+                    scope,
+                    shell=shell,
+                    where=where,
+                    command=True,
+                    program=self.steps.templates.program,
+                )
                 child = self._action_loop(work, item.key, command)
                 # Not `for_loop`: a simulation answers the branch as an action, never as an
                 # unanswered terminal's silent success.
@@ -242,6 +322,13 @@ class ForkCalls:
             progress = Progress.from_dict(RunDir(child_root).read_state())
             progress.path = History.from_file(child_root / "events.jsonl").path_upto(progress.step)
             progress.status = "running"
+            # Where this tree runs now: its run directory may have moved to another checkout
+            # (the CI approval flow), and a branch acts there, never in the old tree.
+            progress.options = {
+                **progress.options,
+                "cwd": str(child.cwd(self.options.base_dir)),
+                "base_dir": str(self.options.base_dir.resolve()),
+            }
             layer = layer.resumed(child_root / "events.jsonl")
         shown = self.redactor.obj(values) if self.redactor else values
         self.session.emit(
@@ -266,7 +353,8 @@ class ForkCalls:
         out = self.options.on_output if base.verbose is None else base.verbose[1]
         verbose = ("/".join(path), out) if out is not None else None
         wrapped = BranchActions(layer, branch_scope, base.jobs, verbose)
-        listeners = [serial(subloop.forward(one, path), one) for one in self._listeners]
+        segment = (state.name, item.key)
+        listeners = [serial(subloop.forward(one, segment), one) for one in self._listeners]
         if not isinstance(layer, Processes) and callable(layer):
             listeners.append(layer)
         limits = [t for t in (child.timeout, None if work.action else work.timeout) if t]
@@ -278,6 +366,13 @@ class ForkCalls:
         options = dataclasses.replace(
             self.options,
             overrides={k: v.replace("${", "$${") for k, v in values.items()},
+            # A branch's child: keys bound from program text; an action branch runs with this
+            # run's context, and its keys that hold program text.
+            program_context=(
+                subloop.program_inputs(work, self.steps.templates.program)
+                if work.loop is not None
+                else self.steps.templates.program
+            ),
             max_iterations=None,
             on_terminal_output=None,
             on_output=None,
@@ -295,7 +390,11 @@ class ForkCalls:
             clock=self.session.clock,
             action_layer=wrapped,
             parent=Parent(
-                path, tuple(self.redactor.values), tuple(self._listeners), self._budget_left()
+                path,
+                tuple(self.redactor.values),
+                tuple(self._listeners),
+                self._budget_left(),
+                snapshot=work.loop is not None,
             ),
         )
         return Job(item, child_root, run_id, runner, branch_scope, work.loop is None, child)

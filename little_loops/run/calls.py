@@ -12,8 +12,10 @@ import os
 from typing import Any
 
 from little_loops.errors import (
+    EXIT_RUN_ERROR,
     EXIT_TERMINATED,
     LoopError,
+    RecordError,
 )
 from little_loops.model.loop import (
     Loop,
@@ -190,10 +192,11 @@ class ChildCalls:
             o,
             # literal text: a with: value is not a template in the child
             overrides={k: v.replace("${", "$${") for k, v in values.items()},
+            program_context=subloop.program_inputs(state, self.steps.templates.program),
             max_iterations=None,
             on_terminal_output=None,
         )
-        listeners = [subloop.forward(listener, path) for listener in self._listeners]
+        listeners = [subloop.forward(listener, (state.name,)) for listener in self._listeners]
         # A simulation answers a child's states under `state/` (`deploy/canary`); the real
         # action layer is the same for every run of the tree.
         layer = self.steps.actions.child(state.name, child)
@@ -217,6 +220,8 @@ class ChildCalls:
         result = runner.run()
         if result.outcome == "suspended":  # its questions wait, and so does the parent
             raise Suspended(runner.progress.pending)
+        if result.outcome == "interrupted" and result.exit_code == EXIT_RUN_ERROR:
+            raise RecordError(result.error or "a sub-loop's record cannot be read")
         if result.outcome == "interrupted":  # the parent stops with it, and resumes it
             raise Terminated() if result.exit_code == EXIT_TERMINATED else KeyboardInterrupt()
         return ChildEnd.of_run(run_id, result, runner.progress, child)

@@ -10,17 +10,20 @@ resumed fork reads back instead of running the branch again.
 from __future__ import annotations
 
 import dataclasses
-import json
 import queue
 import signal
 import threading
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from little_loops.errors import (
+    EXIT_RUN_ERROR,
     EXIT_SUSPENDED,
     EXIT_TERMINATED,
+    LoopError,
+    RecordError,
 )
 from little_loops.model.fork import (
     CANCELLED,
@@ -35,12 +38,14 @@ from little_loops.model.loop import (
     Loop,
     State,
 )
-from little_loops.record import events as ev
-from little_loops.record.questions import Suspended
-from little_loops.record.store import (
-    RunDir,
-    atomic_write_text,
+from little_loops.model.progress import (
+    Progress,
+    RunResult,
 )
+from little_loops.record import events as ev
+from little_loops.record.events import read_events
+from little_loops.record.questions import Suspended
+from little_loops.record.store import RunDir
 from little_loops.run.action_layer import Processes
 from little_loops.run.branch_layer import (
     BranchActions,
@@ -51,10 +56,20 @@ from little_loops.run.gate import (
     GATE,
     Terminated,
 )
+from little_loops.run.session import RunSession
+from little_loops.run.steps import StepPipeline
 from little_loops.run.subloop import ChildEnd
 
 SUSPENDED = "suspended"  # a branch waiting for an answer (an `ask`): not an end yet
 RESULT = "result.json"  # a finished branch's record, beside its state.json
+
+
+class BranchRun(Protocol):
+    """A branch's run as the fork sees it (a `Runner`)."""
+
+    progress: Progress
+
+    def run(self) -> RunResult: ...
 
 
 @dataclasses.dataclass
@@ -64,26 +79,45 @@ class Job:
     item: Item
     root: Path
     run_id: str
-    runner: Any
+    runner: BranchRun
     scope: Scope
     action: bool  # an inline action (a one-step run) rather than a `loop:` child
     child: Loop
-    result: Any = None
+    result: RunResult | None = None
     error: BaseException | None = None
+
+
+# A branch made ready to start (a `Job`), or the end of one that could not start.
+Prepare = Callable[[Item, "BranchActions | TreeSlots", int], "Job | BranchEnd"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ForkHost:
+    """What a fork takes from the run that forks, and nothing more: its session (events and
+    records), its step pipeline (the action layer, spending), the tree's `--jobs`, how a
+    branch is prepared, and the budget check that may end the run."""
+
+    session: RunSession
+    steps: StepPipeline
+    jobs: int
+    prepare: Prepare
+    check_budget: Callable[[str], None]
 
 
 class Fork:
     """One fork's scheduling, in the thread of the run that forks."""
 
     def __init__(
-        self, run: Any, step: int, state: State, root: Path, items: list[Item], join: Join
+        self, host: ForkHost, step: int, state: State, root: Path, items: list[Item], join: Join
     ) -> None:
-        self.run_, self.step, self.state, self.root = run, step, state, root
+        self.host, self.step, self.state, self.root = host, step, state, root
         self.items, self.join = items, join
-        base = run.steps.actions
-        self.base: Any = base
-        if not isinstance(base, BranchActions):  # the outermost fork: the tree's slots
-            self.base = TreeSlots(base, threading.Semaphore(max(1, run.options.jobs)))
+        base = host.steps.actions
+        self.base: BranchActions | TreeSlots
+        if isinstance(base, BranchActions):
+            self.base = base
+        else:  # the outermost fork: the tree's slots
+            self.base = TreeSlots(base, threading.Semaphore(max(1, host.jobs)))
         raw = base.inner if isinstance(base, BranchActions) else base
         # A simulation runs branches one at a time, in item order: the same result each time.
         self.limit = concurrency(state, len(items)) if isinstance(raw, Processes) else 1
@@ -100,9 +134,7 @@ class Fork:
                     item = todo.popleft()
                     end = self._finished(item)
                     if end is None:
-                        job = self.run_._prepare(
-                            self.step, self.state, self.root, item, self.base, len(self.items)
-                        )
+                        job = self.host.prepare(item, self.base, len(self.items))
                         if isinstance(job, Job):
                             thread = threading.Thread(
                                 target=self._work, args=(job,), name=f"ll-{item.key}", daemon=True
@@ -115,7 +147,7 @@ class Fork:
                     stopping = stopping or self._decided(ends)
                 if not running:
                     continue
-                self.run_.session.flush()  # `ll logs -f` shows the branches started and ended
+                self.host.session.flush()  # `ll logs -f` shows the branches started and ended
                 job = self._wait()
                 del running[job.item.key]
                 ends[job.item.key] = self._complete(job.item, self._end(job))
@@ -166,14 +198,19 @@ class Fork:
         root = self.root / item.key
         if not (root / "state.json").is_file():
             return None
-        data = RunDir(root).read_state()
+        try:
+            data = RunDir(root).read_state()
+        except RecordError:
+            raise
+        except LoopError as exc:  # corrupt: the run stops, and resumes once it is repaired
+            raise RecordError(exc.message) from None
         if data.get("status") != "finished":
             return None
         try:
-            record = json.loads((root / RESULT).read_text(encoding="utf-8"))
+            record = self.host.session.read_record(root / RESULT)
         except (OSError, ValueError):  # killed between its end and its record: from its files
             record = self._read_back(item, root, data)
-            write_result(root, record)
+            self._write_result(root, record)
         return BranchEnd(str(record.get("verdict")), str(record.get("outcome") or ""), record)
 
     def _read_back(self, item: Item, root: Path, data: dict[str, Any]) -> dict[str, Any]:
@@ -182,9 +219,7 @@ class Fork:
         verdict = {"timeout": "timeout", "error": "error", "budget": "error"}.get(outcome, final)
         work = self.state.parallel[item.key] if self.state.parallel else self.state
         if work.loop is None:  # an action branch: its evaluator's verdict, from its events
-            lines = (root / "events.jsonl").read_text(encoding="utf-8").splitlines()
-            for line in reversed(lines):
-                event = json.loads(line) if line.strip() else {}
+            for event in reversed(read_events(root / "events.jsonl")):  # a torn line skipped
                 if event.get("event") == "evaluate" and "path" not in event:
                     verdict = str(event.get("verdict"))
                     break
@@ -204,6 +239,8 @@ class Fork:
             pending = list(runner.progress.pending)
             return BranchEnd(SUSPENDED, SUSPENDED, {"run_id": job.run_id, "pending": pending})
         if result.outcome == "interrupted":
+            if job.scope.stopped is None and result.exit_code == EXIT_RUN_ERROR:
+                raise RecordError(result.error or "a branch's record cannot be read")
             if job.scope.stopped is None:  # not ours: the whole run stops, and resumes it
                 raise Terminated() if result.exit_code == EXIT_TERMINATED else KeyboardInterrupt()
             _mark_cancelled(job.root)
@@ -213,7 +250,7 @@ class Fork:
                 "run_id": job.run_id,
             }
             record.update(key=job.item.key, index=job.item.index, item=job.item.text)
-            write_result(job.root, record)
+            self._write_result(job.root, record)
             return BranchEnd(CANCELLED, CANCELLED, record)
         end = ChildEnd.of_run(job.run_id, result, runner.progress, job.child)
         record = loop_record(end, job.item)
@@ -224,15 +261,19 @@ class Fork:
             record["output"] = str(prev.get("output") or "")[-OUTPUT_CHARS:]
             record["stderr"] = str(prev.get("stderr") or "")[-OUTPUT_CHARS:]
         record["verdict"] = verdict
-        write_result(job.root, record)
+        self._write_result(job.root, record)
         return BranchEnd(verdict, end.outcome, record)
+
+    def _write_result(self, root: Path, record: dict[str, Any]) -> None:
+        """A branch's end, kept beside its run (`result.json`) by the forking run's session."""
+        self.host.session.write_record(root / RESULT, record)
 
     def _complete(self, item: Item, end: BranchEnd) -> BranchEnd:
         """A branch's end, told: its event, and its cost spent by the run."""
-        run = self.run_
+        host = self.host
         record = end.record
         cost = float(record.get("cost_usd") or 0.0)
-        run.session.emit(
+        host.session.emit(
             ev.ChildComplete(
                 step=self.step,
                 state=self.state.name,
@@ -249,8 +290,8 @@ class Fork:
                 reason=_reason(end),
             )
         )
-        run.steps.spend(cost)
-        run._check_budget(self.state.name)  # spent: the other branches stop, the run ends
+        host.steps.spend(cost)
+        host.check_budget(self.state.name)  # spent: the other branches stop, the run ends
         return end
 
 
@@ -278,10 +319,6 @@ def loop_record(end: ChildEnd, item: Item) -> dict[str, Any]:
         "index": item.index,
         "item": item.text,
     }
-
-
-def write_result(root: Path, record: dict[str, Any]) -> None:
-    atomic_write_text(root / RESULT, json.dumps(record, ensure_ascii=False) + "\n")
 
 
 def _mark_cancelled(root: Path) -> None:

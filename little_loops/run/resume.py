@@ -88,7 +88,12 @@ def prepare_resume(
         overrides={**saved.get("overrides", {}), **(overrides or {})},
         max_iterations=progress.max_iterations,
         claude=tuple(saved.get("claude") or ("claude",)),
-        claude_flags=tuple(saved.get("claude_flags") or ("--dangerously-skip-permissions",)),
+        # An empty list is the user's choice (`--claude-flags ""`): kept, never the default.
+        claude_flags=tuple(
+            saved["claude_flags"]
+            if isinstance(saved.get("claude_flags"), list)
+            else ("--dangerously-skip-permissions",)
+        ),
         model=saved.get("model"),
         cache=bool(saved.get("cache", True)),
         record=Path(saved["record"]) if saved.get("record") else None,
@@ -184,9 +189,9 @@ def _run_dir_path(run_id: str | None) -> Path | None:
 
 
 def _resumable(base: Path) -> RunDir:
-    from little_loops.record.store import list_runs
+    from little_loops.record.store import newest_first
 
-    for run_dir in reversed(list_runs(base)):
+    for run_dir in newest_first(base):
         try:
             status = run_dir.read_state().get("status")
         except LoopError:

@@ -18,9 +18,11 @@ from typing import Any
 from little_loops.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_RUN_ERROR,
     EXIT_SUSPENDED,
     EXIT_TERMINATED,
     LoopError,
+    RecordError,
 )
 from little_loops.model import router
 from little_loops.model.loop import (
@@ -188,6 +190,8 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
             clock=clock,
             listeners=self._listeners,
             run_dir=run_dir,
+            sources=sources,
+            snapshot=parent.snapshot if parent is not None else True,
         )
         self.run_dir = self.session.run_dir
         if self.resumed:
@@ -247,6 +251,8 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
             return self._finish(end.outcome, end.final_state, end.error)
         except Suspended as waiting:  # a question (here, in a child or a fork's branch) waits
             return self._suspend(waiting.pending)
+        except RecordError as exc:  # a file of the run cannot be read: repaired, it resumes
+            return self._finish("interrupted", p.current, exc.message, EXIT_RUN_ERROR)
         except LoopError as exc:
             return self._finish("error", p.current, exc.message)
         except KeyboardInterrupt:
@@ -256,12 +262,9 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
         except OSError as exc:  # the machine said no: disk full, a file made unwritable
             return self._finish("error", p.current, _os_error(exc))
         except Exception as exc:  # a bug in ll: recorded as ended in error, never "running"
-            from little_loops.crash import (
-                one_line,
-                write_report,
-            )
+            from little_loops.crash import one_line
 
-            report = write_report(exc, self.run_dir.root)
+            report = self.session.crash_report(exc)
             message = f"internal error (a bug in ll): {one_line(exc)}"
             if report is not None:
                 message += f"; crash report: {report}"
@@ -412,14 +415,26 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
     def _finish(
         self, outcome: str, final_state: str, error: str | None, exit_code: int | None = None
     ) -> RunResult:
+        """Every end of a run, a suspension included: the end's events, then the state that
+        records it, persisted once."""
         p = self.progress
         code = exit_code if exit_code is not None else OUTCOME_EXIT[outcome]
-        p.status = "interrupted" if outcome == "interrupted" else "finished"
+        p.status = outcome if outcome in ("interrupted", "suspended") else "finished"
         p.outcome, p.exit_code, p.error = outcome, code, error
         p.final_state = final_state
-        if self.loop.outputs and outcome != "interrupted":
+        if self.loop.outputs and outcome not in ("interrupted", "suspended"):
             p.outputs = self._outputs(final_state)
         duration_ms = self.session.elapsed_ms()
+        if outcome == "suspended":  # the questions it waits on, before its end
+            self.session.emit(
+                ev.LoopSuspended(
+                    pending=tuple(str(q.get("id")) for q in p.pending),
+                    exit_code=code,
+                    steps=p.step,
+                    duration_ms=duration_ms,
+                    cost_usd=round(p.cost_usd, 6),
+                )
+            )
         self.session.emit(
             ev.LoopComplete(
                 final_state=final_state,

@@ -1,17 +1,21 @@
 """A run session: the loop lock, the run directory, the event sink and the clock of one run.
 
 The session is the run's only writer: events go out through `emit`, step outputs through
-`keep_outputs`, and the progress through `persist`, which writes state.json whole. Whatever
+`keep_outputs`, the progress through `persist`, which writes state.json whole, and every
+other record of the tree (a fork's items and join, a branch's result, a used answer, a crash
+report) through `write_record` or `crash_report`, with its secrets sealed or masked. Whatever
 fails while it is being set up releases the lock it took, so the loop can be run again.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from little_loops.model.loop import Loop
@@ -37,6 +41,7 @@ from little_loops.record.secrets import (
 from little_loops.record.store import (
     LoopLock,
     RunDir,
+    atomic_write_text,
 )
 from little_loops.run.gate import GATE
 
@@ -67,11 +72,14 @@ class RunSession:
         clock: Clock,
         listeners: list[Listener],
         run_dir: RunDir | None = None,
+        sources: Mapping[str, str] | None = None,
+        snapshot: bool = True,
     ) -> None:
         self.options = options
         self.clock = clock
         self.redactor = redactor
         self._sealer = sealer
+        self._sources = dict(sources or {})  # each secret by its source: to unseal records
         self._t0 = clock.monotonic() - progress.elapsed_ms / 1000.0
         fixed = progress.to_dict(_FIXED)
         # Secret context values are never written down; a resumed run takes them afresh.
@@ -88,7 +96,7 @@ class RunSession:
             if run_dir is None:
                 run_dir = RunDir.create(options.base_dir, progress.run_id)
                 _write_snapshot(loop, run_dir, redactor)
-            elif progress.step == 0 and not (run_dir.root / "loop.yaml").exists():
+            elif snapshot and progress.step == 0 and not (run_dir.root / "loop.yaml").exists():
                 _write_snapshot(loop, run_dir, redactor)  # a child run, at its start
             self.run_dir = run_dir
             self.outputs = outputs_store.Outputs(run_dir.root)
@@ -167,6 +175,25 @@ class RunSession:
             if self.options.fsync:
                 self.outputs.sync()
             self.run_dir.write_state({**self._fixed, **data}, fsync=self.options.fsync)
+
+    def write_record(self, path: Path, value: Any) -> None:
+        """A JSON record of the run's tree beside its state (a fork's `items.json` and
+        `join.json`, a branch's `result.json`, a used answer): secrets sealed as markers (so
+        `read_record` gives them back), written whole (a temporary file, then a rename)."""
+        sealed = self._sealer.seal(value) if self.redactor else value
+        atomic_write_text(path, json.dumps(sealed, ensure_ascii=False) + "\n")
+
+    def read_record(self, path: Path) -> Any:
+        """A record `write_record` wrote, its secrets filled in again. Raises OSError or
+        ValueError (a missing or torn file) for the caller to decide."""
+        value = json.loads(path.read_text(encoding="utf-8"))
+        return self._sealer.unseal(value, self._sources) if self._sealer.nonce else value
+
+    def crash_report(self, exc: BaseException) -> Path | None:
+        """A bug's report in the run directory, every secret of the run masked in it."""
+        from little_loops.crash import write_report
+
+        return write_report(exc, self.run_dir.root, redact=self.redactor.text)
 
     # -- the end ---------------------------------------------------------------------------
 

@@ -33,8 +33,11 @@ class StepScope:
         loop_scope: Mapping[str, Any],
         env: Mapping[str, str],
         elapsed_ms: Callable[[], int],
+        program: frozenset[str] = frozenset(),
     ) -> None:
         self.progress = progress
+        # Context keys holding program text (`with:` from captured, item...): escaped.
+        self.program = program
         self.redactor = redactor
         self._loop_scope = loop_scope
         self.env = env
@@ -57,7 +60,9 @@ class StepScope:
             if mask is not None:
                 scope = {name: MaskedView(values, mask) for name, values in scope.items()}
             where = f"state '{state.name}'"
-            text = render(template, scope, shell=shell, where=where, command=command)
+            text = render(
+                template, scope, shell=shell, where=where, command=command, program=self.program
+            )
         if command and "\0" in text:
             raise RunError(
                 f"the action of state '{state.name}' holds a NUL byte, which no command can "

@@ -36,11 +36,12 @@ from little_loops.model.progress import (
 )
 from little_loops.record import events as ev
 from little_loops.record.secrets import RedactingStream
-from little_loops.record.store import StepLog
+from little_loops.record.store import LogSegment
 from little_loops.run.action_layer import ActionLayer
 from little_loops.run.gate import GATE
 from little_loops.run.session import RunSession
 from little_loops.run.step_scope import StepScope
+from little_loops.templates.interpolate import program_keys
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,12 @@ class StepPipeline:
         # None lets actions inherit our environment without re-encoding it every step.
         self._child_env = options.env
         self.templates = StepScope(
-            progress, self.redactor, loop_scope=scope, env=env, elapsed_ms=session.elapsed_ms
+            progress,
+            self.redactor,
+            loop_scope=scope,
+            env=env,
+            elapsed_ms=session.elapsed_ms,
+            program=program_keys(loop.context, options.overrides, options.program_context),
         )
         self.actions = action_layer
         self._rng = rng
@@ -195,6 +201,7 @@ class StepPipeline:
             prior_reason=self.progress.prior_reasons.get(state.name),
             judge=self._judge_session() if judged else None,
             deadline=self.session.deadline(self.loop.timeout),
+            program=self.templates.program,
         )
         self._judge_spent = 0.0
         if judged:
@@ -260,27 +267,32 @@ class StepPipeline:
     ) -> actions.ActionResult:
         assert state.action_type is not None
         GATE.raise_pending()  # rather than start a process only to kill it
+        # The attempt's output goes to the run's one log; `log_at` says where it begins.
+        log = self.session.run_dir.log.attempt()
         self.session.emit(
-            ev.ActionStart(step=step, state=state.name, action=shown, action_type=state.action_type)
+            ev.ActionStart(
+                step=step,
+                state=state.name,
+                action=shown,
+                action_type=state.action_type,
+                log_at=log.start,
+            )
         )
         self.session.flush()  # `ll logs -f` shows the step while it runs
         timeout = self._action_timeout(state)
         remaining = self.session.remaining(self.loop.timeout)
         if remaining is not None:
             timeout = min(timeout, remaining)
-        log: str | None = self.session.run_dir.step_log(step, state.name, attempt)
         on_output = self.options.on_output
         streams: list[RedactingStream] = []
-        log_file = None
+        log_sink: LogSegment | None = log
         if self.redactor:
             # Output is masked on its way to the log and the terminal, never written raw.
-            assert log is not None
-            log_file = StepLog(log)
-            streams.append(RedactingStream(log_file.write, self.redactor))
+            streams.append(RedactingStream(log.write, self.redactor))
             if on_output is not None:
                 verbose = on_output
                 streams.append(RedactingStream(lambda b: verbose("stdout", b), self.redactor))
-            log = None
+            log_sink = None
 
             def on_output(_name: str, chunk: bytes) -> None:
                 for stream in streams:
@@ -295,7 +307,7 @@ class StepPipeline:
                     cwd=self._cwd,
                     env=self._child_env,
                     timeout=timeout,
-                    log_path=log,
+                    log_path=log_sink,
                     on_output=on_output,
                     interruptible=GATE.interruptible,
                 )
@@ -306,15 +318,13 @@ class StepPipeline:
                     cwd=self._cwd,
                     env=self._child_env,
                     timeout=timeout,
-                    log_path=log,
+                    log_path=log_sink,
                     on_output=on_output,
                     interruptible=GATE.interruptible,
                 )
         finally:
             for stream in streams:
                 stream.flush()
-            if log_file is not None:
-                log_file.close()
         self.session.emit(
             ev.ActionComplete(
                 step=step,
@@ -406,13 +416,16 @@ class StepPipeline:
 def output_record(state: State, action: actions.ActionResult | None) -> dict[str, Any]:
     # Trailing newlines are dropped, as shell command substitution does, so that
     # `${captured.dir.output}/file` works after an action that printed a path.
-    return {
+    record = {
         "output": action.output.rstrip("\n") if action else "",
         "stderr": action.stderr.rstrip("\n") if action else "",
         "exit_code": action.exit_code if action else None,
         "duration_ms": action.duration_ms if action else 0,
         "state": state.name,
     }
+    if action is not None and action.details.get("output_cut"):
+        record["output_cut"] = True  # `output` holds only the last 1 MiB of stdout
+    return record
 
 
 def retry_delay(retry: Retry, attempt: int) -> float:

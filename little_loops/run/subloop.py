@@ -26,6 +26,7 @@ from little_loops.record.events import (
     Listener,
 )
 from little_loops.record.store import RunDir
+from little_loops.templates.interpolate import reads_program_text
 
 MAX_DEPTH = 8  # runs in one tree, the root counting as 1 (as `ll validate` counts them)
 
@@ -46,6 +47,10 @@ class Parent:
     listeners: tuple[Listener, ...]  # the root's listeners (terminal, reports, trace)
     # What the child may spend before some ancestor's `max_cost_usd` is passed; None: no limit.
     budget_left: float | None = None
+    # Whether the child keeps a copy of its loop file (`loop.yaml`, for `ll resume`'s change
+    # summary). A fork's action branch runs its parent's file, which the root keeps already:
+    # a copy a branch would hold that whole file (its inline items too) once a branch.
+    snapshot: bool = True
 
     @property
     def depth(self) -> int:
@@ -107,6 +112,15 @@ def bind_inputs(child: Loop, values: Mapping[str, str], file: str) -> dict[str, 
     return dict(values)
 
 
+def program_inputs(state: State, program: frozenset[str]) -> frozenset[str]:
+    """The child's context keys whose `with:` template reads program, model or human text
+    (`captured`, `prev`, `item`, or a key of the caller's in `program`): that kind of text in
+    the child too, escaped in its commands and fenced in its judge's prompts (SPEC 7)."""
+    return frozenset(
+        key for key, template in state.with_.items() if reads_program_text(template, program)
+    )
+
+
 def _fits(kind: str, value: str) -> bool:
     if kind == "integer":
         return re.fullmatch(r"[+-]?\d+", value.strip()) is not None
@@ -129,18 +143,22 @@ def child_dir(parent_root: Path, step: int, state: str, attempt: int = 1) -> Pat
 
 
 def open_child_dir(root: Path) -> RunDir:
-    (root / "steps").mkdir(parents=True, exist_ok=True)
+    root.mkdir(parents=True, exist_ok=True)
     run_dir = RunDir(root)
     run_dir.check_links()
     return run_dir
 
 
-def forward(listener: Listener, path: tuple[str, ...]) -> Listener:
-    """A listener of the root that sees a child's events carrying the child's `path`."""
-    chain = list(path)
+def forward(listener: Listener, segment: tuple[str, ...]) -> Listener:
+    """The caller's `listener`, seeing a child's events with `segment` (the calling state, or
+    a fork's state and branch key) put in front of their `path`. Each level adds its own
+    part, so a grandchild's events reach the root with every calling state:
+    `["call", "inner"]`."""
+    chain = list(segment)
 
     def send(event: Event) -> None:
-        listener({**event, "path": chain})
+        below = event.get("path")
+        listener({**event, "path": [*chain, *below] if isinstance(below, list) else chain})
 
     return send
 

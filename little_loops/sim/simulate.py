@@ -23,6 +23,7 @@ from little_loops.errors import (
 )
 from little_loops.model.loop import Loop
 from little_loops.model.progress import OUTCOME_EXIT
+from little_loops.record.events import read_events
 from little_loops.run.session import Clock
 from little_loops.sim.script import (
     Entry,
@@ -82,17 +83,9 @@ class SimulatedActions:
 
     def resumed(self, events_path: Path) -> SimulatedActions:
         """Continue the visit counts of a run's earlier sessions, read from its events."""
-        try:
-            lines = events_path.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            return self
-        for raw in lines:
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            answered = isinstance(event, dict) and event.get("via") == "simulate"
-            if isinstance(event, dict) and (event.get("event") == "action_start" or answered):
+        for event in read_events(events_path):
+            answered = event.get("via") == "simulate"
+            if event.get("event") == "action_start" or answered:
                 path = self.prefix + str(event.get("state"))
                 self.visits[path] = self.visits.get(path, 0) + 1
         return self

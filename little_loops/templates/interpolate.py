@@ -148,6 +148,16 @@ class _Compiled:
     parts: tuple[str | Placeholder, ...]
     error: PlaceholderError | None
     last_quoted: int  # index in parts of the last placeholder the shell lexer must place; -1
+    # (index, key) of each plain `${context.K}`: quoted too when K holds program text
+    context_keys: tuple[tuple[int, str], ...] = ()
+
+    def last_quoted_with(self, program: frozenset[str]) -> int:
+        """`last_quoted`, counting the context keys that hold program text."""
+        last = self.last_quoted
+        for index, key in self.context_keys:
+            if key in program and index > last:
+                last = index
+        return last
 
 
 @lru_cache(maxsize=1024)
@@ -155,14 +165,49 @@ def _compile(template: str) -> _Compiled:
     parts: list[str | Placeholder] = []
     error: PlaceholderError | None = None
     last_quoted = -1
+    context_keys: list[tuple[int, str]] = []
     for part in scan(template):
         if isinstance(part, PlaceholderError):
             error = error or part
             continue
         if isinstance(part, Placeholder) and _needs_quoting(part):
             last_quoted = len(parts)
+        elif isinstance(part, Placeholder) and part.namespace == "context" and not part.modifier:
+            context_keys.append((len(parts), part.path[0]))
         parts.append(part)
-    return _Compiled(tuple(parts), error, last_quoted)
+    return _Compiled(tuple(parts), error, last_quoted, tuple(context_keys))
+
+
+def reads_program_text(template: str, program: frozenset[str] = frozenset()) -> bool:
+    """Whether a template's value holds program, model or human text (SPEC section 7, "Origin
+    travels"): it reads `captured`, `prev` or `item`, or a context key in `program`."""
+    for part in _compile(template).parts:
+        if isinstance(part, Placeholder) and (
+            part.namespace in _ESCAPED_NAMESPACES
+            or (part.namespace == "context" and part.path[0] in program)
+        ):
+            return True
+    return False
+
+
+def program_keys(
+    context: Mapping[str, Scalar], overrides: Mapping[str, str], given: frozenset[str]
+) -> frozenset[str]:
+    """The context keys whose values hold program text: `given` (a child's keys bound through
+    `with:` from such text) and every key whose own template reads one of them."""
+    if not given:
+        return frozenset()
+    templates = {k: _scalar_text(v) for k, v in context.items()}
+    templates.update(overrides)
+    program = set(given)
+    changed = True
+    while changed:
+        changed = False
+        for key, template in templates.items():
+            if key not in program and reads_program_text(template, frozenset(program)):
+                program.add(key)
+                changed = True
+    return frozenset(program)
 
 
 def literal_text(template: str) -> str | None:
@@ -178,10 +223,17 @@ def literal_text(template: str) -> str | None:
     return "".join(texts)
 
 
-def _needs_quoting(p: Placeholder) -> bool:
+# `@` before an absolute, home or relative path, which the Claude Code CLI attaches as a file
+# (providers/claude_cli.py neutralises a judge's whole prompt the same way).
+_AT_PATH = re.compile(r"@(?=~|/|\.{1,2}/)")
+
+
+def _needs_quoting(p: Placeholder, program: frozenset[str] = frozenset()) -> bool:
     if p.modifier == "q":
         return True
-    return p.modifier is None and p.namespace in _ESCAPED_NAMESPACES
+    if p.modifier is not None:
+        return False
+    return p.namespace in _ESCAPED_NAMESPACES or (p.namespace == "context" and p.path[0] in program)
 
 
 def render(
@@ -191,6 +243,7 @@ def render(
     shell: bool,
     where: str = "",
     command: bool = False,
+    program: frozenset[str] = frozenset(),
 ) -> str:
     """Resolve every `${ns.path}` of `template` against `scope` (SPEC section 7).
 
@@ -215,6 +268,12 @@ def render(
 
     With `command=True` (an action: a shell command or a prompt passed to a program), a
     value holding a NUL byte is a RunError naming its placeholder: no argument carries one.
+    In a prompt (`command=True, shell=False`: a slash action's), program text has its
+    `@/path`, `@~/path` and `@./path` tokens neutralised (a fullwidth at sign), since the
+    Claude Code CLI would attach the file they name.
+
+    `program` names the context keys that hold program text (a child's keys bound through
+    `with:` from `captured`, `prev`, `item`...): they are escaped like `captured`.
     """
     compiled = _compile(template)
     suffix = f" in {where}" if where else ""
@@ -222,10 +281,11 @@ def render(
         raise RunError(
             f"{compiled.error.message}{suffix} (at character {compiled.error.start + 1})"
         )
-    lexer = ShellLexer() if shell and compiled.last_quoted >= 0 else None
+    last_quoted = compiled.last_quoted_with(program) if program else compiled.last_quoted
+    lexer = ShellLexer() if shell and last_quoted >= 0 else None
     out: list[str] = []
     for index, part in enumerate(compiled.parts):
-        if lexer is not None and index > compiled.last_quoted and not lexer.line_pending():
+        if lexer is not None and index > last_quoted and not lexer.line_pending():
             lexer = None  # nothing after this needs the quoting state
         if isinstance(part, str):
             out.append(part)
@@ -241,7 +301,7 @@ def render(
                 f"'${{{part.name}}}'{suffix} holds a NUL byte, which no command can carry; "
                 "write the value to a file in an earlier step and read it from there"
             )
-        if lexer is not None and _needs_quoting(part):
+        if lexer is not None and _needs_quoting(part, program):
             try:
                 value = lexer.quote(value)
             except UnsafeValue as exc:
@@ -250,6 +310,10 @@ def render(
                 ) from None
         elif not shell and part.modifier == "q":
             value = single_quote(value)
+        if command and not shell and part.modifier != "raw" and _needs_quoting(part, program):
+            # A prompt for the Claude Code CLI, which attaches any file an `@/path` names:
+            # program text never names one (the author's own text may).
+            value = _AT_PATH.sub("\uff20", value)
         elif lexer is not None:
             try:
                 lexer.feed(value)  # written as is: it may open or close quotes itself

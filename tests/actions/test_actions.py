@@ -126,6 +126,10 @@ def test_non_utf8_output_is_replaced(tmp_path: Path) -> None:
 # -- shell: log file and streaming -----------------------------------------------------------
 
 
+# Order of arrival across two pipes, 50 ms apart: on a machine busy with other tests' processes
+# the reader can be scheduled late and see them swapped, so these run on the one xdist worker of
+# the timed process tests (tests/run/test_signals.py), one at a time.
+@pytest.mark.xdist_group("processes")
 def test_log_gets_both_streams_in_arrival_order(tmp_path: Path) -> None:
     log = tmp_path / "runs" / "r1" / "001-check.log"
     command = "echo one; sleep 0.05; echo two >&2; sleep 0.05; echo three"
@@ -135,6 +139,7 @@ def test_log_gets_both_streams_in_arrival_order(tmp_path: Path) -> None:
     assert log.read_bytes() == b"one\ntwo\nthree\nagain\n"
 
 
+@pytest.mark.xdist_group("processes")
 def test_on_output_gets_every_chunk_with_its_stream(tmp_path: Path) -> None:
     seen: list[tuple[str, bytes]] = []
     command = "printf a; sleep 0.05; printf b >&2; sleep 0.05; printf c"
@@ -146,6 +151,7 @@ def test_on_output_gets_every_chunk_with_its_stream(tmp_path: Path) -> None:
     assert [name for name, _ in seen] == ["stdout", "stderr", "stdout"]
 
 
+@pytest.mark.xdist_group("processes")
 def test_partial_line_arrives_before_the_command_ends(tmp_path: Path) -> None:
     start = time.monotonic()
     arrivals: list[float] = []

@@ -380,3 +380,48 @@ def test_every_exit_code_6_row_names_questions() -> None:
     for name, line in rows:
         assert "question" in line, name
         assert "ll step" in line, name
+
+
+# -- 9. converted files pass the strict check the CI workflows run --------------------------
+
+UPSTREAM_TIDY = """\
+name: tidy
+description: Lint, fix, report.
+initial: lint
+max_steps: 9
+states:
+  lint:
+    action: "true"
+    action_type: shell
+    on_yes: report
+    on_no: fix
+    on_error: broken
+  fix:
+    action: "echo FIXED"
+    action_type: shell
+    evaluate:
+      type: output_contains
+      pattern: FIXED
+    on_success: lint
+    on_failure: broken
+    on_error: broken
+  report:
+    action: "echo all clean"
+    action_type: shell
+    next: done
+  done:
+    terminal: true
+  broken:
+    terminal: true
+    failure: true
+"""
+
+
+def test_migrated_file_passes_validate_strict(tmp_path: Path) -> None:
+    write(tmp_path / "tidy.yaml", UPSTREAM_TIDY)
+    converted = ll(tmp_path, "migrate", "tidy.yaml", "--out", "out")
+    assert converted.returncode == 0, converted.stdout + converted.stderr
+    strict = ll(tmp_path, "validate", "--strict", "out/tidy.yaml")
+    assert strict.returncode == 0, strict.stdout + strict.stderr
+    run = ll(tmp_path, "run", "out/tidy.yaml")
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -47,6 +47,9 @@ from fakes import install_fake_claude
 from llm_server import LlmServer, llm_server_fixture, message  # noqa: F401  (a fixture)
 from test_docs import DOCS, Block, blocks
 
+# Every loop of the docs run end to end through `ll`: minutes in all, so not in the fast set.
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
 SCENARIO = re.compile(r"<!--\s*ll-run:(?P<body>.*?)-->", re.DOTALL)
 KEYS = {"path", "exit", "stubs", "files", "claude", "judge", "set", "args", "output", "xfail"}
 

@@ -243,6 +243,7 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> Layout:
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args", sorted({line.key for line in LINES}), ids=lambda a: a.replace(" ", "_")
 )

@@ -55,7 +55,8 @@ CASES = {
         [
             "loop.yaml:14:1: error: unknown key 'max_iteration' at the top level (did you mean "
             "'max_iterations'?); valid keys: action_timeout, backoff, context, description, "
-            "initial, judges, llm, maintain, max_cost_usd, max_iterations, metadata, name, "
+            "initial, judges, keep_runs, llm, maintain, max_cost_usd, max_iterations, metadata, "
+            "name, "
             "on_error, on_max_iterations, outputs, paradigm, secrets, shell, states, timeout, "
             "working_dir",
         ],

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,9 @@ from little_loops.load.schema import (
     schema_text,
 )
 from little_loops.model.loop import Loop
+
+# 2,400 generated documents, each through the loader and jsonschema: not in the fast set.
+pytestmark = pytest.mark.slow
 
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(schema_text()))
 PATH = Path("fuzz.yaml")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
+from project import Project
 
 from little_loops.load.composer import compose as _compose
 from little_loops.load.loader import (
@@ -90,16 +89,6 @@ def visited(path: Path, result: RunResult) -> list[str]:
 def lines(tmp_path: Path, text: str) -> list[str]:
     _, diagnostics = try_load(write(tmp_path, text))
     return [d.format().removeprefix(str(tmp_path) + "/") for d in diagnostics]
-
-
-def ll(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "little_loops", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        check=False,
-    )
 
 
 # -- each paradigm compiles, validates and runs with real shell actions ------------------------
@@ -236,15 +225,15 @@ ERRORS = {
             "p.yaml:1:1: error: the loop is missing required key 'tools'",
             "p.yaml:4:1: error: unknown key 'tols' at the top level (did you mean 'tools'?); "
             "valid keys: action_timeout, backoff, context, description, finally, goal, judges, "
-            "llm, max_cost_usd, max_iterations, metadata, name, paradigm, secrets, shell, "
-            "timeout, tools, working_dir",
+            "keep_runs, llm, max_cost_usd, max_iterations, metadata, name, paradigm, secrets, "
+            "shell, timeout, tools, working_dir",
         ],
     ),
     "fsm-key-in-paradigm": (
         GOAL + "initial: evaluate\n",
         [
             "p.yaml:7:1: error: unknown key 'initial' at the top level; valid keys: "
-            "action_timeout, backoff, context, description, finally, goal, judges, llm, "
+            "action_timeout, backoff, context, description, finally, goal, judges, keep_runs, llm, "
             "max_cost_usd, max_iterations, metadata, name, paradigm, secrets, shell, timeout, "
             "tools, working_dir",
         ],
@@ -351,15 +340,17 @@ def test_every_paradigm_key_has_hover_help() -> None:
 
 
 @pytest.mark.parametrize("text", [INVARIANTS, GOAL, CONVERGENCE, IMPERATIVE])
-def test_compile_output_validates_and_runs_the_same(tmp_path: Path, text: str) -> None:
+def test_compile_output_validates_and_runs_the_same(
+    tmp_path: Path, text: str, project: Project
+) -> None:
     src = write(tmp_path, text)
-    result = ll("compile", str(src))
+    result = project.ll("compile", str(src))
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     out = tmp_path / "out" / "compiled.yaml"
     out.parent.mkdir()
     out.write_text(result.stdout)
-    checked = ll("validate", "--strict", str(out))
+    checked = project.ll("validate", "--strict", str(out))
     assert checked.returncode == 0, checked.stdout
     compiled, _ = compile_file(src)
     assert compiled is not None
@@ -367,8 +358,8 @@ def test_compile_output_validates_and_runs_the_same(tmp_path: Path, text: str) -
     assert run(out).exit_code == 0
 
 
-def test_compile_says_where_each_state_came_from(tmp_path: Path) -> None:
-    result = ll("compile", str(write(tmp_path, INVARIANTS)))
+def test_compile_says_where_each_state_came_from(tmp_path: Path, project: Project) -> None:
+    result = project.ll("compile", str(write(tmp_path, INVARIANTS)))
     comments = [line.strip() for line in result.stdout.splitlines() if line.startswith("  #")]
     assert comments == [
         "# from constraints[0] 'dir' check (line 7)",
@@ -390,50 +381,54 @@ def test_compile_keeps_multiline_actions_readable(tmp_path: Path) -> None:
     assert "    action: |\n      touch marker\n      echo done\n" in to_yaml(compiled, "p.yaml")
 
 
-def test_compile_errors_go_to_stderr_with_the_paradigm_line(tmp_path: Path) -> None:
+def test_compile_errors_go_to_stderr_with_the_paradigm_line(
+    tmp_path: Path, project: Project
+) -> None:
     path = write(tmp_path, GOAL + "  - echo three\n")
-    result = ll("compile", str(path))
+    result = project.ll("compile", str(path))
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr == f"{path}:5:3: error: 'tools' must list at most 2 items, not 3\n"
 
 
-def test_compile_prints_a_native_file_as_it_is(tmp_path: Path) -> None:
+def test_compile_prints_a_native_file_as_it_is(tmp_path: Path, project: Project) -> None:
     text = "name: n\ninitial: a\nstates:\n  a: {terminal: true}\n"
-    result = ll("compile", str(write(tmp_path, text)))
+    result = project.ll("compile", str(write(tmp_path, text)))
     assert (result.returncode, result.stdout) == (0, text)
 
 
 # -- ll run / ll validate on paradigm files --------------------------------------------------------
 
 
-def test_ll_validate_and_run_accept_a_paradigm_file(tmp_path: Path) -> None:
+def test_ll_validate_and_run_accept_a_paradigm_file(tmp_path: Path, project: Project) -> None:
     path = write(tmp_path, INVARIANTS)
-    checked = ll("validate", "--strict", str(path))
+    checked = project.ll("validate", "--strict", str(path))
     assert (checked.returncode, checked.stdout) == (0, "")
-    ran = ll("run", "-q", str(path), cwd=tmp_path)
+    ran = project.ll("run", "-q", str(path), cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert "success at 'all_valid' after 8 steps" in ran.stdout + ran.stderr
 
 
-def test_ll_run_reports_a_paradigm_error_at_its_line(tmp_path: Path) -> None:
+def test_ll_run_reports_a_paradigm_error_at_its_line(tmp_path: Path, project: Project) -> None:
     path = write(tmp_path, CONVERGENCE + "tolerance: -1\n")
-    result = ll("run", str(path), cwd=tmp_path)
+    result = project.ll("run", str(path), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr == f"{path}:6:12: error: 'tolerance' must be at least 0, not -1\n"
 
 
-def test_ll_run_stalled_convergence_exits_1(tmp_path: Path) -> None:
+def test_ll_run_stalled_convergence_exits_1(tmp_path: Path, project: Project) -> None:
     path = write(tmp_path, CONVERGENCE.replace("$((n - 4))", "$n"))
-    assert ll("run", "-q", str(path), cwd=tmp_path).returncode == 1
+    assert project.ll("run", "-q", str(path), cwd=tmp_path).returncode == 1
 
 
 # -- ll init ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("paradigm", PARADIGMS)
-def test_init_writes_a_loop_that_validates_and_runs(tmp_path: Path, paradigm: str) -> None:
-    made = ll("init", "starter", "--paradigm", paradigm, cwd=tmp_path)
+def test_init_writes_a_loop_that_validates_and_runs(
+    tmp_path: Path, paradigm: str, project: Project
+) -> None:
+    made = project.ll("init", "starter", "--paradigm", paradigm, cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     assert made.stdout == (
         f"ll: wrote starter.yaml (paradigm: {paradigm}) and loop.schema.json (for editors); "
@@ -445,9 +440,9 @@ def test_init_writes_a_loop_that_validates_and_runs(tmp_path: Path, paradigm: st
     assert text.startswith(modeline)
     schema_path = Path(text.splitlines()[0].removeprefix(modeline))
     assert (tmp_path / schema_path).read_text() == schema_text()
-    checked = ll("validate", "--strict", "starter.yaml", cwd=tmp_path)
+    checked = project.ll("validate", "--strict", "starter.yaml", cwd=tmp_path)
     assert (checked.returncode, checked.stdout) == (0, "")
-    ran = ll("run", "starter.yaml", cwd=tmp_path)
+    ran = project.ll("run", "starter.yaml", cwd=tmp_path)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     leftovers = {p.name for p in tmp_path.iterdir()} - {
         "starter.yaml",
@@ -457,25 +452,25 @@ def test_init_writes_a_loop_that_validates_and_runs(tmp_path: Path, paradigm: st
     assert leftovers == set()
 
 
-def test_init_default_name_is_loop_yaml(tmp_path: Path) -> None:
-    assert ll("init", cwd=tmp_path).returncode == 0
+def test_init_default_name_is_loop_yaml(tmp_path: Path, project: Project) -> None:
+    assert project.ll("init", cwd=tmp_path).returncode == 0
     text = (tmp_path / "loop.yaml").read_text()
     assert "\nname: loop\n" in text
     assert "\ninitial: check\n" in text
 
 
-def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
+def test_init_refuses_to_overwrite_without_force(tmp_path: Path, project: Project) -> None:
     (tmp_path / "loop.yaml").write_text("mine\n")
-    refused = ll("init", cwd=tmp_path)
+    refused = project.ll("init", cwd=tmp_path)
     assert refused.returncode == 2
     assert refused.stderr == "ll: error: loop.yaml already exists; pass --force to overwrite it\n"
     assert (tmp_path / "loop.yaml").read_text() == "mine\n"
-    assert ll("init", "--force", "--paradigm", "goal", cwd=tmp_path).returncode == 0
+    assert project.ll("init", "--force", "--paradigm", "goal", cwd=tmp_path).returncode == 0
     assert "paradigm: goal" in (tmp_path / "loop.yaml").read_text()
 
 
-def test_init_rejects_a_bad_name(tmp_path: Path) -> None:
-    result = ll("init", "my loop", cwd=tmp_path)
+def test_init_rejects_a_bad_name(tmp_path: Path, project: Project) -> None:
+    result = project.ll("init", "my loop", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr == (
         "ll: error: 'my loop' is not a valid loop name; use letters, digits, '-', '_' and '.'\n"

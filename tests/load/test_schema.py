@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from project import Project
 
 from little_loops.evaluators import EVALUATOR_TYPES
 from little_loops.load import schema as schema_mod
@@ -260,20 +260,9 @@ def test_metadata_is_a_free_form_mapping_in_every_form() -> None:
 # -- `ll init`: the modeline names a schema file that outlives the venv --------------------------
 
 
-def ll(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "little_loops", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=60,
-        check=False,
-    )
-
-
-def test_init_modeline_names_a_schema_beside_the_loop(tmp_path: Path) -> None:
+def test_init_modeline_names_a_schema_beside_the_loop(tmp_path: Path, project: Project) -> None:
     (tmp_path / "loops").mkdir()
-    made = ll("init", "loops/nightly", cwd=tmp_path)
+    made = project.ll("init", "loops/nightly", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     assert made.stdout == (
         "ll: wrote loops/nightly.yaml (paradigm: fsm) and loops/loop.schema.json (for editors); "
@@ -283,19 +272,21 @@ def test_init_modeline_names_a_schema_beside_the_loop(tmp_path: Path) -> None:
     assert first == "# yaml-language-server: $schema=./loop.schema.json"
     # Relative to the loop file, and outside the venv: recreating the venv cannot break it.
     schema = tmp_path / "loops" / "loop.schema.json"
-    assert schema.read_text() == ll("schema", cwd=tmp_path).stdout
+    assert schema.read_text() == project.ll("schema", cwd=tmp_path).stdout
     assert Path(sys.prefix).resolve() not in schema.resolve().parents
 
 
-def test_init_refreshes_a_stale_schema_and_leaves_a_current_one(tmp_path: Path) -> None:
+def test_init_refreshes_a_stale_schema_and_leaves_a_current_one(
+    tmp_path: Path, project: Project
+) -> None:
     schema = tmp_path / "loop.schema.json"
     schema.write_text("{}\n")  # written by an older ll
-    made = ll("init", "one", cwd=tmp_path)
+    made = project.ll("init", "one", cwd=tmp_path)
     assert "and loop.schema.json (for editors)" in made.stdout
     assert schema.read_text() == schema_mod.schema_text()
     before = schema.stat().st_mtime_ns
-    again = ll("init", "two", cwd=tmp_path)
+    again = project.ll("init", "two", cwd=tmp_path)
     assert again.stdout == "ll: wrote two.yaml (paradigm: fsm); try: ll run two.yaml\n"
     assert schema.stat().st_mtime_ns == before
-    checked = ll("validate", "--strict", "one.yaml", "two.yaml", cwd=tmp_path)
+    checked = project.ll("validate", "--strict", "one.yaml", "two.yaml", cwd=tmp_path)
     assert (checked.returncode, checked.stdout) == (0, "")

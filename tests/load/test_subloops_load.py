@@ -4,11 +4,10 @@ depth), through the real `ll` and in process."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from project import Project
 
 from little_loops.errors import LoadError
 from little_loops.load.children import (
@@ -67,17 +66,6 @@ states:
   done:
     terminal: true
 """
-
-
-def ll(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "little_loops", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=60,
-        check=False,
-    )
 
 
 def tree(tmp_path: Path, parent: str = PARENT, child: str = CHILD) -> Path:
@@ -146,19 +134,21 @@ def test_missing_inputs_names_the_set_to_add(tmp_path: Path) -> None:
 # -- ll validate through the real ll ------------------------------------------------------------
 
 
-def test_a_good_tree_validates(tmp_path: Path) -> None:
-    result = ll("validate", "release.yaml", cwd=tree(tmp_path).parent)
+def test_a_good_tree_validates(tmp_path: Path, project: Project) -> None:
+    result = project.ll("validate", "release.yaml", cwd=tree(tmp_path).parent)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 
 
-def test_validate_reports_every_misuse_of_with_routes_and_outputs(tmp_path: Path) -> None:
+def test_validate_reports_every_misuse_of_with_routes_and_outputs(
+    tmp_path: Path, project: Project
+) -> None:
     parent = (
         PARENT.replace("percent: 10}", "percent: ten, regoin: x, strategy: rolling}")
         .replace("live: verify, ", "")
         .replace("outputs.url", "outputs.link")
         .replace("region: eu-west, ", "")
     )
-    result = ll("validate", "release.yaml", cwd=tree(tmp_path, parent).parent)
+    result = project.ll("validate", "release.yaml", cwd=tree(tmp_path, parent).parent)
     assert result.returncode == 2
     assert result.stdout.splitlines() == [
         "release.yaml:8:3: error: state 'deploy' can end as 'deploy-region.yaml' terminal "
@@ -186,9 +176,9 @@ def test_a_child_terminal_falls_back_to_its_outcome_then_to_the_default(tmp_path
     assert [line for line in lines(tree(tmp_path, by_default)) if "error" in line] == []
 
 
-def test_a_missing_child_file_is_named_with_a_guess(tmp_path: Path) -> None:
+def test_a_missing_child_file_is_named_with_a_guess(tmp_path: Path, project: Project) -> None:
     parent = PARENT.replace("loop: deploy-region.yaml", "loop: deploy-regoin.yaml")
-    result = ll("validate", "release.yaml", cwd=tree(tmp_path, parent).parent)
+    result = project.ll("validate", "release.yaml", cwd=tree(tmp_path, parent).parent)
     assert result.returncode == 2
     assert result.stdout == (
         "release.yaml:9:11: error: state 'deploy' runs loop file 'deploy-regoin.yaml', which "
@@ -197,9 +187,9 @@ def test_a_missing_child_file_is_named_with_a_guess(tmp_path: Path) -> None:
     )
 
 
-def test_a_child_with_errors_is_reported_at_its_own_file(tmp_path: Path) -> None:
+def test_a_child_with_errors_is_reported_at_its_own_file(tmp_path: Path, project: Project) -> None:
     child = CHILD.replace("on_failure: rolled_back", "on_failure: rolled_bak")
-    result = ll("validate", "release.yaml", cwd=tree(tmp_path, child=child).parent)
+    result = project.ll("validate", "release.yaml", cwd=tree(tmp_path, child=child).parent)
     assert result.returncode == 2
     assert result.stdout.splitlines() == [
         "deploy-region.yaml:14:17: error: state 'canary' routes 'failure' to unknown state "
@@ -221,10 +211,10 @@ states:
 """
 
 
-def test_a_call_cycle_is_an_error(tmp_path: Path) -> None:
+def test_a_call_cycle_is_an_error(tmp_path: Path, project: Project) -> None:
     (tmp_path / "a.yaml").write_text(CALLER.format(name="a", callee="b.yaml"))
     (tmp_path / "b.yaml").write_text(CALLER.format(name="b", callee="a.yaml"))
-    result = ll("validate", "a.yaml", cwd=tmp_path)
+    result = project.ll("validate", "a.yaml", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stdout.splitlines() == [
         "a.yaml:5:11: error: state 'call' runs 'b.yaml', which has 1 error (listed with its "
@@ -239,14 +229,14 @@ def test_a_call_cycle_is_an_error(tmp_path: Path) -> None:
     ]
 
 
-def test_nesting_deeper_than_eight_runs_is_an_error(tmp_path: Path) -> None:
+def test_nesting_deeper_than_eight_runs_is_an_error(tmp_path: Path, project: Project) -> None:
     for i in range(1, MAX_DEPTH + 2):
         (tmp_path / f"d{i}.yaml").write_text(CALLER.format(name=f"d{i}", callee=f"d{i + 1}.yaml"))
     (tmp_path / f"d{MAX_DEPTH + 2}.yaml").write_text(
         "name: leaf\ninitial: x\nstates:\n  x: {terminal: true}\n"
     )
     assert lines(tmp_path / "d3.yaml") == []  # d3 .. d9 and the leaf d10: 8 runs
-    result = ll("validate", "d1.yaml", cwd=tmp_path)
+    result = project.ll("validate", "d1.yaml", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stdout.splitlines()[-1] == (
         "d8.yaml:5:11: error: state 'call' would start run number 9 in one tree, more than 8: "
@@ -318,18 +308,20 @@ def test_captured_fields_of_a_loop_state_are_checked(tmp_path: Path) -> None:
 # -- ll run of a child on its own ---------------------------------------------------------------
 
 
-def test_ll_run_of_a_child_alone_asks_for_its_required_keys(tmp_path: Path) -> None:
+def test_ll_run_of_a_child_alone_asks_for_its_required_keys(
+    tmp_path: Path, project: Project
+) -> None:
     tree(tmp_path)
-    result = ll("run", "deploy-region.yaml", cwd=tmp_path)
+    result = project.ll("run", "deploy-region.yaml", cwd=tmp_path)
     assert result.returncode == 2
     assert "Error: context key 'region' needs a value: --set region=VALUE" in result.stderr
     assert "Traceback" not in result.stderr
-    result = ll(
+    result = project.ll(
         "run", "deploy-region.yaml", "--set", "region=eu", "--set", "version=1", cwd=tmp_path
     )
     assert result.returncode == 0, result.stderr
     assert "deploying eu 1 10" in result.stdout + result.stderr
-    result = ll(
+    result = project.ll(
         "run", "deploy-region.yaml", "--set", "region=eu", "--set", "version=1",
         "--set", "percent=lots", cwd=tmp_path,
     )  # fmt: skip
@@ -372,8 +364,10 @@ def test_a_route_for_a_terminal_the_child_lacks_is_a_warning(tmp_path: Path) -> 
     ]
 
 
-def test_strict_warns_only_about_a_loop_states_unrouted_error_and_timeout(tmp_path: Path) -> None:
-    result = ll("validate", "--strict", "release.yaml", cwd=tree(tmp_path).parent)
+def test_strict_warns_only_about_a_loop_states_unrouted_error_and_timeout(
+    tmp_path: Path, project: Project
+) -> None:
+    result = project.ll("validate", "--strict", "release.yaml", cwd=tree(tmp_path).parent)
     found = [line for line in result.stdout.splitlines() if "'deploy'" in line]
     assert [line.split("verdict ")[1].split(",")[0] for line in found] == ["'error'", "'timeout'"]
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from project import Project, Result
 from test_checks import HINTS
 
 from little_loops.cli.validate import validate_files
@@ -29,17 +30,6 @@ WARNS = GOOD + "  orphan: {terminal: true}\n"
 BAD = GOOD.replace("next: done", "next: gone")
 
 
-def ll(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "little_loops", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=60,
-        check=False,
-    )
-
-
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, Path]:
     out = {}
@@ -49,22 +39,24 @@ def files(tmp_path: Path) -> dict[str, Path]:
     return out
 
 
-def test_valid_file_exits_0_silently(files: dict[str, Path]) -> None:
-    result = ll("validate", str(files["good"]))
+def test_valid_file_exits_0_silently(files: dict[str, Path], project: Project) -> None:
+    result = project.ll("validate", str(files["good"]), process=True)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 
 
-def test_warnings_pass_unless_strict(files: dict[str, Path]) -> None:
-    result = ll("validate", str(files["warns"]))
+def test_warnings_pass_unless_strict(files: dict[str, Path], project: Project) -> None:
+    result = project.ll("validate", str(files["warns"]), process=True)
     assert result.returncode == 0
     assert result.stdout == (
         f"{files['warns']}:7:3: warning: state 'orphan' cannot be reached from initial state 'a'\n"
     )
-    assert ll("validate", "--strict", str(files["warns"])).returncode == 2
+    assert project.ll("validate", "--strict", str(files["warns"]), process=True).returncode == 2
 
 
-def test_errors_exit_2_and_cover_every_file(files: dict[str, Path]) -> None:
-    result = ll("validate", str(files["bad"]), str(files["good"]), str(files["warns"]))
+def test_errors_exit_2_and_cover_every_file(files: dict[str, Path], project: Project) -> None:
+    result = project.ll(
+        "validate", str(files["bad"]), str(files["good"]), str(files["warns"]), process=True
+    )
     assert result.returncode == 2
     assert result.stderr == ""
     assert result.stdout.splitlines() == [
@@ -74,8 +66,8 @@ def test_errors_exit_2_and_cover_every_file(files: dict[str, Path]) -> None:
     ]
 
 
-def test_json_format(files: dict[str, Path]) -> None:
-    result = ll("validate", "--format", "json", str(files["bad"]))
+def test_json_format(files: dict[str, Path], project: Project) -> None:
+    result = project.ll("validate", "--format", "json", str(files["bad"]), process=True)
     assert result.returncode == 2
     assert json.loads(result.stdout) == [
         {
@@ -87,14 +79,14 @@ def test_json_format(files: dict[str, Path]) -> None:
             "message": "state 'a' has 'next' naming unknown state 'gone' (did you mean 'done'?)",
         }
     ]
-    clean = ll("validate", "--format", "json", str(files["good"]))
+    clean = project.ll("validate", "--format", "json", str(files["good"]), process=True)
     assert (clean.returncode, json.loads(clean.stdout)) == (0, [])
 
 
-def test_shipped_loops_validate_strictly() -> None:
+def test_shipped_loops_validate_strictly(project: Project) -> None:
     loops = sorted(str(p) for p in (REPO / "loops").glob("*.yaml"))
     assert loops
-    result = ll("validate", "--strict", *loops)
+    result = project.ll("validate", "--strict", *loops, process=True)
     assert (result.returncode, result.stdout) == (0, "")
 
 
@@ -114,17 +106,19 @@ states:
 """
 
 
-def test_a_first_loop_without_error_routes_is_silent(tmp_path: Path) -> None:
+def test_a_first_loop_without_error_routes_is_silent(tmp_path: Path, project: Project) -> None:
     path = tmp_path / "first.yaml"
     path.write_text(FIRST)
-    result = ll("validate", str(path))
+    result = project.ll("validate", str(path), process=True)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 
 
-def test_strict_reports_each_verdict_that_would_stop_the_run(tmp_path: Path) -> None:
+def test_strict_reports_each_verdict_that_would_stop_the_run(
+    tmp_path: Path, project: Project
+) -> None:
     path = tmp_path / "first.yaml"
     path.write_text(FIRST)
-    result = ll("validate", "--strict", str(path))
+    result = project.ll("validate", "--strict", str(path), process=True)
     assert result.returncode == 2
     hint = "(or a loop-wide 'on_error')"
     assert result.stdout.splitlines() == [
@@ -142,13 +136,15 @@ def test_strict_reports_each_verdict_that_would_stop_the_run(tmp_path: Path) -> 
     # a loop-wide on_error routes every one of them
     covered = FIRST.replace("initial: check\n", "initial: check\non_error: done\n")
     path.write_text(covered)
-    assert ll("validate", "--strict", str(path)).returncode == 0
+    assert project.ll("validate", "--strict", str(path), process=True).returncode == 0
 
 
-def test_strict_finds_nothing_to_add_to_a_paradigms_routes(tmp_path: Path) -> None:
+def test_strict_finds_nothing_to_add_to_a_paradigms_routes(
+    tmp_path: Path, project: Project
+) -> None:
     path = tmp_path / "goal.yaml"
     path.write_text("name: g\nparadigm: goal\ngoal: a marker exists\ntools: [test -f m, touch m]\n")
-    result = ll("validate", "--strict", str(path))
+    result = project.ll("validate", "--strict", str(path), process=True)
     assert (result.returncode, result.stdout) == (0, "")
 
 
@@ -199,11 +195,11 @@ def test_hostile_content_gives_located_errors_not_tracebacks(tmp_path: Path, cas
         assert "Traceback" not in d["message"]
 
 
-def test_ten_megabyte_file(tmp_path: Path) -> None:
+def test_ten_megabyte_file(tmp_path: Path, project: Project) -> None:
     path = tmp_path / "big.yaml"
     chunk = b"  s: {action: echo hello world, next: s}\n"
     path.write_bytes(b"name: big\ninitial: s\nstates:\n" + chunk * (10_000_000 // len(chunk)))
-    result = ll("validate", str(path))
+    result = project.ll("validate", str(path), process=True)
     assert result.returncode == 2
     assert result.stderr == ""
     assert result.stdout == (
@@ -211,11 +207,11 @@ def test_ten_megabyte_file(tmp_path: Path) -> None:
     )
 
 
-def test_deep_nesting_in_a_subprocess_does_not_crash(tmp_path: Path) -> None:
+def test_deep_nesting_in_a_subprocess_does_not_crash(tmp_path: Path, project: Project) -> None:
     """libyaml's own composer recurses in C and can overflow the stack; ours does not."""
     path = tmp_path / "deep.yaml"
     path.write_bytes(deep_flow(200_000))
-    result = ll("validate", str(path))
+    result = project.ll("validate", str(path), process=True)
     # Which of PyYAML's scanner (6.0.4 and later stop at 1,000 levels, in their own words) or our
     # composer (100 levels) stops the file first depends on the PyYAML release: pin our behaviour,
     # not the wording. Exit 2, one line located in the file, nothing on stderr, no traceback.
@@ -224,8 +220,8 @@ def test_deep_nesting_in_a_subprocess_does_not_crash(tmp_path: Path) -> None:
     assert "Traceback" not in result.stdout
 
 
-def test_missing_file_and_directory(tmp_path: Path) -> None:
-    result = ll("validate", str(tmp_path / "nope.yaml"), str(tmp_path))
+def test_missing_file_and_directory(tmp_path: Path, project: Project) -> None:
+    result = project.ll("validate", str(tmp_path / "nope.yaml"), str(tmp_path), process=True)
     assert result.returncode == 2
     assert result.stderr == ""
     assert result.stdout.splitlines() == [
@@ -234,7 +230,7 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
     ]
 
 
-def test_unreadable_file(tmp_path: Path) -> None:
+def test_unreadable_file(tmp_path: Path, project: Project) -> None:
     if os.geteuid() == 0:
         # root reads any mode; a FIFO-free way to fail a read is a path through a file
         path = tmp_path / "a-file" / "loop.yaml"
@@ -245,29 +241,29 @@ def test_unreadable_file(tmp_path: Path) -> None:
         path.write_text(GOOD)
         path.chmod(0)
         expected = "permission denied: the file cannot be read"
-    result = ll("validate", str(path))
+    result = project.ll("validate", str(path), process=True)
     assert result.returncode == 2
     assert result.stdout == f"{path}:1:1: error: {expected}\n"
 
 
-def test_paradigm_file_is_one_clear_line(tmp_path: Path) -> None:
+def test_paradigm_file_is_one_clear_line(tmp_path: Path, project: Project) -> None:
     path = tmp_path / "goal.yaml"
     path.write_text(
         "name: g\nparadigm: convergence\ncheck: wc -l\ntoward: 0\nusing: /fix\ntolerance: -1\n"
     )
-    result = ll("validate", str(path))
+    result = project.ll("validate", str(path), process=True)
     assert result.returncode == 2
     assert result.stdout == f"{path}:6:12: error: 'tolerance' must be at least 0, not -1\n"
 
 
-def test_fsm_paradigm_is_the_native_form(tmp_path: Path) -> None:
+def test_fsm_paradigm_is_the_native_form(tmp_path: Path, project: Project) -> None:
     path = tmp_path / "fsm.yaml"
     path.write_text("paradigm: fsm\n" + GOOD)
-    assert ll("validate", str(path)).returncode == 0
+    assert project.ll("validate", str(path), process=True).returncode == 0
 
 
-def test_no_arguments_is_a_usage_error() -> None:
-    result = ll("validate")
+def test_no_arguments_is_a_usage_error(project: Project) -> None:
+    result = project.ll("validate", process=True)
     assert result.returncode == 2
     assert "Missing argument" in result.stderr
 
@@ -304,8 +300,8 @@ def test_fast_start_imports_neither_anthropic_nor_rich(
     assert heavy == set()
 
 
-def test_schema_command_prints_the_packaged_schema() -> None:
-    result = ll("schema")
+def test_schema_command_prints_the_packaged_schema(project: Project) -> None:
+    result = project.ll("schema", process=True)
     assert result.returncode == 0
     assert result.stdout == (REPO / "schemas" / "loop.schema.json").read_text()
 
@@ -313,26 +309,30 @@ def test_schema_command_prints_the_packaged_schema() -> None:
 # -- authoring hints and one-pass diagnostics, through the real `ll validate` ----------------------
 
 
-def _validate_here(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "loop.yaml").write_text(text)
-    return ll("validate", "loop.yaml", cwd=tmp_path)
+def _validate_here(project: Project, text: str) -> Result:
+    (project.path / "loop.yaml").write_text(text)
+    return project.ll("validate", "loop.yaml", process=True)
 
 
 @pytest.mark.parametrize("case", sorted(HINTS))
-def test_every_hint_is_printed_by_ll_validate(tmp_path: Path, case: str) -> None:
+def test_every_hint_is_printed_by_ll_validate(tmp_path: Path, case: str, project: Project) -> None:
     text, expected = HINTS[case]
-    result = _validate_here(tmp_path, text)
+    result = _validate_here(project, text)
     assert result.stdout.splitlines() == expected
     assert result.stderr == ""
     assert result.returncode == (2 if any(": error: " in line for line in expected) else 0)
 
 
-def test_a_warning_hint_fails_only_under_strict(tmp_path: Path) -> None:
+def test_a_warning_hint_fails_only_under_strict(tmp_path: Path, project: Project) -> None:
     (tmp_path / "loop.yaml").write_text(HINTS["cut-by-comment-slash"][0])
-    assert ll("validate", "--strict", "loop.yaml", cwd=tmp_path).returncode == 2
+    assert (
+        project.ll("validate", "--strict", "loop.yaml", cwd=tmp_path, process=True).returncode == 2
+    )
 
 
-def test_one_schema_error_and_two_semantic_errors_in_one_run(tmp_path: Path) -> None:
+def test_one_schema_error_and_two_semantic_errors_in_one_run(
+    tmp_path: Path, project: Project
+) -> None:
     text = """\
 name: demo
 initial: check
@@ -348,7 +348,7 @@ states:
   done: {terminal: true}
   failed: {terminal: true, outcome: failure}
 """
-    result = _validate_here(tmp_path, text)
+    result = _validate_here(project, text)
     assert result.returncode == 2
     assert result.stdout.splitlines() == [
         "loop.yaml:5:3: error: state 'check' can give verdict 'failure' but nothing routes it; "
@@ -388,35 +388,39 @@ llm: {x-budget-owner: platform}
 """
 
 
-def test_metadata_and_x_keys_validate_and_run(tmp_path: Path) -> None:
+def test_metadata_and_x_keys_validate_and_run(tmp_path: Path, project: Project) -> None:
     path = tmp_path / "extended.yaml"
     path.write_text(EXTENDED)
-    checked = ll("validate", "--strict", "extended.yaml", cwd=tmp_path)
+    checked = project.ll("validate", "--strict", "extended.yaml", cwd=tmp_path, process=True)
     assert (checked.returncode, checked.stdout) == (0, "")
-    ran = ll("run", "-q", "extended.yaml", cwd=tmp_path)
+    ran = project.ll("run", "-q", "extended.yaml", cwd=tmp_path, process=True)
     assert ran.returncode == 0, ran.stdout + ran.stderr
 
 
-def test_paradigm_files_take_metadata_and_x_keys_and_compile_them(tmp_path: Path) -> None:
+def test_paradigm_files_take_metadata_and_x_keys_and_compile_them(
+    tmp_path: Path, project: Project
+) -> None:
     path = tmp_path / "goal.yaml"
     path.write_text(
         "name: greet\nparadigm: goal\ngoal: a greeting exists\n"
         "metadata: {category: demo}\nx-note: kept\n"
         "tools:\n  - test -f .greeting && rm .greeting\n  - touch .greeting\n"
     )
-    assert ll("validate", "--strict", "goal.yaml", cwd=tmp_path).returncode == 0
-    compiled = ll("compile", "goal.yaml", cwd=tmp_path)
+    assert (
+        project.ll("validate", "--strict", "goal.yaml", cwd=tmp_path, process=True).returncode == 0
+    )
+    compiled = project.ll("compile", "goal.yaml", cwd=tmp_path, process=True)
     assert compiled.returncode == 0
     assert "\nmetadata:\n  category: demo\nx-note: kept\n" in compiled.stdout
-    assert ll("run", "-q", "goal.yaml", cwd=tmp_path).returncode == 0
+    assert project.ll("run", "-q", "goal.yaml", cwd=tmp_path, process=True).returncode == 0
 
 
 UPSTREAM = REPO.parent / "shared" / "upstream-loops"
 
 
 @pytest.mark.skipif(not UPSTREAM.is_dir(), reason="the upstream corpus is not beside the repo")
-def test_upstream_loops_get_messages_naming_the_key_to_use() -> None:
-    result = ll("validate", "general-task.yaml", cwd=UPSTREAM)
+def test_upstream_loops_get_messages_naming_the_key_to_use(project: Project) -> None:
+    result = project.ll("validate", "general-task.yaml", cwd=UPSTREAM, process=True)
     assert result.returncode == 2
     found = result.stdout.splitlines()
     for line in [

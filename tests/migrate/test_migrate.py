@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from project import Project, Result
 
 from little_loops.load.loader import try_load
 from little_loops.migrate.convert import migrate
@@ -25,19 +26,13 @@ REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO.parent / "shared" / "upstream-loops"
 
 
-def ll(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*LL, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
-
-
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
     return path
 
 
-def path_of(proc: subprocess.CompletedProcess[str]) -> list[str]:
+def path_of(proc: Result) -> list[str]:
     """The states a run visited, from the `path:` line `ll run` prints."""
     for line in (proc.stdout + proc.stderr).splitlines():
         if line.strip().startswith("path:"):
@@ -45,12 +40,12 @@ def path_of(proc: subprocess.CompletedProcess[str]) -> list[str]:
     raise AssertionError(f"no path line in:\n{proc.stdout}\n{proc.stderr}")
 
 
-def migrated(tmp_path: Path, text: str) -> Path:
+def migrated(project: Project, text: str) -> Path:
     """An upstream file converted by the real `ll migrate` (stdout), ready to run."""
-    source = write(tmp_path / "upstream" / "loop.yaml", text)
-    proc = ll("migrate", source, cwd=tmp_path)
+    source = write(project.path / "upstream" / "loop.yaml", text)
+    proc = project.ll("migrate", source)
     assert proc.returncode == 0, proc.stderr
-    return write(tmp_path / "loop.yaml", proc.stdout)
+    return write(project.path / "loop.yaml", proc.stdout)
 
 
 # -- 1. the command: printing, notes, exit codes ----------------------------------------------
@@ -81,9 +76,11 @@ UPSTREAM = """
 """
 
 
-def test_migrate_prints_the_loop_with_its_comments_and_notes_on_stderr(tmp_path: Path) -> None:
+def test_migrate_prints_the_loop_with_its_comments_and_notes_on_stderr(
+    tmp_path: Path, project: Project
+) -> None:
     source = write(tmp_path / "tidy.yaml", UPSTREAM)
-    proc = ll("migrate", source, cwd=tmp_path)
+    proc = project.ll("migrate", source, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "# keep me: why this check comes first" in out
@@ -102,10 +99,12 @@ def test_migrate_prints_the_loop_with_its_comments_and_notes_on_stderr(tmp_path:
     assert "`scope`" in proc.stderr
     assert "lines 12, 13 · **carried**: `on_yes`/`on_no`" in proc.stderr
     converted = write(tmp_path / "out.yaml", out)
-    assert ll("validate", converted, cwd=tmp_path).returncode == 0
+    assert project.ll("validate", converted, cwd=tmp_path).returncode == 0
 
 
-def test_exit_codes_hand_work_and_unreadable_never_a_traceback(tmp_path: Path) -> None:
+def test_exit_codes_hand_work_and_unreadable_never_a_traceback(
+    tmp_path: Path, project: Project
+) -> None:
     hand = write(
         tmp_path / "hand.yaml",
         """
@@ -121,16 +120,18 @@ def test_exit_codes_hand_work_and_unreadable_never_a_traceback(tmp_path: Path) -
           done: {terminal: true}
         """,
     )
-    proc = ll("migrate", hand, cwd=tmp_path)
+    proc = project.ll("migrate", hand, cwd=tmp_path)
     assert proc.returncode == 1
     assert "evaluator 'house_scorer' has no equivalent" in proc.stderr
     bad = write(tmp_path / "bad.yaml", "name: [unclosed\n")
     for args in ([bad], [tmp_path / "missing.yaml"], [hand, bad, "--out", tmp_path / "o"]):
-        proc = ll("migrate", *args, cwd=tmp_path)
+        proc = project.ll("migrate", *args, cwd=tmp_path)
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr + proc.stdout
         assert proc.stderr.startswith("ll: ")
-    assert re.search(r"bad\.yaml:\d+: not valid YAML", ll("migrate", bad, cwd=tmp_path).stderr)
+    assert re.search(
+        r"bad\.yaml:\d+: not valid YAML", project.ll("migrate", bad, cwd=tmp_path).stderr
+    )
     odd = write(
         tmp_path / "odd.yaml",
         """
@@ -142,11 +143,11 @@ def test_exit_codes_hand_work_and_unreadable_never_a_traceback(tmp_path: Path) -
           b: {route: [x], on_yes: {c: 1}, evaluate: {type: classify}}
         """,
     )
-    proc = ll("migrate", odd, cwd=tmp_path)
+    proc = project.ll("migrate", odd, cwd=tmp_path)
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr + proc.stdout
     before = hand.read_text()
-    proc = ll("migrate", hand, "--out", tmp_path, cwd=tmp_path)  # the sources' own folder
+    proc = project.ll("migrate", hand, "--out", tmp_path, cwd=tmp_path)  # the sources' own folder
     assert proc.returncode == 2
     assert "--out would overwrite" in proc.stderr
     assert hand.read_text() == before
@@ -169,9 +170,11 @@ def test_ll_help_and_validate_do_not_load_ruamel(tmp_path: Path) -> None:
 # -- 2. behaviour carried: runs of converted files go where upstream went ----------------------
 
 
-def test_a_next_state_moves_on_whatever_its_step_gave_as_upstream(tmp_path: Path) -> None:
+def test_a_next_state_moves_on_whatever_its_step_gave_as_upstream(
+    tmp_path: Path, project: Project
+) -> None:
     loop = migrated(
-        tmp_path,
+        project,
         """
         name: mover
         initial: first
@@ -187,14 +190,16 @@ def test_a_next_state_moves_on_whatever_its_step_gave_as_upstream(tmp_path: Path
           done: {terminal: true}
         """,
     )
-    proc = ll("run", loop, cwd=tmp_path)
+    proc = project.ll("run", loop, cwd=tmp_path)
     assert path_of(proc) == ["first", "second", "done"]
     assert proc.returncode == 0
 
 
-def test_default_route_catches_errors_and_a_terminal_named_failed_fails(tmp_path: Path) -> None:
+def test_default_route_catches_errors_and_a_terminal_named_failed_fails(
+    tmp_path: Path, project: Project
+) -> None:
     loop = migrated(
-        tmp_path,
+        project,
         """
         name: catcher
         initial: probe
@@ -208,14 +213,14 @@ def test_default_route_catches_errors_and_a_terminal_named_failed_fails(tmp_path
           failed: {terminal: true}
         """,
     )
-    proc = ll("run", loop, cwd=tmp_path)
+    proc = project.ll("run", loop, cwd=tmp_path)
     assert path_of(proc) == ["probe", "failed"]
     assert proc.returncode == 1
 
 
-def test_max_retries_over_a_route_to_itself_becomes_retry(tmp_path: Path) -> None:
+def test_max_retries_over_a_route_to_itself_becomes_retry(tmp_path: Path, project: Project) -> None:
     loop = migrated(
-        tmp_path,
+        project,
         """
         name: flaky
         initial: call
@@ -232,15 +237,17 @@ def test_max_retries_over_a_route_to_itself_becomes_retry(tmp_path: Path) -> Non
         """,
     )
     assert "max_attempts: 3" in loop.read_text()
-    proc = ll("run", loop, cwd=tmp_path)
+    proc = project.ll("run", loop, cwd=tmp_path)
     assert path_of(proc) == ["call", "gave_up"]
     assert (tmp_path / "tries.txt").read_text().count("try") == 3
     assert proc.returncode == 1
 
 
-def test_diff_stall_becomes_a_shell_check_that_stops_when_the_diff_stops(tmp_path: Path) -> None:
+def test_diff_stall_becomes_a_shell_check_that_stops_when_the_diff_stops(
+    tmp_path: Path, project: Project
+) -> None:
     loop = migrated(
-        tmp_path,
+        project,
         """
         name: stall
         initial: work
@@ -258,14 +265,14 @@ def test_diff_stall_becomes_a_shell_check_that_stops_when_the_diff_stops(tmp_pat
           done: {terminal: true}
         """,
     )
-    proc = ll("run", loop, cwd=tmp_path)
+    proc = project.ll("run", loop, cwd=tmp_path)
     assert path_of(proc) == ["work", "check", "work", "check", "done"]
     assert proc.returncode == 0
 
 
-def test_classify_becomes_one_check_per_route_key(tmp_path: Path) -> None:
+def test_classify_becomes_one_check_per_route_key(tmp_path: Path, project: Project) -> None:
     loop = migrated(
-        tmp_path,
+        project,
         """
         name: sorter
         initial: pick
@@ -282,13 +289,15 @@ def test_classify_becomes_one_check_per_route_key(tmp_path: Path) -> None:
         """,
     )
     assert "max_iterations: 9" in loop.read_text()  # two added checks per upstream step
-    proc = ll("run", loop, cwd=tmp_path)
+    proc = project.ll("run", loop, cwd=tmp_path)
     assert path_of(proc) == ["pick", "pick_alpha", "pick_beta", "b"]
     assert "picked beta" not in proc.stdout + proc.stderr  # upstream never ran a terminal action
     assert proc.returncode == 0
 
 
-def test_fragments_and_sub_loops_are_converted_together_with_notes(tmp_path: Path) -> None:
+def test_fragments_and_sub_loops_are_converted_together_with_notes(
+    tmp_path: Path, project: Project
+) -> None:
     up = tmp_path / "up"
     write(
         up / "lib" / "common.yaml",
@@ -350,7 +359,7 @@ def test_fragments_and_sub_loops_are_converted_together_with_notes(tmp_path: Pat
         """,
     )
     out = tmp_path / "out"
-    proc = ll("migrate", parent, "--out", out, cwd=tmp_path)
+    proc = project.ll("migrate", parent, "--out", out, cwd=tmp_path)
     assert proc.returncode == 0, (proc.stderr, (out / "MIGRATION-NOTES.md").read_text())
     assert (out / "oracles" / "child.yaml").is_file()
     assert not (out / "lib").exists()
@@ -363,8 +372,8 @@ def test_fragments_and_sub_loops_are_converted_together_with_notes(tmp_path: Pat
     converted = (out / "parent.yaml").read_text()
     assert "loop: oracles/child.yaml" in converted
     assert 'echo "starting"' in converted
-    assert ll("validate", out / "parent.yaml", cwd=tmp_path).returncode == 0
-    run = ll("run", out / "parent.yaml", cwd=tmp_path)
+    assert project.ll("validate", out / "parent.yaml", cwd=tmp_path).returncode == 0
+    run = project.ll("run", out / "parent.yaml", cwd=tmp_path)
     assert path_of(run) == ["check", "hello", "call", "report", "end"], run.stderr
     assert "child said hello" in run.stdout + run.stderr
     assert run.returncode == 0
@@ -373,9 +382,11 @@ def test_fragments_and_sub_loops_are_converted_together_with_notes(tmp_path: Pat
 # -- 3. `ll validate` on an unconverted upstream file -------------------------------------------
 
 
-def test_validate_says_once_at_the_top_that_a_file_is_upstreams(tmp_path: Path) -> None:
+def test_validate_says_once_at_the_top_that_a_file_is_upstreams(
+    tmp_path: Path, project: Project
+) -> None:
     source = write(tmp_path / "tidy.yaml", UPSTREAM)
-    proc = ll("validate", source, cwd=tmp_path)
+    proc = project.ll("validate", source, cwd=tmp_path)
     lines = proc.stdout.splitlines()
     assert proc.returncode == 2
     hint = (
@@ -389,7 +400,7 @@ def test_validate_says_once_at_the_top_that_a_file_is_upstreams(tmp_path: Path) 
         tmp_path / "native.yaml",
         "name: n\ninitial: a\nstates:\n  a: {action: 'true', on_yes: a}\n",
     )
-    assert "looks like an upstream" not in ll("validate", native, cwd=tmp_path).stdout
+    assert "looks like an upstream" not in project.ll("validate", native, cwd=tmp_path).stdout
 
 
 # -- 4. `${name:default=TEXT}` placeholders ---------------------------------------------------
@@ -407,7 +418,7 @@ def test_default_placeholders_parse_and_render() -> None:
     assert render("echo ${captured.n.output|q:default=a b}", scope, shell=True) == "echo 'a b'"
 
 
-def test_default_placeholders_through_ll_run(tmp_path: Path) -> None:
+def test_default_placeholders_through_ll_run(tmp_path: Path, project: Project) -> None:
     loop = write(
         tmp_path / "d.yaml",
         """
@@ -424,10 +435,10 @@ def test_default_placeholders_through_ll_run(tmp_path: Path) -> None:
             terminal: true
         """,
     )
-    assert ll("validate", loop, cwd=tmp_path).returncode == 0
-    proc = ll("run", loop, cwd=tmp_path)
+    assert project.ll("validate", loop, cwd=tmp_path).returncode == 0
+    proc = project.ll("run", loop, cwd=tmp_path)
     assert "mode=fast prev=before=nothing" in proc.stdout + proc.stderr
-    proc = ll("run", loop, "--set", "mode=slow", cwd=tmp_path)
+    proc = project.ll("run", loop, "--set", "mode=slow", cwd=tmp_path)
     assert "mode=slow" in proc.stdout + proc.stderr
 
 
@@ -522,9 +533,10 @@ def test_pure_shell_corpus_loops_run_the_path_upstream_documents(
     args: list[str],
     upstream_path: list[str],
     code: int,
+    project: Project,
 ) -> None:
     args = [a.replace("RUN", str(tmp_path / "rundir")) for a in args]
-    proc = ll("run", corpus_out / loop, *args, cwd=tmp_path)
+    proc = project.ll("run", corpus_out / loop, *args, cwd=tmp_path)
     visited = path_of(proc)
     # the checks `ll migrate` added for upstream's `classify` stand between upstream's states
     # and the check that reads `output_numeric`'s `key:` (run_test_value)

@@ -192,6 +192,7 @@ def test_openai_compat_connection_refused(session: JudgeSession) -> None:
 def fake_claude(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     argv_file = tmp_path / "argv.json"
     monkeypatch.setenv("FAKE_JUDGE_ARGV", str(argv_file))
+    monkeypatch.setenv("FAKE_JUDGE_PROMPT", str(tmp_path / "prompt.txt"))
     return argv_file
 
 
@@ -208,12 +209,13 @@ def test_claude_cli_structured_output(
     assert d["model"] == "claude-sonnet-4-5"
     assert elapsed < 30
     argv = json.loads(fake_claude.read_text())
-    assert argv[0] == "-p"
-    assert "<action_output>\n3 passed\n</action_output>" in argv[1]
-    assert argv[2:4] == ["--output-format", "json"]
-    assert argv[4] == "--json-schema"
-    assert json.loads(argv[5])["properties"]["verdict"]["enum"][-1] == "partial"
-    assert argv[6:] == ["--model", "sonnet", "--tools", "", "--no-session-persistence"]
+    assert argv[0] == "-p"  # the prompt goes on stdin: no argument limit
+    prompt = (fake_claude.parent / "prompt.txt").read_text(encoding="utf-8")
+    assert "<action_output>\n3 passed\n</action_output>" in prompt
+    assert argv[1:3] == ["--output-format", "json"]
+    assert argv[3] == "--json-schema"
+    assert json.loads(argv[4])["properties"]["verdict"]["enum"][-1] == "partial"
+    assert argv[5:] == ["--model", "sonnet", "--tools", "", "--no-session-persistence"]
 
 
 @pytest.mark.parametrize(
@@ -471,3 +473,32 @@ def test_which_runs_warm_the_sdk(tmp_path: Path) -> None:
     assert not needs_sdk(
         loop("{type: llm_structured}", "llm: {model: claude://opus}\n"), None, None
     )
+
+
+def test_our_strict_transform_gives_what_the_sdks_gives() -> None:
+    """The transform is our own (no SDK import in `ll validate` or for openai://), and sends
+    what the Anthropic SDK's transform_schema sends, for every schema that function takes."""
+    import copy
+
+    from anthropic.lib._parse._transform import transform_schema
+
+    from little_loops.evaluators.judge_input import DEFAULT_SCHEMA
+    from little_loops.providers.strict import normalise, to_strict
+
+    described = {
+        "type": "object",
+        "description": "an answer",
+        "properties": {
+            "verdict": {"type": "string", "enum": ["ok", "bad"]},
+            "when": {"type": "string", "format": "date-time"},
+            "id": {"type": "string", "format": "slug", "pattern": "^[a-z]+$"},
+            "maybe": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
+            "one": {"oneOf": [{"type": "boolean"}, {"const": "x"}]},
+            "where": {"$ref": "#/$defs/place"},
+            "few": {"type": "array", "items": {"type": "number"}, "minItems": 1, "maxItems": 3},
+        },
+        "required": ["verdict"],
+        "$defs": {"place": {"type": "object", "properties": {"file": {"type": "string"}}}},
+    }
+    for schema in (DEFAULT_SCHEMA, NESTED, described):
+        assert to_strict(normalise(schema)) == transform_schema(copy.deepcopy(dict(schema)))

@@ -352,3 +352,50 @@ def test_every_event_the_code_emits_has_a_typed_record() -> None:
     records = {cls.__name__ for cls in EVENT_TYPES.values()}
     assert records <= built, records - built
     assert set(EVENT_NAMES) == set(EVENT_TYPES)
+
+
+def test_event_classes_are_cheap_to_define_and_still_immutable_values() -> None:
+    """Only `__init__` is generated per class (every `ll run` imports all of them); equality
+    and repr come from `RunEvent` once; immutability is the type checker's (frozen to mypy)."""
+    import dataclasses
+
+    import pytest
+
+    from little_loops.record import events as ev
+
+    for cls in ev.EVENT_TYPES.values():
+        own = set(vars(cls))
+        assert not own & {"__eq__", "__repr__", "__setattr__", "__delattr__"}, cls.__name__
+        assert not cls.__dataclass_params__.frozen, cls.__name__  # type: ignore[attr-defined]
+        # A class without a docstring makes dataclass build one from its signature (slow).
+        assert cls.__doc__, cls.__name__
+        assert not cls.__doc__.startswith(cls.__name__ + "("), cls.__name__
+    route = ev.Route(step=2, state="a", from_="a", to="b", verdict="success", via="on_success")
+    assert route == ev.Route(
+        step=2, state="a", from_="a", to="b", verdict="success", via="on_success"
+    )
+    assert route != ev.Route(step=2, state="a", from_="a", to="c")
+    assert route != ev.Retry(step=2, state="a")
+    assert repr(route).startswith("Route(ts='', run_id='', step=2, state='a', extra={}, from_='a'")
+    assert dataclasses.replace(route, to="c").to == "c"
+    with pytest.raises(TypeError):
+        hash(route)
+
+
+def test_the_event_log_reader_skips_a_torn_line_and_follows_a_growing_log(tmp_path: Path) -> None:
+    """The one reader of events.jsonl (`EventLog`): `ll logs -f`, `ll status`, the listing,
+    the fork's read-back and the simulation's resume all go through it."""
+    from little_loops.record.events import EventLog
+
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"event": "loop_start"}\n{"event": "state_en')
+    assert [e["event"] for e in read_events(path)] == ["loop_start"]  # a crash cut it short
+    log = EventLog(path)
+    assert [e["event"] for e in log.read()] == ["loop_start"]
+    assert log.read() == []  # the writer is mid-line: it waits
+    with path.open("ab") as fh:
+        fh.write(b'ter", "step": 1}\n\n[1, 2]\n{"event": "route"}\n')
+    assert [e["event"] for e in log.read()] == ["state_enter", "route"]  # non-objects skipped
+    assert [e["event"] for e in EventLog(path).head(2)] == ["loop_start", "state_enter"]
+    assert EventLog(tmp_path / "missing.jsonl").read() == []
+    assert EventLog(tmp_path / "missing.jsonl").head(3) == []

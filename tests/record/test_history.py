@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from project import Project
 
 from little_loops.record.events import (
     LoopComplete,
@@ -57,20 +58,14 @@ states:
 """
 
 
-def ll(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*LL, *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False
-    )
-
-
 def one_run(base: Path) -> Path:
     (run,) = (base / ".loops" / "runs").iterdir()
     return run
 
 
-def test_the_story_of_a_real_run(tmp_path: Path) -> None:
+def test_the_story_of_a_real_run(tmp_path: Path, project: Project) -> None:
     (tmp_path / "story.yaml").write_text(STORY, encoding="utf-8")
-    assert ll(tmp_path, "run", "story.yaml").returncode == 4
+    assert project.ll("run", "story.yaml", process=True).returncode == 4
     run = one_run(tmp_path)
     history = History.from_file(run / "events.jsonl")
 
@@ -108,28 +103,28 @@ def test_the_story_of_a_real_run(tmp_path: Path) -> None:
     # The retried attempt's verdict is one of the run's verdicts, as `ll status` lists them.
     assert [e.verdict for e in history.evaluations][:3] == ["failure", "success", "failure"]
 
-    status = ll(tmp_path, "status", run.name).stdout
+    status = project.ll("status", run.name, process=True).stdout
     shown = status.split("last verdicts:\n")[1].splitlines()[:5]
     expected = [
         f"  step {e.step} {e.state}: {e.verdict}" + (f" - {e.reason}" if e.reason else "")
         for e in history.evaluations[-5:]
     ]
     assert shown == expected
-    logs = ll(tmp_path, "logs", run.name, "--step", "1").stdout
+    logs = project.ll("logs", run.name, "--step", "1", process=True).stdout
     assert "== step 1 (count), attempt 1 ==\ntry 1" in logs
     assert "== step 1 (count), attempt 2 ==\ntry 2" in logs
 
 
-def test_the_story_of_a_run_cut_off_and_resumed(tmp_path: Path) -> None:
+def test_the_story_of_a_run_cut_off_and_resumed(tmp_path: Path, project: Project) -> None:
     (tmp_path / "cut.yaml").write_text(CUT, encoding="utf-8")
-    assert ll(tmp_path, "run", "cut.yaml").returncode == 143
+    assert project.ll("run", "cut.yaml", process=True).returncode == 143
     run = one_run(tmp_path)
     cut = History.from_file(run / "events.jsonl")
     assert cut.path == ["first", "second"]  # step 2 was entered, then cut off
     assert cut.complete is not None
     assert cut.path_upto(cut.complete.steps) == ["first"]  # what a resume continues from
 
-    resumed = ll(tmp_path, "resume", run.name)
+    resumed = project.ll("resume", run.name, process=True)
     assert resumed.returncode == 0, resumed.stderr
     history = History.from_file(run / "events.jsonl")
     assert [s.loop for s in history.segments] == ["cut", "cut"]
@@ -139,7 +134,7 @@ def test_the_story_of_a_run_cut_off_and_resumed(tmp_path: Path) -> None:
     second = history.get(2)
     assert second is not None
     assert (second.verdict, second.exit_code) == ("success", 0)
-    graph = ll(tmp_path, "graph", "cut.yaml", "--run", run.name).stdout
+    graph = project.ll("graph", "cut.yaml", "--run", run.name, process=True).stdout
     assert 's1["second<br/>1 visit"]' in graph
 
 

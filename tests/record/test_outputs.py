@@ -7,11 +7,11 @@ are written once, read back on resume, and runs recorded with inline records sti
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
+
+from project import Project
 
 from little_loops.load.loader import load
 from little_loops.record import outputs
@@ -73,17 +73,6 @@ def write(tmp_path: Path, text: str, name: str = "loop.yaml") -> Path:
     return path
 
 
-def ll(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "little_loops", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def only_run(base: Path) -> Path:
     (run,) = (base / ".loops" / "runs").iterdir()
     return run
@@ -101,9 +90,9 @@ def interrupt_at(step: int) -> Any:
     return listener
 
 
-def test_state_json_stays_small_with_large_captures(tmp_path: Path) -> None:
+def test_state_json_stays_small_with_large_captures(tmp_path: Path, project: Project) -> None:
     write(tmp_path, BIG)
-    proc = ll(tmp_path, "run", "loop.yaml", "-q")
+    proc = project.ll("run", "loop.yaml", "-q", process=True)
     assert proc.returncode == 4, proc.stderr  # max_iterations, after `count`
     run = only_run(tmp_path)
     assert (run / "state.json").stat().st_size < 64 * 1024
@@ -130,7 +119,9 @@ def test_an_interrupted_run_reads_its_captures_back(tmp_path: Path) -> None:
     assert kept(result.run_dir)["captured"]["c"]["output"] == "x=first prev=second"
 
 
-def test_a_run_recorded_with_inline_captures_still_resumes(tmp_path: Path) -> None:
+def test_a_run_recorded_with_inline_captures_still_resumes(
+    tmp_path: Path, project: Project
+) -> None:
     first = Runner(
         load(write(tmp_path, STEPS)), RunOptions(base_dir=tmp_path), listeners=[interrupt_at(3)]
     ).run()
@@ -141,22 +132,22 @@ def test_a_run_recorded_with_inline_captures_still_resumes(tmp_path: Path) -> No
     state["version"] = 1  # the format before outputs.dat
     run_dir.state_path.write_text(json.dumps(state), encoding="utf-8")
     (run_dir.root / outputs.NAME).unlink()
-    proc = ll(tmp_path, "resume", first.run_id, "-q")
+    proc = project.ll("resume", first.run_id, "-q", process=True)
     assert proc.returncode == 0, proc.stderr
     state = json.loads(run_dir.state_path.read_text())
     assert all(outputs.is_ref(v) for v in state["captured"].values())
     assert kept(run_dir.root)["captured"]["c"]["output"] == "x=first prev=second"
 
 
-def test_a_damaged_outputs_file_is_one_clear_line(tmp_path: Path) -> None:
+def test_a_damaged_outputs_file_is_one_clear_line(tmp_path: Path, project: Project) -> None:
     first = Runner(
         load(write(tmp_path, STEPS)), RunOptions(base_dir=tmp_path), listeners=[interrupt_at(3)]
     ).run()
     (first.run_dir / outputs.NAME).write_text("")
-    proc = ll(tmp_path, "resume", first.run_id, "-q")
+    proc = project.ll("resume", first.run_id, "-q", process=True)
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     assert "outputs.dat: no step output at offset" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     # The failed start let go of the loop: a new run of it starts.
-    assert ll(tmp_path, "run", "loop.yaml", "-q").returncode == 0
+    assert project.ll("run", "loop.yaml", "-q", process=True).returncode == 0

@@ -65,11 +65,12 @@ def test_atomic_write_text_with_a_bare_file_name(
     assert [p.name for p in tmp_path.iterdir()] == ["plain.txt"]
 
 
-def test_create_makes_the_steps_directory_and_refuses_an_existing_run(tmp_path: Path) -> None:
+def test_create_makes_the_directory_and_refuses_an_existing_run(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path, "r1")
     assert run.root == tmp_path / RUNS / "r1"
     assert run.run_id == "r1"
-    assert (run.root / "steps").is_dir()
+    assert run.root.is_dir()
+    assert list(run.root.iterdir()) == []  # no steps/ folder: the run's one log is steps.log
     # Before state.json exists the directory may be re-created (a start that failed early).
     RunDir.create(tmp_path, "r1")
     run.write_state({"status": "running"})
@@ -98,7 +99,7 @@ def test_write_and_read_state_round_trip(tmp_path: Path) -> None:
     assert text.startswith('{"version":2,')
     assert text.endswith("}\n")
     assert "é" in text  # not escaped
-    assert sorted(p.name for p in run.root.iterdir()) == ["state.json", "steps"]
+    assert sorted(p.name for p in run.root.iterdir()) == ["state.json"]
 
 
 @pytest.mark.parametrize(
@@ -172,17 +173,37 @@ def test_read_state_other_version(tmp_path: Path, version: object, shown: str) -
     )
 
 
-def test_step_log_names(tmp_path: Path) -> None:
+def test_the_run_log_is_one_file_opened_once_and_cut_per_attempt(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path, "r1")
-    steps = run.root / "steps"
-    assert Path(run.step_log(1, "fix")) == steps / "0001-fix.log"
-    assert Path(run.step_log(12, "fix", attempt=1)) == steps / "0012-fix.log"
-    assert Path(run.step_log(12, "fix", attempt=3)) == steps / "0012-fix-attempt3.log"
-    assert Path(run.step_log(7, "run tests/now!")) == steps / "0007-run_tests_now_.log"
-    assert Path(run.step_log(7, "../../etc")) == steps / "0007-.._.._etc.log"
-    assert Path(run.step_log(7, "a.b-c_D")) == steps / "0007-a.b-c_D.log"
-    assert Path(run.step_log(12345, "x")) == steps / "12345-x.log"
-    assert Path(run.step_log(7, "../../etc")).parent == steps  # never escapes the steps directory
+    log = run.log
+    first = log.attempt()
+    assert first.start == 0
+    assert not (run.root / store.LOG_NAME).exists()  # a silent attempt creates nothing
+    second = log.attempt(limit=5)
+    assert second.start == 0
+    second.write(b"abc")
+    second.write(b"defgh")  # over the limit: kept up to it, then the marker
+    second.write(b"more")
+    third = log.attempt()
+    third.write(b"xyz\n")
+    data = (run.root / store.LOG_NAME).read_bytes()
+    assert data.startswith(b"abcde\n[ll: log cut at 5 bytes (LL_MAX_LOG_BYTES)")
+    assert third.start == len(data) - 4
+    assert store.RunLog.read(run.root, third.start, None) == b"xyz\n"
+    assert store.RunLog.read(run.root, 0, 5) == b"abcde"
+    run.close()
+    again = RunDir(run.root).log  # a resumed run appends after what is there
+    assert again.attempt().start == len(data)
+
+
+def test_the_run_log_is_never_written_through_a_link(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path, "r1")
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    (run.root / store.LOG_NAME).symlink_to(victim)
+    with pytest.raises(RunError, match="symbolic link"):
+        run.log.attempt().write(b"x")
+    assert victim.read_text() == "keep"
 
 
 HOLDER = textwrap.dedent(
@@ -336,6 +357,35 @@ def test_list_runs_tolerates_a_corrupt_state_file(tmp_path: Path) -> None:
     assert [r.run_id for r in list_runs(tmp_path)] == [
         "20260102-000000-x-aaaa",
         "20260102-000000-x-bbbb",
+    ]
+
+
+def test_a_lookup_reads_only_the_runs_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ll status`, `ll resume RUN`, a prefix: no state.json of another second is read."""
+    for i in range(40):
+        make_run(tmp_path, f"20260101-0000{i:02d}-x-0000", f"2026-01-01T00:00:{i:02d}.000Z")
+    make_run(tmp_path, "20260102-000000-x-ffff", "2026-01-02T00:00:00.100Z")
+    make_run(tmp_path, "20260102-000000-x-aaaa", "2026-01-02T00:00:00.500Z")
+    read: list[str] = []
+    real = store._started_at
+
+    def counting(run: RunDir) -> str:
+        read.append(run.run_id)
+        return real(run)
+
+    monkeypatch.setattr(store, "_started_at", counting)
+    assert find_run(tmp_path, None).run_id == "20260102-000000-x-aaaa"
+    assert sorted(read) == ["20260102-000000-x-aaaa", "20260102-000000-x-ffff"]
+    read.clear()
+    assert find_run(tmp_path, "20260101-000007-x-0000").run_id == "20260101-000007-x-0000"
+    assert find_run(tmp_path, "20260101-000039").run_id == "20260101-000039-x-0000"
+    assert read == []
+    assert [r.run_id for r in store.newest_first(tmp_path)][:3] == [
+        "20260102-000000-x-aaaa",
+        "20260102-000000-x-ffff",
+        "20260101-000039-x-0000",
     ]
 
 

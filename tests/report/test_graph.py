@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from project import Project
 
 from little_loops.errors import RunError
 from little_loops.model.loop import (
@@ -431,12 +432,6 @@ states:
 """
 
 
-def ll(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*LL, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=60
-    )
-
-
 @pytest.fixture
 def tiny(tmp_path: Path) -> Path:
     path = tmp_path / "tiny.yaml"
@@ -444,21 +439,21 @@ def tiny(tmp_path: Path) -> Path:
     return path
 
 
-def test_ll_graph_mermaid_and_dot(tiny: Path) -> None:
-    proc = ll("graph", tiny, cwd=tiny.parent)
+def test_ll_graph_mermaid_and_dot(tiny: Path, project: Project) -> None:
+    proc = project.ll("graph", tiny, cwd=tiny.parent)
     assert proc.returncode == 0, proc.stderr
     assert_mermaid_well_formed(proc.stdout)
     assert 'make.it"]' in proc.stdout
-    proc = ll("graph", tiny, "--format", "dot", cwd=tiny.parent)
+    proc = project.ll("graph", tiny, "--format", "dot", cwd=tiny.parent)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith('digraph "tiny-loop" {')
 
 
-def test_ll_graph_run_overlay(tiny: Path) -> None:
-    ran = ll("run", tiny, "-q", cwd=tiny.parent)
+def test_ll_graph_run_overlay(tiny: Path, project: Project) -> None:
+    ran = project.ll("run", tiny, "-q", cwd=tiny.parent)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     (run_id,) = [p.name for p in (tiny.parent / ".loops" / "runs").iterdir()]
-    proc = ll("graph", tiny, "--run", run_id, cwd=tiny.parent)
+    proc = project.ll("graph", tiny, "--run", run_id, cwd=tiny.parent)
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
     assert_mermaid_well_formed(text)
@@ -470,9 +465,9 @@ def test_ll_graph_run_overlay(tiny: Path) -> None:
     assert (ids["check"], "==>", "success", ids["done"]) in edges(text)
 
 
-def test_ll_graph_missing_run_is_one_line_exit_3(tiny: Path) -> None:
+def test_ll_graph_missing_run_is_one_line_exit_3(tiny: Path, project: Project) -> None:
     (tiny.parent / ".loops" / "runs" / "20260101-000000-x-0000").mkdir(parents=True)
-    proc = ll("graph", tiny, "--run", "no-such-run", cwd=tiny.parent)
+    proc = project.ll("graph", tiny, "--run", "no-such-run", cwd=tiny.parent)
     assert proc.returncode == 3
     assert proc.stdout == ""
     assert proc.stderr.startswith("ll: error: ")
@@ -480,17 +475,17 @@ def test_ll_graph_missing_run_is_one_line_exit_3(tiny: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
-def test_ll_graph_invalid_file_exit_2(tmp_path: Path) -> None:
+def test_ll_graph_invalid_file_exit_2(tmp_path: Path, project: Project) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\ninitial: nowhere\nstates:\n  a: {terminal: true}\n")
-    proc = ll("graph", bad, cwd=tmp_path)
+    proc = project.ll("graph", bad, cwd=tmp_path)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stdout == ""
 
 
-def test_ll_graph_help_has_an_example(tmp_path: Path) -> None:
-    proc = ll("graph", "--help", cwd=tmp_path)
+def test_ll_graph_help_has_an_example(tmp_path: Path, project: Project) -> None:
+    proc = project.ll("graph", "--help", cwd=tmp_path)
     assert proc.returncode == 0
     assert "Example:" in proc.stdout
     assert "--format" in proc.stdout

@@ -456,3 +456,17 @@ def test_a_tracing_failure_never_stops_the_run() -> None:
     assert tracer.problem.startswith("tracing stopped at a 'loop_complete' event: ValueError(")
     (run,) = exporter.get_finished_spans()
     assert run.status.status_code is StatusCode.ERROR  # ended by close, unfinished
+
+
+def test_a_panels_provider_name_is_its_members_one_or_other() -> None:
+    """A panel's judge_start names every member ("a, b"): one provider when they share it."""
+    from little_loops.report.otel import _judge_target
+
+    assert _judge_target("claude-haiku-4-5, claude://sonnet") == (
+        "anthropic",
+        "claude-haiku-4-5, sonnet",
+    )
+    assert _judge_target("claude-haiku-4-5, openai://gpt-4o") == (
+        "_OTHER",
+        "claude-haiku-4-5, gpt-4o",
+    )

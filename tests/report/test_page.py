@@ -151,6 +151,21 @@ def test_report_command_takes_a_run_id_a_child_id_or_a_directory(
     assert bad_child.stderr.count("\n") == 1, bad_child.stderr
 
 
+def test_report_of_a_loop_child_by_its_id(tmp_path: Path) -> None:
+    done = ll("run", REPO / "loops" / "release.yaml", "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (root,) = runs_dir(tmp_path)
+    whole = ll("report", "-o", "whole.html", cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    data = data_of((tmp_path / "whole.html").read_text(encoding="utf-8"))
+    kinds = [(run["label"], run["kind"], run["depth"]) for run in data["runs"][1:]]
+    assert kinds == [("green", "loop", 1), ("eu", "loop", 1), ("us", "loop", 1)]
+    child = ll("report", f"{root.name}/0002-eu", "-o", "eu.html", cwd=tmp_path)
+    assert child.returncode == 0, child.stderr
+    data = data_of((tmp_path / "eu.html").read_text(encoding="utf-8"))
+    assert (data["runs"][0]["loop"], data["runs"][0]["final"]) == ("deploy-region", "live")
+
+
 def test_the_report_masks_secrets(tmp_path: Path) -> None:
     loop = write(
         tmp_path,
@@ -270,6 +285,20 @@ def test_a_report_that_cannot_be_written_is_refused_before_the_run(tmp_path: Pat
         "ll: error: cannot write the report to afile/r.html: afile is not a directory\n"
     )
     assert not (tmp_path / ".loops").exists()
+
+
+def test_without_grandalf_the_page_lists_the_routes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from little_loops.load.loader import load
+    from little_loops.report.graph_picture import picture
+    from little_loops.report.page_graph import svg
+
+    pic = picture(load(ROLLOUT), {"checks": 1, "deploy": 1, "stop": 1}, {("deploy", "stop")})
+    drawn = svg(pic)
+    assert drawn.startswith('<svg class="graph"')
+    monkeypatch.setitem(sys.modules, "grandalf.graphs", None)  # an import of it fails
+    listed = svg(pic)
+    assert "needs the grandalf package" in listed
+    assert "<li class=taken>deploy → stop: failure</li>" in listed
 
 
 # -- big runs stay small and quick ----------------------------------------------------------

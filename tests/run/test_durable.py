@@ -15,6 +15,10 @@ import pytest
 
 from little_loops.record.store import pid_alive
 
+# kill -9 in the middle of a step, then resume: real processes waiting on each other, so one at
+# a time on one xdist worker (see tests/run/test_signals.py), and out of the fast set.
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.xdist_group("processes")]
+
 LL = [sys.executable, "-m", "little_loops"]
 
 

@@ -869,3 +869,31 @@ def test_a_join_waiting_on_branch_questions_suspends_and_resumes_with_their_answ
     assert [e["to"] for e in events(root) if e["event"] == "route"] == ["shipped"]
     for key in ("eu", "us"):
         assert state(root / "sub" / "0001-regions" / key)["final_state"] == "done"
+
+
+def test_a_branch_writes_the_same_bytes_however_many_items_the_fork_lists(
+    tmp_path: Path,
+) -> None:
+    """A branch keeps no copy of the loop file (with its inline items): its files do not grow
+    with the fork; the root keeps the one copy."""
+
+    def branch_bytes(count: int) -> int:
+        where = tmp_path / str(count)
+        where.mkdir()
+        items = ", ".join(f"item{n:05d}" for n in range(count))
+        text = (
+            "name: fan\ninitial: fan\nstates:\n  fan:\n"
+            f"    for_each: [{items}]\n    action: 'true'\n    max_concurrency: 1\n"
+            "    on_success: done\n    on_failure: done\n  done: {terminal: true}\n"
+        )
+        done = ll("run", write(where, "fan.yaml", text), "-q", cwd=where)
+        assert done.returncode == 0, done.stdout + done.stderr
+        root = run_root(where)
+        assert (root / "loop.yaml").read_text() == text
+        [fork] = (root / "sub").iterdir()
+        first = fork / "item00000"
+        assert not (first / "loop.yaml").exists()
+        return sum(p.stat().st_size for p in first.iterdir())
+
+    few, many = branch_bytes(3), branch_bytes(300)
+    assert abs(few - many) < 64, (few, many)  # times and durations may differ by a digit

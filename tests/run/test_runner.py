@@ -13,6 +13,8 @@ from little_loops.errors import RunError
 from little_loops.load.loader import load
 from little_loops.record import outputs
 from little_loops.record.events import read_events
+from little_loops.record.runs import step_outputs
+from little_loops.record.store import RunDir
 from little_loops.run.runner import (
     Runner,
     RunOptions,
@@ -87,9 +89,12 @@ def test_success_path_events_and_state(tmp_path: Path) -> None:
     kept = outputs.resolve(result.run_dir, state)
     assert kept["captured"]["greeting"]["output"] == "hello"
     assert state["step"] == 3
-    logs = sorted(p.name for p in (result.run_dir / "steps").iterdir())
-    assert logs == ["0001-first.log"]  # the silent second step leaves no empty log
-    assert (result.run_dir / "steps" / "0001-first.log").read_text() == "hello\n"
+    assert not (result.run_dir / "steps").exists()  # no file a step: one log for the run
+    assert (result.run_dir / "steps.log").read_text() == "hello\n"
+    starts = [e.get("log_at") for e in events_of(result) if e["event"] == "action_start"]
+    assert starts == [0, 6]  # the silent second step adds nothing
+    assert [o.output for o in step_outputs(RunDir(result.run_dir), 1)] == [b"hello\n"]
+    assert [o.output for o in step_outputs(RunDir(result.run_dir), 2)] == [None]
 
 
 def test_failure_terminal_exit_1(tmp_path: Path) -> None:
@@ -223,8 +228,8 @@ def test_retry_in_place_with_backoff(tmp_path: Path) -> None:
         (2, "error", 1.0),
         (3, "error", 2.0),
     ]
-    logs = sorted(p.name for p in (result.run_dir / "steps").iterdir())
-    assert logs == ["0001-fetch-attempt2.log", "0001-fetch-attempt3.log", "0001-fetch.log"]
+    shown = [(o.attempt, o.output) for o in step_outputs(RunDir(result.run_dir), 1)]
+    assert shown == [(1, b"try 1\n"), (2, b"try 2\n"), (3, b"try 3\n")]
 
 
 def test_retry_jitter_stays_within_cap(tmp_path: Path) -> None:

@@ -28,6 +28,11 @@ import pytest
 
 from little_loops.record import outputs
 
+# Signals and kill -9 at chosen and random moments of real runs: each test waits on processes
+# reaching a step, so they run one at a time on one xdist worker (not beside each other, where
+# two kill tests starve each other of the 2 CPUs), and are left out of the fast set.
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.xdist_group("processes")]
+
 LL = [sys.executable, "-m", "little_loops"]
 # Read at import: the autouse fixture removes LL_* variables from the environment of each test.
 KILL_RUNS = int(os.environ.get("LL_KILL_RUNS") or 0)
@@ -599,3 +604,147 @@ def test_descendants_that_left_the_group_do_not_outlive_their_step(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# -- the same over a tree: parent -> for_each -> branch with a question -> sub-loop -------------
+
+TREE = {
+    "parent.yaml": """
+        name: parent
+        initial: before
+        states:
+          before: {action: 'echo before >> effects.txt', next: each}
+          each:
+            for_each: [a, b]
+            loop: child.yaml
+            with: {region: "${item.value}"}
+            on_success: after
+            on_failure: after
+          after: {action: 'echo after >> effects.txt', next: done}
+          done: {terminal: true}
+        """,
+    "child.yaml": """
+        name: child
+        initial: prep
+        context:
+          region: ""
+        states:
+          prep: {action: 'echo "prep ${context.region}" >> effects.txt', next: check}
+          check:
+            ask: "Ship ${context.region}?"
+            choices: [go]
+            route: {go: deeper}
+          deeper:
+            loop: grand.yaml
+            with: {region: "${context.region}"}
+            route: {done: done}
+          done: {terminal: true}
+        """,
+    "grand.yaml": """
+        name: grand
+        initial: g1
+        context:
+          region: ""
+        states:
+          g1: {action: 'echo "g1 ${context.region}" >> effects.txt', next: g2}
+          g2: {action: 'echo "g2 ${context.region}" >> effects.txt', next: done}
+          done: {terminal: true}
+        """,
+}
+TREE_LINES = {"": ["before", "after"], "a": ["prep a", "g1 a", "g2 a"]}
+TREE_LINES["b"] = [line.replace(" a", " b") for line in TREE_LINES["a"]]
+TREE_KILL_RUNS = 3  # under a minute on a busy 2-core machine; LL_KILL_RUNS=N runs N
+
+
+def _pending_ids(run_dir: Path) -> list[str]:
+    try:
+        pending = _state(run_dir).get("pending") or []
+    except (OSError, ValueError):
+        return []
+    return sorted({str(q.get("id", "")).rsplit("@", 1)[0] for q in pending if q.get("id")})
+
+
+def _one_killed_tree(tmp_path: Path, rng: random.Random) -> tuple[int, list[str]]:
+    """Run the tree, killing `ll` at random moments (soft signals and kill -9), answering its
+    questions as they come, until it ends; the side-effect lines it left."""
+    for name, text in TREE.items():
+        (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    kills = 0
+    for _round in range(12):
+        run_dir = _run_dir(tmp_path)
+        if run_dir is not None and _state(run_dir)["status"] == "finished":
+            break
+        if run_dir is None:
+            args = ["run", "parent.yaml", "--no-input"]
+        else:
+            args = ["resume", "--no-input"]
+            for qid in _pending_ids(run_dir):
+                args += ["--answer", f"{qid}=go"]
+        starts = _starts(run_dir) if run_dir is not None else 0
+        proc = subprocess.Popen(
+            [*LL, *args, "-q"],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        killed = kills < 3 and rng.random() < 0.7
+        sig = rng.choice((signal.SIGINT, signal.SIGTERM, signal.SIGKILL))
+        if killed:
+            time.sleep(rng.uniform(0.0, 0.9))
+            if proc.poll() is None:
+                proc.send_signal(sig)
+            else:
+                killed = False
+        _out, err = proc.communicate(timeout=60)
+        if killed:
+            kills += 1
+            run_dir = _run_dir(tmp_path)
+            began = run_dir is not None and _starts(run_dir) > starts
+            # Python itself may die of a signal that lands while the interpreter starts.
+            if sig in SOFT and began and proc.returncode not in (0, 6):
+                assert proc.returncode in (SOFT[sig], -sig), (sig, proc.returncode, err)
+            continue
+        assert "Traceback" not in err, err
+        assert proc.returncode in (0, 6), (args, proc.returncode, err)
+    else:
+        raise AssertionError("the tree did not end in twelve rounds")
+    run_dir = _run_dir(tmp_path)
+    assert run_dir is not None
+    final = _state(run_dir)
+    assert (final["status"], final["outcome"]) == ("finished", "success"), final
+    return kills, (tmp_path / "effects.txt").read_text(encoding="utf-8").splitlines()
+
+
+def _check_tree_exactly_once(lines: list[str], kills: int) -> None:
+    # Each run of the tree (the root, and each branch with its sub-loop) ran its steps in
+    # order, each once; a step cut off by a kill may run again, right after itself.
+    repeats = 0
+    for branch, expected in TREE_LINES.items():
+        mine = [line for line in lines if (line.split(" ")[1:] or [""])[0] == branch]
+        repeats += sum(1 for a, b in itertools.pairwise(mine) if a == b)
+        deduplicated = [line for i, line in enumerate(mine) if i == 0 or line != mine[i - 1]]
+        assert deduplicated == expected, (branch, lines)
+    assert repeats <= 2 * kills, lines  # one kill can cut a step of each running branch
+
+
+def _kill_trees(tmp_path: Path, count: int) -> str:
+    seed = int(KILL_SEED) if KILL_SEED else random.randrange(1 << 30)
+    total = 0
+    for i in range(count):
+        cwd = tmp_path / f"tree{i}"
+        cwd.mkdir()
+        try:
+            kills, lines = _one_killed_tree(cwd, random.Random(seed + i))
+            _check_tree_exactly_once(lines, kills)
+        except AssertionError as exc:
+            raise AssertionError(f"tree {i} (LL_KILL_SEED={seed + i}): {exc}") from None
+        total += kills
+    return f"{count} trees, {total} kills, seed {seed}: every finished step ran once"
+
+
+@pytest.mark.slow
+def test_a_tree_with_a_fork_and_a_question_killed_at_random_runs_each_step_once(
+    tmp_path: Path,
+) -> None:
+    print(_kill_trees(tmp_path, KILL_RUNS or TREE_KILL_RUNS))

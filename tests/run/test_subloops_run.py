@@ -128,7 +128,7 @@ def test_child_runs_in_its_own_run_dir_and_routes_on_its_terminal_name(tmp_path:
     assert done.returncode == 0, done.stdout + done.stderr
     root = run_root(tmp_path)
     sub = root / "sub" / "0001-deploy"
-    for name in ("events.jsonl", "state.json", "outputs.dat", "steps"):
+    for name in ("events.jsonl", "state.json", "outputs.dat"):
         assert (sub / name).exists(), name
     child_state = state(sub)
     assert (child_state["status"], child_state["outcome"]) == ("finished", "success")

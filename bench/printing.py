@@ -1,0 +1,165 @@
+"""A step that prints: the runner's cost over a bare spawn of the same command, 2 B to 64 KiB.
+
+    python bench/printing.py [--steps 300] [--repeat 5] [--dir DIR] [--write-docs]
+
+The command is `cat FILE`, FILE holding SIZE bytes (one process whatever the size). The floor is
+`subprocess.run(["sh", "-c", "cat FILE"], capture_output=True)` N times: the same spawn with its
+output read. The runner runs a one-state loop of that command N times (no capture: the output
+goes where every step's output goes, the log and the step's record). Floor and runner alternate;
+the figure is the median of the paired differences, per step, with the run's start-up taken
+out (a 2-step run of the same loop is subtracted). The silent row (`true`, 0 bytes) is the
+reference the goal is set against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from _common import DOC, machine, write_section  # noqa: E402
+
+from little_loops.load.loader import load  # noqa: E402 - after the sys.path line
+from little_loops.run.runner import Runner, RunOptions  # noqa: E402
+
+TARGET_MS = 0.3
+SIZES = (0, 2, 1 << 10, 16 << 10, 64 << 10)
+LOOP = """\
+name: bench-print
+initial: say
+max_iterations: {steps}
+on_error: done
+states:
+  say:
+    action: {command}
+    on_success: $current
+    on_failure: done
+  done:
+    terminal: true
+"""
+
+
+def command(base: Path, size: int) -> str:
+    if not size:
+        return "true"
+    data = base / f"out-{size}.txt"
+    data.write_bytes((b"x" * 79 + b"\n") * (size // 80) + b"x" * (size % 80))
+    return f"cat {data}"
+
+
+def clock() -> float:
+    """CPU seconds of this process and its waited-for children (`--cpu`), else wall seconds."""
+    if CPU:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+    return time.perf_counter()
+
+
+CPU = False
+
+
+def floor(steps: int, cmd: str) -> float:
+    started = clock()
+    for _ in range(steps):
+        subprocess.run(cmd, shell=True, check=False, capture_output=True)
+    return clock() - started
+
+
+def run_loop(steps: int, base: Path, cmd: str) -> float:
+    path = base / "print.yaml"
+    path.write_text(LOOP.format(steps=steps, command=f"'{cmd}'"))
+    loop = load(path)
+    started = clock()
+    result = Runner(loop, RunOptions(base_dir=base)).run()
+    elapsed = clock() - started
+    assert result.outcome == "max_iterations", result
+    assert result.steps == steps, result
+    return elapsed
+
+
+def measure(steps: int, repeat: int, where: Path) -> list[dict[str, float]]:
+    rows = []
+    for size in SIZES:
+        diffs, floors = [], []
+        for _ in range(repeat):
+            base = Path(tempfile.mkdtemp(dir=where, prefix=".bench-print-"))
+            try:
+                cmd = command(base, size)
+                short = run_loop(2, base, cmd)
+                f = floor(steps - 2, cmd)
+                r = run_loop(steps, base, cmd) - short
+            finally:
+                shutil.rmtree(base)
+            floors.append(f / (steps - 2))
+            diffs.append((r - f) / (steps - 2))
+        rows.append(
+            {
+                "size": size,
+                "floor": statistics.median(floors) * 1000,
+                "overhead": statistics.median(diffs) * 1000,
+                "min": min(diffs) * 1000,
+            }
+        )
+    return rows
+
+
+def label(size: int) -> str:
+    if size >= 1 << 10:
+        return f"{size >> 10} KiB"
+    return f"{size} B" if size else "0 B (`true`)"
+
+
+def report(rows: list[dict[str, float]], steps: int, repeat: int) -> str:
+    silent = rows[0]["overhead"]
+    lines = [
+        f"`python bench/printing.py --steps {steps} --repeat {repeat} --write-docs`: a one-state "
+        f"loop running `cat FILE` (FILE of SIZE bytes) {steps} times against the same "
+        "`subprocess.run(..., shell=True, capture_output=True)`, alternating; median (and "
+        "minimum) of the paired differences per step, start-up taken out, in the working "
+        "directory (disk).",
+        "",
+        f"Machine: {machine()}; load average {os.getloadavg()[0]:.2f} after the runs.",
+        "",
+        "| output per step | bare spawn, per step | overhead (median) | overhead (min) | "
+        "over the silent step | target |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in rows:
+        lines.append(
+            f"| {label(int(m['size']))} | {m['floor']:.3f} ms | {m['overhead']:.3f} ms | "
+            f"{m['min']:.3f} ms | {m['overhead'] - silent:+.3f} ms | "
+            f"<= +{TARGET_MS} ms over bare: {'ok' if m['overhead'] <= TARGET_MS else 'MISSED'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--dir", default=".")
+    parser.add_argument("--cpu", action="store_true", help="CPU time (self + children), not wall")
+    parser.add_argument("--write-docs", action="store_true")
+    args = parser.parse_args()
+    global CPU
+    CPU = args.cpu
+    rows = measure(args.steps, args.repeat, Path(args.dir).resolve())
+    body = report(rows, args.steps, args.repeat)
+    print(body)
+    if args.write_docs:
+        write_section("Steps that print", body)
+        print(f"wrote the 'Steps that print' section of {DOC}")
+
+
+if __name__ == "__main__":
+    main()
