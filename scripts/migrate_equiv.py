@@ -304,7 +304,8 @@ def terminal_names(source: Path) -> frozenset[str]:
     import yaml
 
     doc = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
-    states = doc.get("states") if isinstance(doc.get("states"), dict) else {}
+    found = doc.get("states")
+    states: dict[str, Any] = found if isinstance(found, dict) else {}
     return frozenset(n for n, s in states.items() if isinstance(s, dict) and s.get("terminal"))
 
 
