@@ -25,7 +25,7 @@ compiled dependency for one message is a cost; the index keeps difflib's exact a
 
 from __future__ import annotations
 
-import functools
+import itertools
 from collections import Counter
 from typing import Any
 
@@ -50,7 +50,13 @@ def closest(word: str, options: list[str], cutoff: float = 0.6) -> str | None:
 
         close = difflib.get_close_matches(word, options, n=1, cutoff=cutoff)
         return close[0] if close else None
-    return _Index.of(tuple(options)).closest(word, cutoff)
+    return _Index.of(options).closest(word, cutoff)
+
+
+# The indexes of the last few lists of options, each with a copy of its list. A file with many
+# misspelt names asks about the same states again and again, each time in a new list: comparing
+# two lists (in C, each name by identity first) is far cheaper than hashing one.
+_RECENT: list[tuple[list[str], _Index]] = []
 
 
 class _Index:
@@ -73,9 +79,14 @@ class _Index:
                 self.grams.setdefault(gram, []).append(i)
 
     @staticmethod
-    @functools.lru_cache(maxsize=8)
-    def of(options: tuple[str, ...]) -> _Index:
-        return _Index(options)
+    def of(options: list[str]) -> _Index:
+        for known, index in _RECENT:
+            if known == options:
+                return index
+        index = _Index(tuple(options))
+        _RECENT.insert(0, (list(options), index))
+        del _RECENT[4:]
+        return index
 
     def closest(self, word: str, cutoff: float) -> str | None:
         import difflib
@@ -116,25 +127,32 @@ class _Index:
         if not lengths:
             return None if best is None else best[1]
         # An option scoring `floor` holds all but `misses` of the word's pairs, so it is in at
-        # least (r - misses) of the r rarest lists: count those (set work and counting in C).
+        # least (r - misses) of the r rarest lists. Few misses: the union of the intersections
+        # of every (r - misses) of them; more: count the lists each option is in. Both in C.
         want = _pairs(word)
         pairs = sorted(want, key=lambda pair: len(self.postings.get(pair, ())))
         misses = size - _need(floor, size, lengths[0])
         empty: frozenset[int] = frozenset()
-        lists = [self.postings.get(pair, empty) for pair in pairs[: misses + 4]]
-        some: set[int] = set().union(*lists[: misses + 1])
-        held: Counter[int] = Counter()
-        for members in lists:
-            held.update(some.intersection(members))
-        enough = len(lists) - misses
+        if misses <= 3 and len(pairs) > misses:
+            lists = [self.postings.get(pair, empty) for pair in pairs[: misses + 3]]
+            found: set[int] = set()
+            for group in itertools.combinations(lists, len(lists) - misses):
+                found.update(frozenset.intersection(*group))
+        else:
+            lists = [self.postings.get(pair, empty) for pair in pairs[: misses + 4]]
+            some: set[int] = set().union(*lists[: misses + 1])
+            held: Counter[int] = Counter()
+            for members in lists:
+                held.update(some.intersection(members))
+            enough = len(lists) - misses
+            found = {i for i, times in held.items() if times >= enough}
         # Then the exact count of shared characters (difflib's second score) bounds each.
         names, sets, sizes = self.names, self.pairs, self.sizes
         bounded = []
-        for i, times in held.items():
-            if times >= enough:
-                bound = 2.0 * len(want & sets[i]) / (size + sizes[i])
-                if bound >= floor:
-                    bounded.append((bound, names[i]))
+        for i in found:
+            bound = 2.0 * len(want & sets[i]) / (size + sizes[i])
+            if bound >= floor:
+                bounded.append((bound, names[i]))
         score_best_first(bounded)
         return None if best is None else best[1]
 

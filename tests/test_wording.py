@@ -104,11 +104,11 @@ def test_a_misspelt_name_among_many_scores_few_options(monkeypatch: pytest.Monke
 
 
 def test_the_short_lists_of_most_messages_go_straight_to_difflib() -> None:
-    wording._Index.of.cache_clear()
+    wording._RECENT.clear()
     assert did_you_mean("on_sucess", ["on_success", "on_failure", "next"]) == (
         " (did you mean 'on_success'?)"
     )
-    assert wording._Index.of.cache_info().currsize == 0
+    assert wording._RECENT == []
 
 
 def test_ll_validate_suggests_difflibs_answers_for_many_misspelt_targets(tmp_path: Path) -> None:

@@ -218,6 +218,7 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
     _bash(doc, notes)
     _settle(item)
     _route_unrouted(item)
+    _route_unrouted(item)  # a route added to a slash step makes it judged: more verdicts
     wanted: list[tuple[Path, str, Migrated, int]] = []
     for state_name, capture, line in rewrite_loop(item.doc, item.notes):
         state = states[state_name] if isinstance(states, dict) else None
