@@ -263,12 +263,16 @@ def run_ll(migrated: Path, source: Path, verdict: str, limit: int) -> Run:
             return Run([], None, "timeout")
         path: list[str] = []
         final = None
+        top = None
         for line in proc.stdout.splitlines():
             try:
                 event = json.loads(line)
             except ValueError:
                 continue
             if not isinstance(event, dict) or event.get("depth", 0):
+                continue
+            top = top or event.get("run_id")
+            if event.get("run_id") != top:  # a child run's event
                 continue
             if event.get("event") == "state_enter" or event.get("type") == "state_enter":
                 path.append(str(event.get("state")))
@@ -277,8 +281,12 @@ def run_ll(migrated: Path, source: Path, verdict: str, limit: int) -> Run:
         return Run(path, final, outcome, proc.stderr[-400:])
 
 
-def same(up: dict[str, Any], ours: Run, states: set[str]) -> tuple[bool, str]:
-    mine = [s for s in ours.path if s in states]
+def same(
+    up: dict[str, Any], ours: Run, states: set[str], terminals: frozenset[str] = frozenset()
+) -> tuple[bool, str]:
+    # upstream records a terminal only where the run ends (`maintain` passes through silently)
+    mine = [s for i, s in enumerate(ours.path) if s in states]
+    mine = [s for i, s in enumerate(mine) if s not in terminals or i == len(mine) - 1]
     if up["outcome"] == "limit":
         ok = mine[: len(up["path"])] == up["path"]
         return ok, "" if ok else f"path {mine} vs upstream {up['path']}"
@@ -290,6 +298,15 @@ def same(up: dict[str, Any], ours: Run, states: set[str]) -> tuple[bool, str]:
     if ours.outcome != up["outcome"]:
         return False, f"outcome {ours.outcome} vs {up['outcome']}"
     return True, ""
+
+
+def terminal_names(source: Path) -> frozenset[str]:
+    import yaml
+
+    doc = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+    found = doc.get("states")
+    states: dict[str, Any] = found if isinstance(found, dict) else {}
+    return frozenset(n for n, s in states.items() if isinstance(s, dict) and s.get("terminal"))
 
 
 def state_names(source: Path) -> set[str]:
@@ -316,7 +333,7 @@ def equivalence(corpus: Path, work: Path, only: str | None = None) -> list[tuple
         rel = scenario["file"]
         source = work / "src" / rel
         ours = run_ll(work / "dst" / rel, source, scenario["verdict"], 3 * data["step_limit"])
-        ok, why = same(scenario["upstream"], ours, state_names(source))
+        ok, why = same(scenario["upstream"], ours, state_names(source), terminal_names(source))
         if not ok and not ours.path:
             why += " | " + ours.note.strip().replace("\n", " ")[-200:]
         return f"{rel} [{scenario['verdict']}]", ok, why

@@ -75,7 +75,7 @@ def run_one(path: Path) -> Outcome:
     try:
         from little_loops.sim.script import read_script
 
-        script = read_script(path)
+        script = read_script(path, collect=True)
         for key in script.expect:  # every mistake is told at once, by `simulation` below
             if key not in EXPECT_KEYS:
                 line = script.expect_lines.get(str(key), 1)

@@ -128,6 +128,7 @@ class Script:
                 self.mistakes.append(exc)
         first = loop.states[loop.initial]
         uncovered = self.default is None and self.entries_for(first.name) is None
+        uncovered = uncovered and not self.mistakes  # a misspelt key may be the missing entry
         if uncovered and first.action is not None and not first.terminal and not first.is_fork:
             self.mistakes.append(
                 ScriptError(
@@ -191,8 +192,10 @@ class ScriptErrors(ScriptError):
         self.line = errors[0].line
 
 
-def read_script(path: Path) -> Script:
-    """Read a script with the loader's positions; a bad one is a one-line `ScriptError`."""
+def read_script(path: Path, *, collect: bool = False) -> Script:
+    """Read a script with the loader's positions; a bad one is a one-line `ScriptError`
+    (several, a line each, for several mistakes). `collect`: keep the mistakes of its entries
+    in `script.mistakes`, told with the loop's (`Script.check`) in one error."""
     from little_loops.load.source import read_document
 
     file = str(path)
@@ -249,6 +252,8 @@ def read_script(path: Path) -> Script:
         raise ScriptError(file, line("expect"), "'expect:' is a mapping (path, outcome, ...)")
     script.expect = expect
     script.expect_lines = {str(k): line("expect", k) for k in expect}
+    if not collect:
+        script.raise_mistakes()
     return script
 
 
