@@ -38,7 +38,7 @@ from little_loops.model.router import (
     route,
     route_hint,
 )
-from little_loops.wording import NodePath
+from little_loops.wording import NodePath, did_you_mean
 
 # Keys that route by verdict, which `next` (the success route) cannot stand beside.
 _NOT_WITH_NEXT = ("route", "on_success")
@@ -129,7 +129,7 @@ def _unknown_target(ctx: Ctx, target: str, allow_current: bool) -> str | None:
         return None if allow_current else "'$current' is not allowed here; name a state"
     if target in ctx.loop.states:
         return None
-    return f"unknown state '{target}'{suggest(target, ctx.loop.states)}"
+    return f"unknown state '{target}'{did_you_mean(target, ctx.state_names)}"
 
 
 def _check_loop_targets(ctx: Ctx) -> Iterator[Diagnostic]:
