@@ -406,9 +406,11 @@ def test_ll_list_limit_and_all(tmp_path: Path) -> None:
     assert one.stdout.splitlines()[-1] == "1 older run not shown; see every run with: ll list --all"
     assert "older" not in real_ll(tmp_path, "list", "-n", "25").stdout
     both = real_ll(tmp_path, "list", "--all", "-n", "3")
-    assert both.returncode == 2 and "--limit N or --all, not both" in both.stderr
+    assert both.returncode == 2
+    assert "--limit N or --all, not both" in both.stderr
     zero = real_ll(tmp_path, "list", "-n", "0")
-    assert zero.returncode == 2 and "Traceback" not in zero.stderr
+    assert zero.returncode == 2
+    assert "Traceback" not in zero.stderr
 
 
 def test_ll_list_with_few_runs_has_no_last_line(tmp_path: Path) -> None:
