@@ -37,7 +37,6 @@ from little_loops.record.store import (
 )
 
 LIST_LIMIT = 20  # `ll list` shows this many runs unless told `--limit N` or `--all`
-_RUN_NAME = re.compile(r"\d{8}-\d{6}-")  # what a run id begins with (`new_run_id`)
 
 
 @dataclass(frozen=True)
@@ -176,8 +175,12 @@ def list_text(base: Path, limit: int | None = LIST_LIMIT) -> str:
         )
     text = _table(rows) + "\n"
     if limit is not None:
-        # Counted by name, not read: a run's directory that lost its state file still counts.
-        older = sum(1 for n in names if n not in looked and _RUN_NAME.match(n))
+        # Counted by name, not read (a run that lost its state file still counts). Names
+        # that begin with a dot (an editor's or a file manager's) sort last: left out.
+        hidden = 0
+        while hidden < len(names) and names[-1 - hidden].startswith("."):
+            hidden += 1
+        older = len(names) - hidden - len(looked)
         if older:
             runs = "run" if older == 1 else "runs"
             text += f"{older:,} older {runs} not shown; see every run with: ll list --all\n"
