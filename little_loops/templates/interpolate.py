@@ -310,15 +310,15 @@ def render(
                 ) from None
         elif not shell and part.modifier == "q":
             value = single_quote(value)
-        if command and not shell and part.modifier != "raw" and _needs_quoting(part, program):
-            # A prompt for the Claude Code CLI, which attaches any file an `@/path` names:
-            # program text never names one (the author's own text may).
-            value = _AT_PATH.sub("\uff20", value)
         elif lexer is not None:
             try:
                 lexer.feed(value)  # written as is: it may open or close quotes itself
             except UnsafeValue as exc:
                 raise RunError(f"cannot safely build the command{suffix}: {exc}") from None
+        if command and not shell and part.modifier != "raw" and _needs_quoting(part, program):
+            # A prompt for the Claude Code CLI, which attaches any file an `@/path` names:
+            # program text never names one (the author's own text may).
+            value = _AT_PATH.sub("\uff20", value)
         out.append(value)
     return "".join(out)
 
