@@ -392,7 +392,8 @@ def _settle(item: Migrated) -> None:
     plain = _plain(doc)
     assert isinstance(plain, dict)
     loop, _ = Builder(SourceMap()).loop(plain, path=item.source, sha256="")
-    edges = {n: _edges(loop, st, frozenset()) for n, st in loop.states.items()}
+    names = frozenset(loop.states)
+    edges = {n: _edges(loop, st, names) for n, st in loop.states.items()}
     roots = {loop.initial}
     if loop.on_max_iterations:
         roots.add(loop.on_max_iterations)
