@@ -16,6 +16,9 @@ from typing import Any, Protocol, TypeVar
 T = TypeVar("T")
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+# The most a judge's reply may weigh: a verdict is a few hundred bytes, a long one a few KiB.
+# A reply past this (a broken proxy, a CLI printing without end) is an `error`, never kept.
+MAX_REPLY_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,16 @@ class ProviderError(Exception):
         self.flags: dict[str, Any] = dict(flags or {})
         self.retryable = retryable
         self.retry_after = retry_after
+
+
+def reply_too_large(what: str) -> ProviderError:
+    """The error for a reply past MAX_REPLY_BYTES; not retried (the same reply would come)."""
+    cap = f"{MAX_REPLY_BYTES // (1024 * 1024)} MiB"
+    return ProviderError(
+        f"{what} sent more than {cap}; a judge's reply is at most {cap} (a verdict is a few "
+        "hundred bytes): check the server or proxy it goes through",
+        flags={"too_large": True, "limit_bytes": MAX_REPLY_BYTES},
+    )
 
 
 class Provider(Protocol):

@@ -1,0 +1,59 @@
+"""Issue 23, medium and low: a judge's reply is bounded in size, whichever provider asks,
+and a 529 storm under a loop `timeout:` ends as a timeout. Through the real `ll`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from llm_server import (
+    LlmServer,
+    chat,
+    llm_server_fixture,  # noqa: F401  (the llm_server fixture)
+    message,
+)
+from test_judge_e2e import ll_run, loop_file
+
+from little_loops.providers import MAX_REPLY_BYTES
+
+HUGE = MAX_REPLY_BYTES + 2 * 1024 * 1024
+CAP = f"{MAX_REPLY_BYTES // (1024 * 1024)} MiB"
+
+
+def test_a_claude_judge_printing_without_end_is_cut_at_the_cap(tmp_path: Path) -> None:
+    """The CLI prints more than the cap and keeps running: the group is killed at once,
+    the verdict is `error` naming the cap, and the run does not wait for the CLI."""
+    loop = loop_file(tmp_path, "model: claude://sonnet\ntimeout: 60")
+    started = time.monotonic()
+    run = ll_run(
+        tmp_path, loop, None, "--no-cache", FAKE_JUDGE_MODE="huge", FAKE_JUDGE_HUGE=str(HUGE)
+    )
+    assert time.monotonic() - started < 25
+    (judged,) = run.judged()
+    assert judged["verdict"] == "error"
+    assert f"more than {CAP}" in judged["details"]["error"], judged["details"]
+    assert judged["details"]["too_large"] is True
+
+
+def test_an_anthropic_judge_reply_larger_than_the_cap_is_an_error(
+    tmp_path: Path, llm_server: LlmServer
+) -> None:
+    loop = loop_file(tmp_path, "timeout: 30")
+    llm_server.script(then=message({"verdict": "success"}, text="x" * HUGE))
+    run = ll_run(tmp_path, loop, llm_server, "--no-cache")
+    (judged,) = run.judged()
+    assert judged["verdict"] == "error"
+    assert f"more than {CAP}" in judged["details"]["error"], judged["details"]
+    assert len(llm_server.requests) == 1  # not retried: the same reply would come again
+
+
+def test_an_openai_judge_reply_larger_than_the_cap_is_an_error(
+    tmp_path: Path, llm_server: LlmServer
+) -> None:
+    loop = loop_file(tmp_path, "model: openai://gpt-4o\ntimeout: 30")
+    llm_server.script(then=chat("x" * HUGE))
+    run = ll_run(tmp_path, loop, llm_server, "--no-cache")
+    (judged,) = run.judged()
+    assert judged["verdict"] == "error"
+    assert f"more than {CAP}" in judged["details"]["error"], judged["details"]
+    assert len(llm_server.requests) == 1
