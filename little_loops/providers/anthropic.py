@@ -97,6 +97,7 @@ class AnthropicProvider:
             policy=self._policy,
             on_retry=self._on_retry,
             until=until if request.deadline is None else min(until, request.deadline),
+            loop_deadline=request.deadline,
         )
 
     def _attempt(

@@ -114,6 +114,7 @@ class OpenAICompatProvider:
             policy=self._policy,
             on_retry=self._on_retry,
             until=until if request.deadline is None else min(until, request.deadline),
+            loop_deadline=request.deadline,
         )
 
     def _attempt(self, payload: bytes, request: JudgeRequest, remaining: float) -> JudgeReply:

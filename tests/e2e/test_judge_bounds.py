@@ -6,8 +6,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from llm_server import (
     LlmServer,
+    api_error,
     chat,
     llm_server_fixture,  # noqa: F401  (the llm_server fixture)
     message,
@@ -57,3 +59,27 @@ def test_an_openai_judge_reply_larger_than_the_cap_is_an_error(
     assert judged["verdict"] == "error"
     assert f"more than {CAP}" in judged["details"]["error"], judged["details"]
     assert len(llm_server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "on_error"), [("1", "check"), ("10", "check"), ("10", None)]
+)
+def test_a_529_storm_under_a_loop_timeout_ends_as_a_timeout(
+    tmp_path: Path, llm_server: LlmServer, retry_after: str, on_error: str | None
+) -> None:
+    """The API answers 529 every time; the loop's `timeout: 5` runs out while the judge
+    retries (or while it would wait): outcome timeout, exit 124, never an error (3)."""
+    llm_server.script(
+        then=api_error(529, "overloaded_error", "Overloaded", headers={"retry-after": retry_after})
+    )
+    loop = loop_file(tmp_path, "timeout: 30")
+    text = loop.read_text(encoding="utf-8").replace(
+        "max_iterations: 6\n", "max_iterations: 50\ntimeout: 5\n"
+    )
+    text = text.replace("      error: broken\n", f"      error: {on_error}\n" if on_error else "")
+    loop.write_text(text, encoding="utf-8")
+    started = time.monotonic()
+    run = ll_run(tmp_path, loop, llm_server, "--no-cache")
+    assert run.code == 124, (run.code, run.stderr, run.events[-3:])
+    assert time.monotonic() - started < 20
+    assert len(llm_server.requests) >= 1
