@@ -822,3 +822,55 @@ def test_migrate_reads_its_inputs_within_bounds(tmp_path: Path, kind: str) -> No
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("ll: /"), proc.stderr[-500:]
     assert len(proc.stderr.splitlines()) <= 3, proc.stderr[-500:]
+
+
+# -- issue 23, medium and low: a depth or cycle error says its reason once ---------------------
+
+
+def _chain(tmp_path: Path, levels: int, *, twice: bool = False) -> Path:
+    for i in range(levels):
+        extra = (
+            f"  again:\n    loop: l{i + 1}.yaml\n    route: {{done: done}}\n    on_error: done\n"
+            if twice and i == 0
+            else ""
+        )
+        nxt = "again" if twice and i == 0 else "done"
+        (tmp_path / f"l{i}.yaml").write_text(
+            f"name: l{i}\ninitial: go\nstates:\n  go:\n    loop: l{i + 1}.yaml\n"
+            f"    route: {{done: {nxt}}}\n    on_error: {nxt}\n{extra}  done: {{terminal: true}}\n",
+            encoding="utf-8",
+        )
+    (tmp_path / f"l{levels}.yaml").write_text(
+        f"name: l{levels}\ninitial: go\nstates:\n  go: {{action: echo hi, next: done}}\n"
+        "  done: {terminal: true}\n",
+        encoding="utf-8",
+    )
+    return tmp_path / "l0.yaml"
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_depth_error_says_its_reason_once(tmp_path: Path, command: str) -> None:
+    top = _chain(tmp_path, 10, twice=True)  # two states reach the same too-deep chain
+    proc = ll(command, top, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    said = proc.stdout + proc.stderr
+    assert said.count("more than 8") == 1, said
+    assert said.count("call fewer levels deep") == 1, said
+    assert "Traceback" not in said
+    for line in said.splitlines():
+        assert line.count("l8.yaml") <= 1, line  # the chain is not repeated in one line
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_cycle_error_says_its_reason_once(tmp_path: Path, command: str) -> None:
+    for me, other in (("c0", "c1"), ("c1", "c0")):
+        (tmp_path / f"{me}.yaml").write_text(
+            f"name: {me}\ninitial: go\nstates:\n  go:\n    loop: {other}.yaml\n"
+            "    route: {done: done}\n    on_error: done\n  done: {terminal: true}\n",
+            encoding="utf-8",
+        )
+    proc = ll(command, tmp_path / "c0.yaml", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    said = proc.stdout + proc.stderr
+    assert said.count("already running above it") == 1, said
+    assert said.count("cannot call itself") == 1, said
