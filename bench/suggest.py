@@ -6,7 +6,8 @@ Each loop is a chain of states (`{next: ...}` only, so that 10,000 states stay u
 100,000-value limit) named as generated loops name them (`check_00000`,
 `fix_00001`, ...); in the misspelt copy every `next:` but the last swaps two adjacent letters of
 its target, so `ll validate` gives one "did you mean" per state. Each figure is the median wall
-time of N runs (default 3) of `python -m little_loops validate FILE`, a fresh process each.
+time (and CPU time) of N runs (default 3) of `python -m little_loops validate FILE`, a fresh
+process each.
 The goal: misspelt costs about what spelt right costs, and both grow about linearly.
 `--write-docs` replaces the "## Did you mean" section of docs/performance.md.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,43 +47,56 @@ def chain(count: int, misspelt: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def median_wall(argv: list[str], repeat: int) -> float:
-    times = []
+def median_times(argv: list[str], repeat: int) -> tuple[float, float]:
+    """The median wall time and the median CPU time (user + system) of `repeat` runs."""
+    walls, cpus = [], []
     for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
 
 
-def measure(sizes: list[int], repeat: int) -> list[tuple[int, float, float]]:
+Row = tuple[int, tuple[float, float], tuple[float, float]]
+
+
+def measure(sizes: list[int], repeat: int) -> list[Row]:
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for count in sizes:
-            walls = []
+            times = []
             for misspelt in (False, True):
                 path = Path(tmp) / f"{count}-{misspelt}.yaml"
                 path.write_text(chain(count, misspelt))
-                walls.append(
-                    median_wall(
-                        [sys.executable, "-m", "little_loops", "validate", str(path)], repeat
-                    )
-                )
-            out.append((count, walls[0], walls[1]))
+                argv = [sys.executable, "-m", "little_loops", "validate", str(path)]
+                times.append(median_times(argv, repeat))
+            (right, right_cpu), (wrong, wrong_cpu) = times
+            out.append((count, times[0], times[1]))
             print(
-                f"{count:>6} states: spelt right {walls[0]:.2f} s, misspelt {walls[1]:.2f} s",
+                f"{count:>6} states: spelt right {right:.2f} s ({right_cpu:.2f} s CPU), "
+                f"misspelt {wrong:.2f} s ({wrong_cpu:.2f} s CPU)",
                 flush=True,
             )
     return out
 
 
-def report(rows: list[tuple[int, float, float]], repeat: int, load: tuple[float, float]) -> str:
-    table = ["| states | spelt right | misspelt | misspelt / right |", "|---|---|---|---|"]
-    for count, right, wrong in rows:
-        table.append(f"| {count:,} | {right:.2f} s | {wrong:.2f} s | {wrong / right:.1f} |")
+def report(rows: list[Row], repeat: int, load: tuple[float, float]) -> str:
+    table = [
+        "| states | spelt right: wall | CPU | misspelt: wall | CPU | misspelt / right (CPU) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for count, (right, right_cpu), (wrong, wrong_cpu) in rows:
+        table.append(
+            f"| {count:,} | {right:.2f} s | {right_cpu:.2f} s | {wrong:.2f} s | "
+            f"{wrong_cpu:.2f} s | {wrong_cpu / right_cpu:.1f} |"
+        )
     return (
         f"`python bench/suggest.py --repeat {repeat} --write-docs`: median wall time of "
-        f"{repeat} runs of `ll validate` on each file, a fresh process each.\n\n"
+        f"{repeat} runs of `ll validate` on each file, a fresh process each (wall, and CPU "
+        "time: user + system).\n\n"
         f"Machine: {machine()}; load average {load[0]:.2f} before the runs, {load[1]:.2f} after "
         "(a shared machine: other jobs ran beside it).\n\n"
         + "\n".join(table)

@@ -26,7 +26,7 @@ Commands:
   init         Write a commented starter loop.
   join         Gather branch runs of other jobs into a run and resume it.
   judge        Measure a judge on labelled cases; explain a verdict.
-  list         List the runs in this directory.
+  list         List the newest runs in this directory.
   logs         Show a run's events (-f: follow), or a step's output.
   migrate      Convert upstream little-loops files to this format, with notes.
   plan-matrix  Print a fork's items as a GitHub Actions matrix.

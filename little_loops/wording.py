@@ -8,12 +8,19 @@ quadratic when a file misspells many names among many states: 3,000 unknown targ
 3,000 states took 10.9 s. `closest` gives the same answer (tests/test_wording.py) through an
 index of the options, built once per list of options (lists under 64 go straight to difflib):
 
-- a first guess: the options sharing most of the word's rarest three-letter runs are scored,
-  which sets a floor t that the answer's score reaches;
-- for each character and count k, the options holding the character at least k times. An
-  option whose shared-character score reaches t holds all but m of the word's (character, k)
-  pairs, so it is in at least r - m of the r rarest of those lists (the prefix filter of
-  set-similarity joins); those lists are counted with set operations, in C;
+- a first guess: the options one deleted character away from the word (each loses at most
+  one character and the rest is the same text), or else those sharing most of the word's
+  rarest three-letter runs, are scored, which sets a floor t that the answer's score reaches;
+- for each length of option where reaching t leaves at most one character unmatched on either
+  side, those same options are all that can (a common subsequence of the needed length is
+  then a text both reach by one deletion at most), found through an index of every option
+  with any one character deleted, built when first needed; numbered names, which share
+  nearly all their characters, are told apart this way without looking at the others;
+- for the other lengths, for each character and count k, the options holding the character
+  at least k times (kept to those lengths afterwards). An option whose shared-character score
+  reaches t holds all but m of the word's (character, k) pairs, so it is in at least r - m of
+  the r rarest of those lists (the prefix filter of set-similarity joins); those lists are
+  counted with set operations, in C;
 - each survivor's shared-character score, then its longest common subsequence (found
   bit-parallel; difflib's matching blocks are a common subsequence, so it bounds the final
   score), then difflib's own score, best bound first, until no bound can beat the best or win
@@ -73,6 +80,11 @@ class _Index:
         self.postings = {pair: frozenset(ids) for pair, ids in postings.items()}
         self.sizes = [len(name) for name in self.names]
         self.lengths = sorted(set(self.sizes))
+        by_length: dict[int, list[int]] = {}
+        for i, n in enumerate(self.sizes):
+            by_length.setdefault(n, []).append(i)
+        self.by_length = {n: frozenset(ids) for n, ids in by_length.items()}
+        self.deletions: dict[str, list[int]] | None = None  # built when first needed
         self.grams: dict[str, list[int]] = {}  # for the first guess: order counts there
         for i, name in enumerate(self.names):
             for gram in _grams(name):
@@ -115,21 +127,66 @@ class _Index:
                 if found[0] >= cutoff and (best is None or found > best):
                     best = found
 
-        # A first guess: the options that share most of the word's rarest three-letter runs.
-        grams = sorted((self.grams[g] for g in _grams(word) if g in self.grams), key=len)
-        guess: Counter[int] = Counter()
-        for ids in grams[:4]:
-            guess.update(ids)
-        first = [self.names[i] for i, _ in guess.most_common(5)]
+        # A first guess: the options one deleted character away (on either side), or else the
+        # options that share most of the word's rarest three-letter runs.
+        close = self._by_deletion(word)
+        if close:
+            first = [self.names[i] for i in close]
+        else:
+            grams = sorted((self.grams[g] for g in _grams(word) if g in self.grams), key=len)
+            guess: Counter[int] = Counter()
+            for ids in grams[:4]:
+                guess.update(ids)
+            first = [self.names[i] for i, _ in guess.most_common(5)]
         score_best_first([(1.0, name) for name in first])
         floor = cutoff if best is None else max(cutoff, best[0])
         lengths = [n for n in self.lengths if 2.0 * min(size, n) / (size + n) >= floor]
         if not lengths:
             return None if best is None else best[1]
+        # Lengths whose options differ from the word by at most one deleted character on either
+        # side are found by deletion, the others by the characters they share.
+        want = _pairs(word)
+        near = [n for n in lengths if max(n, size) - _need(floor, size, n) <= 1]
+        far = [n for n in lengths if n not in near]
+        found = set(close) if near else set()
+        if far:
+            by_pairs = self._by_pairs(want, size, floor, far)
+            for n in far:
+                found |= by_pairs & self.by_length[n]
+        # Then the exact count of shared characters (difflib's second score) bounds each.
+        names, sets, sizes = self.names, self.pairs, self.sizes
+        bounded = []
+        for i in found:
+            bound = 2.0 * len(want & sets[i]) / (size + sizes[i])
+            if bound >= floor:
+                bounded.append((bound, names[i]))
+        score_best_first(bounded)
+        return None if best is None else best[1]
+
+    def _by_deletion(self, word: str) -> set[int]:
+        """The options that share a text with the word when each loses at most one character.
+
+        An option of length m scoring `floor` has `_need(floor, size, m)` = L characters in its
+        matching blocks, hence a common subsequence of L characters with the word: deleting
+        m - L characters from the option and size - L from the word gives the same text. For
+        the lengths where both are 0 or 1, every such option is found here."""
+        if self.deletions is None:
+            self.deletions = {}
+            for i, name in enumerate(self.names):
+                for text in _deleted(name):
+                    self.deletions.setdefault(text, []).append(i)
+        found: set[int] = set()
+        for text in _deleted(word):
+            found.update(self.deletions.get(text, ()))
+        return found
+
+    def _by_pairs(
+        self, want: frozenset[str], size: int, floor: float, lengths: list[int]
+    ) -> set[int]:
+        """Every option that may score `floor`, by the characters it shares with the word."""
         # An option scoring `floor` holds all but `misses` of the word's pairs, so it is in at
         # least (r - misses) of the r rarest lists. Few misses: the union of the intersections
         # of every (r - misses) of them; more: count the lists each option is in. Both in C.
-        want = _pairs(word)
         pairs = sorted(want, key=lambda pair: len(self.postings.get(pair, ())))
         misses = size - _need(floor, size, lengths[0])
         empty: frozenset[int] = frozenset()
@@ -146,20 +203,17 @@ class _Index:
                 held.update(some.intersection(members))
             enough = len(lists) - misses
             found = {i for i, times in held.items() if times >= enough}
-        # Then the exact count of shared characters (difflib's second score) bounds each.
-        names, sets, sizes = self.names, self.pairs, self.sizes
-        bounded = []
-        for i in found:
-            bound = 2.0 * len(want & sets[i]) / (size + sizes[i])
-            if bound >= floor:
-                bounded.append((bound, names[i]))
-        score_best_first(bounded)
-        return None if best is None else best[1]
+        return found
 
 
 def _pairs(text: str) -> frozenset[str]:
     """Each character of `text` with each count up to its own: "aab" gives a, aa, b."""
     return frozenset(char * k for char, times in Counter(text).items() for k in range(1, times + 1))
+
+
+def _deleted(text: str) -> set[str]:
+    """`text`, and `text` with any one of its characters deleted."""
+    return {text} | {text[:i] + text[i + 1 :] for i in range(len(text))}
 
 
 def _grams(text: str) -> set[str]:

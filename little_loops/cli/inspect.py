@@ -12,19 +12,34 @@ from typing import Any
 import click
 
 
-@click.command(name="list", short_help="List the runs in this directory.")
-def list_() -> None:
-    """List the runs in this directory: id, loop, status, step, start, duration.
+@click.command(name="list", short_help="List the newest runs in this directory.")
+@click.option(
+    "-n",
+    "--limit",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Show the newest N runs (default 20).",
+)
+@click.option("--all", "all_runs", is_flag=True, help="Show every run, however many.")
+def list_(limit: int | None, all_runs: bool) -> None:
+    """List the newest runs here (20 unless told): id, loop, status, step, start, duration.
+
+    Only the runs shown are read, so the listing stays quick with thousands of runs; a last
+    line says how many older runs were left out.
 
     \b
     Example:
       ll list
+      ll list -n 50
+      ll list --all
     """
     from pathlib import Path
 
-    from little_loops.record.runs import list_text
+    from little_loops.record.runs import LIST_LIMIT, list_text
 
-    click.echo(list_text(Path.cwd()), nl=False)
+    if all_runs and limit is not None:
+        raise click.UsageError("ll list takes --limit N or --all, not both")
+    click.echo(list_text(Path.cwd(), None if all_runs else limit or LIST_LIMIT), nl=False)
 
 
 @click.command(short_help="Show where a run is, its last verdicts and its cost.")

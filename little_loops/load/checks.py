@@ -7,7 +7,7 @@ context (`Ctx`) and are kept beside the graph checks they feed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping
 
 from little_loops.errors import Diagnostic
 from little_loops.evaluators import possible_verdicts
@@ -38,7 +38,7 @@ from little_loops.model.router import (
     route,
     route_hint,
 )
-from little_loops.wording import NodePath
+from little_loops.wording import NodePath, did_you_mean
 
 # Keys that route by verdict, which `next` (the success route) cannot stand beside.
 _NOT_WITH_NEXT = ("route", "on_success")
@@ -129,7 +129,7 @@ def _unknown_target(ctx: Ctx, target: str, allow_current: bool) -> str | None:
         return None if allow_current else "'$current' is not allowed here; name a state"
     if target in ctx.loop.states:
         return None
-    return f"unknown state '{target}'{suggest(target, ctx.loop.states)}"
+    return f"unknown state '{target}'{did_you_mean(target, ctx.state_names)}"
 
 
 def _check_loop_targets(ctx: Ctx) -> Iterator[Diagnostic]:
@@ -392,10 +392,8 @@ def stops(loop: Loop, file: str) -> list[Diagnostic]:
     return out
 
 
-def _edges(loop: Loop, state: State, tainted: frozenset[str]) -> set[str]:
-    """The states a run can go to from `state`; any state when its routing keys are broken."""
-    if state.name in tainted:
-        return set(loop.states)
+def _edges(loop: Loop, state: State, names: Container[str]) -> set[str]:
+    """The states (among `names`) a run can go to from `state` by its routes."""
     if state.terminal:
         if loop.maintain:
             return {state.on_maintain or loop.initial}
@@ -403,9 +401,9 @@ def _edges(loop: Loop, state: State, tainted: frozenset[str]) -> set[str]:
     out = set()
     for verdict in verdicts(state):
         decision = route(loop, state, verdict)
-        if decision is not None:
+        if decision is not None and decision.target in names:
             out.add(decision.target)
-    return out & set(loop.states)
+    return out
 
 
 def _check_graph(ctx: Ctx, tainted: frozenset[str] = frozenset()) -> Iterator[Diagnostic]:
@@ -423,11 +421,21 @@ def _check_graph(ctx: Ctx, tainted: frozenset[str] = frozenset()) -> Iterator[Di
             "should end with 'terminal: true'",
         )
         return
-    edges = {name: _edges(loop, s, tainted) for name, s in loop.states.items()}
+    # A state with broken routing keys may go to any state. Rather than an edge to every state
+    # from each of them (quadratic in a large file with many), such a state has no edges, and
+    # reaching one reaches everything; backwards, those edges add nothing, since a tainted
+    # state is already a terminal (a root of `can_finish`).
+    names = loop.states.keys()
+    edges = {
+        name: set() if name in tainted else _edges(loop, s, names)
+        for name, s in loop.states.items()
+    }
     roots = {loop.initial}
     if loop.on_max_iterations is not None and loop.on_max_iterations in loop.states:
         roots.add(loop.on_max_iterations)
     reachable = _closure(roots, edges)
+    if not reachable.isdisjoint(tainted):
+        reachable = set(loop.states)
     backwards: dict[str, set[str]] = {name: set() for name in loop.states}
     for name, targets in edges.items():
         for target in targets:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from little_loops.errors import (
     Diagnostic,
@@ -73,6 +74,12 @@ class Ctx:
 
     def diag(self, pos: Pos, severity: Severity, code: str, message: str) -> Diagnostic:
         return Diagnostic(self.file, pos.line, pos.col, severity, code, message)
+
+    @cached_property
+    def state_names(self) -> list[str]:
+        """The names of the states, listed once for every "did you mean" about a state (a copy
+        for each of 10,000 misspelt targets among 10,000 states cost more than the answers)."""
+        return list(self.loop.states)
 
 
 def suggest(word: str, options: Iterable[str]) -> str:

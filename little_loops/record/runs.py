@@ -31,8 +31,12 @@ from little_loops.record.store import (
     RunDir,
     find_run,
     list_runs,
+    newest_first,
     owner_alive,
+    run_names,
 )
+
+LIST_LIMIT = 20  # `ll list` shows this many runs unless told `--limit N` or `--all`
 
 
 @dataclass(frozen=True)
@@ -136,9 +140,24 @@ def _infos(base: Path) -> list[RunInfo]:
     return out
 
 
-def list_text(base: Path) -> str:
-    """`ll list`: every run in this directory, newest first (as `ll history`)."""
-    infos = _infos(base)[::-1]
+def list_text(base: Path, limit: int | None = LIST_LIMIT) -> str:
+    """`ll list`: the newest `limit` runs here (every run when None), newest first.
+
+    Only the state files of the runs shown are read: run ids begin with their start time, so
+    the newest runs are the greatest names. When older runs are left out, a last line says
+    how many and how to see them.
+    """
+    names = run_names(base)
+    infos: list[RunInfo] = []
+    looked: set[str] = set()
+    for run_dir in newest_first(base, names):
+        if limit is not None and len(infos) >= limit:
+            break
+        looked.add(run_dir.run_id)
+        try:
+            infos.append(info(run_dir))
+        except LoopError:
+            continue  # a corrupt run shows up in `ll status RUN` with its error
     if not infos:
         return "no runs here yet; start one with 'll run FILE'\n"
     rows = [["RUN", "LOOP", "STATUS", "STEP", "STARTED (UTC)", "DURATION"]]
@@ -154,7 +173,18 @@ def list_text(base: Path) -> str:
                 _duration(i.elapsed_ms),
             ]
         )
-    return _table(rows) + "\n"
+    text = _table(rows) + "\n"
+    if limit is not None:
+        # Counted by name, not read (a run that lost its state file still counts). Names
+        # that begin with a dot (an editor's or a file manager's) sort last: left out.
+        hidden = 0
+        while hidden < len(names) and names[-1 - hidden].startswith("."):
+            hidden += 1
+        older = len(names) - hidden - len(looked)
+        if older:
+            runs = "run" if older == 1 else "runs"
+            text += f"{older:,} older {runs} not shown; see every run with: ll list --all\n"
+    return text
 
 
 def history_text(base: Path, loop: str | None) -> str:

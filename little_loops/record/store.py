@@ -683,6 +683,11 @@ def list_runs(base: Path) -> list[RunDir]:
     return list(reversed(list(newest_first(base))))
 
 
+def run_names(base: Path) -> list[str]:
+    """The names under `.loops/runs/`, newest first by name (no state file read)."""
+    return _names(base)
+
+
 def _names(base: Path) -> list[str]:
     """The names under `.loops/runs/`, newest first by name (no state file read)."""
     try:

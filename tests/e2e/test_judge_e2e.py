@@ -558,7 +558,9 @@ def test_loop_timeout_bounds_every_judge_call(
     run = ll_run(tmp_path, loop, llm_server, "--no-cache", FAKE_JUDGE_MODE="sleep")
     elapsed = time.monotonic() - started
     assert run.code == 124, run.events
-    assert elapsed < 4.5, f"the run took {elapsed:.1f} s"
+    # Unbounded, three samples of 5 s each, retried, would take 15 s or more; the bound leaves
+    # room for a busy machine's start-up (the loop's own 2 s is checked by the outcome below).
+    assert elapsed < 10, f"the run took {elapsed:.1f} s"
     end = run.events[-1]
     assert end["event"] == "loop_complete"
     assert end["outcome"] == "timeout"

@@ -806,7 +806,9 @@ def test_a_tab_is_one_located_line_that_says_to_indent_with_spaces(tmp_path: Pat
     # PyYAML words the problem itself (and has reworded it between releases): pin ours only.
     [line] = lines(tmp_path, "name: x\n\tinitial: a\n")
     assert line.startswith("loop.yaml:2:1: error: invalid YAML: ")
-    assert "(indent with spaces, not tabs)" in line
+    assert line.endswith(
+        "line 2 is indented with a tab; YAML indents with spaces only: replace the tab with spaces"
+    )
 
 
 def test_at_least_25_distinct_diagnostics_are_pinned() -> None:
@@ -1067,3 +1069,69 @@ def test_troubleshooting_quotes_every_hint_as_printed() -> None:
     for case, (_, expected) in HINTS.items():
         for line in expected:
             assert line in text, case
+
+
+def _chain(count: int, broken: int | None = None) -> str:
+    """A loop of `count` states, each going to the next; state `broken` misspells `next`."""
+    out = ["name: chain", "initial: s00000", "states:"]
+    for i in range(count):
+        key = "nxt" if i == broken else "next"
+        target = f"s{i + 1:05d}" if i + 1 < count else "done"
+        out.append(f"  s{i:05d}: {{action: 'true', {key}: {target}}}")
+    out.append("  done: {terminal: true}")
+    return "\n".join(out) + "\n"
+
+
+def test_the_graph_checks_grow_about_linearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21: reachability built a set of every state for each state (quadratic: 10,000
+    states took seconds there alone). The CPU time of the graph checks, best of three, on 3,000
+    states against 300: 10 times as much if linear, about 100 if quadratic; the bound (40)
+    leaves room for a busy machine, and no figure in seconds is pinned."""
+    import time
+    from collections.abc import Iterator
+
+    from little_loops.load import checks
+
+    real = checks._check_graph
+    spent: list[float] = []
+
+    def timed(*args: object, **kwargs: object) -> Iterator[object]:
+        start = time.process_time()
+        found = list(real(*args, **kwargs))  # type: ignore[arg-type]
+        spent.append(time.process_time() - start)
+        return iter(found)
+
+    monkeypatch.setattr(checks, "_check_graph", timed)
+
+    def cost(count: int) -> float:
+        path = tmp_path / f"chain-{count}.yaml"
+        path.write_text(_chain(count))
+        best = float("inf")
+        for _ in range(3):
+            spent.clear()
+            _, diagnostics = try_load(path)
+            assert diagnostics == []
+            best = min(best, sum(spent))
+        return best
+
+    small, large = cost(300), cost(3000)
+    assert large < 40 * max(small, 1e-4), (small, large)
+
+
+def test_a_state_with_a_broken_routing_key_may_go_anywhere(tmp_path: Path) -> None:
+    """The graph checks treat such a state as reaching every state and as an end: nothing after
+    it is unreachable and nothing before it lacks a path to a terminal."""
+    path = tmp_path / "loop.yaml"
+    path.write_text(_chain(6, broken=2))
+    _, diagnostics = try_load(path)
+    assert [d.code for d in diagnostics] == ["unknown-key"]
+    # Without the broken state, the states after it cannot be reached.
+    path.write_text(
+        _chain(6).replace(
+            "s00001: {action: 'true', next: s00002}", "s00001: {action: 'true', next: done}"
+        )
+    )
+    _, diagnostics = try_load(path)
+    assert [d.code for d in diagnostics] == ["unreachable-state"] * 4

@@ -54,11 +54,16 @@ def quick(cwd: Path, name: str = "quick", extra: str = "") -> Path:
 
 
 def finished(cwd: Path, loop: Path, count: int, env: dict[str, str] | None = None) -> list[str]:
-    before = set(runs(cwd))
+    """The runs of `count` runs of `loop` still there, oldest first: in the order they ran
+    (two runs in one second may sort the other way by name)."""
+    made: list[str] = []
     for _ in range(count):
+        before = set(runs(cwd))
         done = ll("run", loop, "-q", cwd=cwd, env=env)
         assert done.returncode == 0, done.stderr
-    return sorted(set(runs(cwd)) - before)
+        made.extend(sorted(set(runs(cwd)) - before))
+    left = set(runs(cwd))
+    return [run for run in made if run in left]
 
 
 def age(cwd: Path, run_id: str, days: float) -> None:
@@ -74,12 +79,12 @@ def test_prune_keeps_the_newest_and_says_what_it_freed(tmp_path: Path) -> None:
     made = finished(tmp_path, quick(tmp_path), 5)
     dry = ll("prune", "--keep", "2", "--dry-run", cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr
-    assert runs(tmp_path) == made  # nothing removed
+    assert runs(tmp_path) == sorted(made)  # nothing removed
     assert [line.split()[2] for line in dry.stdout.splitlines()[:3]] == made[:3][::-1]
     assert dry.stdout.splitlines()[-1].startswith("would remove 3 runs, would free ")
     done = ll("prune", "--keep", "2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert runs(tmp_path) == made[3:]
+    assert runs(tmp_path) == sorted(made[3:])
     last = done.stdout.splitlines()[-1]
     assert re.fullmatch(r"removed 3 runs, freed \d+\.\d KB", last), last
     assert len(ll("list", cwd=tmp_path).stdout.splitlines()) == 3  # the header and 2 runs
@@ -90,7 +95,7 @@ def test_older_than_removes_only_old_runs(tmp_path: Path) -> None:
     age(tmp_path, made[0], 20)
     done = ll("prune", "--older-than", "14d", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert runs(tmp_path) == made[1:]
+    assert runs(tmp_path) == sorted(made[1:])
     assert "removed 1 run, freed" in done.stdout
     bad = ll("prune", "--older-than", "two weeks", cwd=tmp_path)
     assert bad.returncode == 2
@@ -189,7 +194,7 @@ def test_ll_keep_runs_environment_applies_after_each_run(tmp_path: Path) -> None
     env = {**os.environ, "LL_KEEP_RUNS": "1"}
     made = finished(tmp_path, loop, 3, env=env)
     assert len(made) == 1
-    assert runs(tmp_path) == made
+    assert runs(tmp_path) == sorted(made)
     by_env = ll("prune", "--dry-run", cwd=tmp_path, env=env)  # the default --keep
     assert by_env.returncode == 0
     assert "would remove 0 runs" in by_env.stdout

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -333,3 +335,105 @@ def test_stop_sends_sigterm_to_the_owner(tmp_path: Path) -> None:
     finally:
         owner.kill()
         assert owner.wait() == -15  # it died of the SIGTERM, before the kill
+
+
+# `ll list` through the real `ll`: the newest 20 runs by default, read alone.
+
+LL_MAIN = "import sys\nsys.argv[0] = 'll'\nfrom little_loops.entry import main\nmain()\n"
+# Counts every file ll opens named state.json (an audit hook sees builtins.open and os.open).
+COUNT_STATE_OPENS = """
+import atexit, os, sys
+opened = []
+def _hook(event, args):
+    if event == "open" and str(args[0]).endswith("state.json"):
+        opened.append(str(args[0]))
+sys.addaudithook(_hook)
+atexit.register(lambda: os.write(2, f"STATE-OPENS {len(opened)}\\n".encode()))
+"""
+
+
+def real_ll(cwd: Path, *args: str, prologue: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", prologue + LL_MAIN, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def many_runs(tmp_path: Path, count: int, garbage: bool = False) -> list[str]:
+    """One real run of a YAML loop, copied under `count - 1` older ids (one a second);
+    `garbage`: the copies' state.json is not JSON. The ids, newest first."""
+    (tmp_path / "ok.yaml").write_text(textwrap.dedent(PASS.format(name="ok")), encoding="utf-8")
+    done = real_ll(tmp_path, "run", "ok.yaml", "--quiet")
+    assert done.returncode == 0, done.stderr
+    runs = tmp_path / ".loops" / "runs"
+    (real,) = list(runs.iterdir())
+    state = (real / "state.json").read_text(encoding="utf-8")
+    start = time.time() - 30 * 86400
+    for i in range(count - 1):
+        run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime(start + i)) + f"-ok-{i:04x}"
+        (runs / run_id).mkdir()
+        text = "{not json" if garbage else state.replace(real.name, run_id)
+        (runs / run_id / "state.json").write_text(text, encoding="utf-8")
+    return sorted((p.name for p in runs.iterdir()), reverse=True)
+
+
+def test_ll_list_shows_the_newest_20_runs_and_says_how_many_are_older(tmp_path: Path) -> None:
+    ids = many_runs(tmp_path, 25)
+    proc = real_ll(tmp_path, "list")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split()[:2] == ["RUN", "LOOP"]
+    assert [line.split()[0] for line in lines[1:21]] == ids[:20]  # newest first
+    assert lines[21:] == ["5 older runs not shown; see every run with: ll list --all"]
+    assert rows(proc.stdout)[1][1:4] == ["ok", "success", "2/50"]  # the row is as before
+
+
+def test_ll_list_limit_and_all(tmp_path: Path) -> None:
+    ids = many_runs(tmp_path, 25)
+    for flag in ("--limit", "-n"):
+        proc = real_ll(tmp_path, "list", flag, "3")
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert [line.split()[0] for line in lines[1:4]] == ids[:3]
+        assert lines[4:] == ["22 older runs not shown; see every run with: ll list --all"]
+    proc = real_ll(tmp_path, "list", "--all")
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split()[0] for line in proc.stdout.splitlines()[1:]] == ids  # no last line
+    one = real_ll(tmp_path, "list", "-n", "24")
+    assert one.stdout.splitlines()[-1] == "1 older run not shown; see every run with: ll list --all"
+    assert "older" not in real_ll(tmp_path, "list", "-n", "25").stdout
+    both = real_ll(tmp_path, "list", "--all", "-n", "3")
+    assert both.returncode == 2
+    assert "--limit N or --all, not both" in both.stderr
+    zero = real_ll(tmp_path, "list", "-n", "0")
+    assert zero.returncode == 2
+    assert "Traceback" not in zero.stderr
+
+
+def test_ll_list_with_few_runs_has_no_last_line(tmp_path: Path) -> None:
+    ids = many_runs(tmp_path, 3)
+    proc = real_ll(tmp_path, "list")
+    assert [line.split()[0] for line in proc.stdout.splitlines()[1:]] == ids
+
+
+def test_ll_list_reads_only_the_runs_it_prints(tmp_path: Path) -> None:
+    ids = many_runs(tmp_path, 2000, garbage=True)
+    # The 20 newest of the copies get real state back; the other 1,979 stay garbage.
+    good = (tmp_path / ".loops" / "runs" / ids[0] / "state.json").read_text(encoding="utf-8")
+    for run_id in ids[1:21]:
+        state = good.replace(ids[0], run_id)
+        (tmp_path / ".loops" / "runs" / run_id / "state.json").write_text(state, encoding="utf-8")
+    proc = real_ll(tmp_path, "list", prologue=COUNT_STATE_OPENS)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [line.split()[0] for line in lines[1:21]] == ids[:20]
+    assert lines[21:] == ["1,980 older runs not shown; see every run with: ll list --all"]
+    assert not any(run_id in proc.stdout for run_id in ids[21:])
+    opens = int(re.search(r"STATE-OPENS (\d+)", proc.stderr).group(1))  # type: ignore[union-attr]
+    assert opens <= 20 + 3, opens  # the 20 shown, and nothing of the 1,980 others
+    every = real_ll(tmp_path, "list", "--all", prologue=COUNT_STATE_OPENS)
+    assert every.returncode == 0, every.stderr
+    assert int(re.search(r"STATE-OPENS (\d+)", every.stderr).group(1)) >= 2000  # type: ignore[union-attr]
