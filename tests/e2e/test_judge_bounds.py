@@ -67,19 +67,19 @@ def test_an_openai_judge_reply_larger_than_the_cap_is_an_error(
 def test_a_529_storm_under_a_loop_timeout_ends_as_a_timeout(
     tmp_path: Path, llm_server: LlmServer, retry_after: str, on_error: str | None
 ) -> None:
-    """The API answers 529 every time; the loop's `timeout: 5` runs out while the judge
+    """The API answers 529 every time; the loop's `timeout: 8` runs out while the judge
     retries (or while it would wait): outcome timeout, exit 124, never an error (3)."""
     llm_server.script(
         then=api_error(529, "overloaded_error", "Overloaded", headers={"retry-after": retry_after})
     )
     loop = loop_file(tmp_path, "timeout: 30")
     text = loop.read_text(encoding="utf-8").replace(
-        "max_iterations: 6\n", "max_iterations: 50\ntimeout: 5\n"
+        "max_iterations: 6\n", "max_iterations: 50\ntimeout: 8\n"
     )
     text = text.replace("      error: broken\n", f"      error: {on_error}\n" if on_error else "")
     loop.write_text(text, encoding="utf-8")
     started = time.monotonic()
     run = ll_run(tmp_path, loop, llm_server, "--no-cache")
-    assert run.code == 124, (run.code, run.stderr, run.events[-3:])
-    assert time.monotonic() - started < 20
+    assert run.code == 124, (run.code, run.stderr, [e["event"] for e in run.events])
+    assert time.monotonic() - started < 40  # the loop's 8 s, and a busy machine's start-up
     assert len(llm_server.requests) >= 1
