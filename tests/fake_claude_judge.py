@@ -6,7 +6,8 @@ FAKE_JUDGE_MODE picks the behaviour: `answer` (structured_output = FAKE_JUDGE_AN
 `retrying_login` (print on stderr what the CLI prints while it retries by itself, then hang),
 `max_retries` (exit 0,
 error subtype), `exit1`, `garbage`, `sleep`, `grandchild` (starts a `sleep 60` child, writes
-its pid to FAKE_JUDGE_PIDFILE, then hangs). FAKE_JUDGE_ARGV, when set, receives argv as JSON;
+its pid to FAKE_JUDGE_PIDFILE, then hangs), `huge` (prints FAKE_JUDGE_HUGE bytes on stdout,
+then hangs 30 s). FAKE_JUDGE_ARGV, when set, receives argv as JSON;
 FAKE_JUDGE_CWD, when set, receives the working directory; FAKE_JUDGE_COST sets the reported
 total_cost_usd (`nan` and negative values included).
 
@@ -106,6 +107,14 @@ def main() -> int:
             print(f"{said} · Retrying in 1 seconds… (attempt {attempt}/10)", file=sys.stderr)
             sys.stderr.flush()
             time.sleep(1)
+    elif mode == "huge":
+        chunk = "x" * 65536
+        for _ in range(int(os.environ.get("FAKE_JUDGE_HUGE", "0")) // len(chunk) + 1):
+            try:
+                sys.stdout.write(chunk)
+            except BrokenPipeError:
+                return 1
+        time.sleep(30)
     elif mode == "grandchild":
         child = subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL)
         with open(os.environ["FAKE_JUDGE_PIDFILE"], "w", encoding="utf-8") as f:

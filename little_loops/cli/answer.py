@@ -215,8 +215,9 @@ def find_run_dir(run_id: str) -> RunDir:
 def answer(run_id: str, answer: str, note: str | None, by: str | None) -> None:
     """Record an answer to a question of run RUN, without running anything.
 
-    A run waiting at its prompt (or still running other work) takes it within a second;
-    a suspended run takes it when continued with 'll resume RUN'. ID is the question's
+    A run waiting at its terminal prompt takes it within a second; a run that
+    suspended (or suspends: one running other work, or with no terminal) takes it when
+    continued with 'll resume RUN'. ID is the question's
     id as 'll status RUN' shows it (approve@7), or its state path (approve); with one
     question pending, VALUE alone is enough. Exit 0 recorded, 2 refused.
 
@@ -240,7 +241,10 @@ def answer(run_id: str, answer: str, note: str | None, by: str | None) -> None:
     if any(q.get("id") == record["id"] for q in earlier):
         told += " (it replaces the answer recorded before)"
     if status == "running" and owner_alive(run_dir, state):
-        click.echo(f"{told}; the running run takes it")
+        click.echo(
+            f"{told}; the run is still running: if it waits at its prompt it takes it within "
+            f"a second, and if it suspends instead, continue it with: ll resume {run_dir.run_id}"
+        )
     else:
         click.echo(f"{told}; continue it with: ll resume {run_dir.run_id}")
 

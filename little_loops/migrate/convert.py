@@ -20,11 +20,14 @@ from pathlib import Path
 from ruamel.yaml.comments import CommentedMap
 
 from little_loops.migrate.expand import (
+    ROOT,
     Unreadable,
     expand_flow,
     expand_fragments,
     expand_from,
     load,
+    outside,
+    outside_note,
     resolve,
     yaml_rt,
 )
@@ -77,7 +80,19 @@ class Migration:
 
 
 def migrate(paths: list[Path], out: Path | None) -> Migration:
-    """Convert `paths` (and the sub-loops they call) into `out`, or a scratch folder."""
+    """Convert `paths` (and the sub-loops they call) into `out`, or a scratch folder.
+
+    Only files inside the folder that holds `paths` are read (ROOT): a `loop:`, `from:` or
+    `import:` naming a file elsewhere is noted for a person, never copied into `out`."""
+    folders = [str(p.resolve().parent) for p in paths]
+    token = ROOT.set(Path(os.path.commonpath(folders)) if folders else None)
+    try:
+        return _migrate(paths, out)
+    finally:
+        ROOT.reset(token)
+
+
+def _migrate(paths: list[Path], out: Path | None) -> Migration:
     loaded: dict[Path, Migrated] = {}
     unreadable: list[str] = []
     queue = [p.resolve() for p in paths]
@@ -105,6 +120,9 @@ def migrate(paths: list[Path], out: Path | None) -> Migration:
             expand_fragments(doc, path, item.notes)
         loaded[path] = item
         for ref in _loop_refs(item.doc):
+            far = outside(ref, path.parent)
+            if far is not None:
+                item.notes.hand(_loop_line(item.doc, ref), outside_note("loop", ref, far))
             child = resolve(ref, path.parent)
             if child is not None:
                 queue.append(child.resolve())
@@ -163,6 +181,14 @@ def queue_order(paths: list[Path], loaded: dict[Path, Migrated]) -> Iterator[Pat
         if p.resolve() in loaded:
             yield p.resolve()
     yield from loaded
+
+
+def _loop_line(doc: CommentedMap, ref: str) -> int:
+    states = doc.get("states")
+    for state in states.values() if isinstance(states, dict) else []:
+        if isinstance(state, dict) and state.get("loop") == ref:
+            return line_of(state, "loop")
+    return 0
 
 
 def _loop_refs(doc: CommentedMap) -> Iterator[str]:

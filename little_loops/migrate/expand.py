@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -86,14 +87,44 @@ def load(path: Path) -> CommentedMap:
     return doc
 
 
-def resolve(ref: str, here: Path) -> Path | None:
-    """Upstream names files relative to its loops folder: try this file's folder, then up."""
+# The folder being converted (the common folder of the files named): no file outside it is
+# ever read, so nothing from elsewhere on disk is copied into --out. None: no limit (tests).
+ROOT: ContextVar[Path | None] = ContextVar("ROOT", default=None)
+
+
+def _candidate(ref: str, here: Path) -> Path | None:
     for base in (here, here.parent, here.parent.parent):
         for name in (ref, ref + ".yaml", ref + ".yml"):
             candidate = base / name
             if candidate.is_file():
                 return candidate
     return None
+
+
+def outside(ref: str, here: Path) -> Path | None:
+    """The file `ref` would name when it lies outside the folder being converted (an absolute
+    path, `..`, a link pointing out): never read. None when it is inside, or names nothing."""
+    root = ROOT.get()
+    found = _candidate(ref, here)
+    if root is None or found is None:
+        return None
+    return None if found.resolve().is_relative_to(root) else found
+
+
+def resolve(ref: str, here: Path) -> Path | None:
+    """Upstream names files relative to its loops folder: try this file's folder, then up.
+    A file outside the folder being converted is not found (`outside` says why)."""
+    if outside(ref, here) is not None:
+        return None
+    return _candidate(ref, here)
+
+
+def outside_note(key: str, ref: object, found: Path) -> str:
+    return (
+        f"`{key}: {ref}` names {found}, outside the folder being converted ({ROOT.get()}); "
+        "it is not read, so nothing of it is copied: bring it into the folder, or do by hand "
+        "what it did"
+    )
 
 
 def expand_from(doc: CommentedMap, path: Path, notes: Notes, depth: int = 0) -> None:
@@ -103,6 +134,10 @@ def expand_from(doc: CommentedMap, path: Path, notes: Notes, depth: int = 0) -> 
         return
     line = line_of(doc, "from")
     del doc["from"]
+    far = outside(str(ref), path.parent) if isinstance(ref, str) else None
+    if far is not None:
+        notes.hand(line, outside_note("from", ref, far))
+        return
     found = resolve(str(ref), path.parent) if isinstance(ref, str) else None
     if found is None or depth > 4:
         notes.hand(line, f"`from: {ref}`: the base loop was not found; merge its states by hand")
@@ -192,6 +227,10 @@ def expand_fragments(doc: CommentedMap, path: Path, notes: Notes) -> None:
     if imports is not None:
         line = line_of(doc, "import")
         for ref in imports if isinstance(imports, list) else [imports]:
+            far = outside(str(ref), path.parent)
+            if far is not None:
+                notes.hand(line, outside_note("import", ref, far))
+                continue
             found = resolve(str(ref), path.parent)
             if found is None:
                 notes.hand(line, f"`import: {ref}`: the library was not found")

@@ -16,6 +16,9 @@ from typing import Any, Protocol, TypeVar
 T = TypeVar("T")
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+# The most a judge's reply may weigh: a verdict is a few hundred bytes, a long one a few KiB.
+# A reply past this (a broken proxy, a CLI printing without end) is an `error`, never kept.
+MAX_REPLY_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,16 @@ class ProviderError(Exception):
         self.flags: dict[str, Any] = dict(flags or {})
         self.retryable = retryable
         self.retry_after = retry_after
+
+
+def reply_too_large(what: str) -> ProviderError:
+    """The error for a reply past MAX_REPLY_BYTES; not retried (the same reply would come)."""
+    cap = f"{MAX_REPLY_BYTES // (1024 * 1024)} MiB"
+    return ProviderError(
+        f"{what} sent more than {cap}; a judge's reply is at most {cap} (a verdict is a few "
+        "hundred bytes): check the server or proxy it goes through",
+        flags={"too_large": True, "limit_bytes": MAX_REPLY_BYTES},
+    )
 
 
 class Provider(Protocol):
@@ -226,21 +239,30 @@ def with_retries(
     sleep: Callable[[float], None] = time.sleep,
     rand: Callable[[], float] = random.random,
     until: float | None = None,
+    loop_deadline: float | None = None,
 ) -> JudgeReply:
     """Call `attempt(remaining_seconds)` until it succeeds, fails for good, or time runs out.
 
     `until` (a `clock()` value, the loop's deadline) cuts the budget short when it comes
     first: no attempt and no wait goes past it. Raises the last `ProviderError`, with
-    `attempts` added to its flags.
+    `attempts` added to its flags. When `loop_deadline` (the loop's `timeout:`) is what
+    leaves no time for the next attempt or its wait, the error is the loop's timeout
+    (`loop_timeout`, raised at that deadline: the run ends 124) with the last error's flags
+    kept: a 529 storm the loop's time cut short is a timeout, not the judge failing.
     """
     deadline = clock() + budget
     if until is not None:
         deadline = min(deadline, until)
+    if loop_deadline is not None:
+        deadline = min(deadline, loop_deadline)
+    loop_binds = loop_deadline is not None and loop_deadline <= deadline
     n = 0
     while True:
         n += 1
         remaining = deadline - clock()
         try:
+            if remaining <= 0 and loop_binds:
+                raise loop_timeout("retrying")
             if remaining <= 0:
                 raise ProviderError(
                     f"the judge's time budget ({budget:g} s) ran out",
@@ -258,6 +280,13 @@ def with_retries(
             )
             remaining = deadline - clock()
             if delay >= remaining:
+                if loop_binds:
+                    # The loop's time runs out during this wait: spend it, then end as the
+                    # loop's timeout (the run ends 124 at its deadline, not 3 before it).
+                    sleep(max(0.0, deadline - clock()))
+                    cut = loop_timeout(f"waiting {delay:.1f} s to retry after: {err.message}")
+                    cut.flags = {**err.flags, **cut.flags}
+                    raise cut from err
                 if err.retry_after is not None:
                     err.message += (
                         f" (the server asked to retry after {err.retry_after:g} s, past the"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -9,6 +10,7 @@ from typing import Any
 
 from . import (
     DEFAULT_POLICY,
+    MAX_REPLY_BYTES,
     JudgeReply,
     JudgeRequest,
     ProviderError,
@@ -16,6 +18,7 @@ from . import (
     before_deadline,
     is_retryable_status,
     parse_retry_after,
+    reply_too_large,
     status_flags,
     strict_schema,
     token_count,
@@ -94,6 +97,7 @@ class AnthropicProvider:
             policy=self._policy,
             on_retry=self._on_retry,
             until=until if request.deadline is None else min(until, request.deadline),
+            loop_deadline=request.deadline,
         )
 
     def _attempt(
@@ -102,7 +106,8 @@ class AnthropicProvider:
         import anthropic
 
         try:
-            raw = client.messages.with_raw_response.create(
+            # Streamed off the socket so that a reply past the cap is never held whole.
+            with client.messages.with_streaming_response.create(
                 model=request.model,
                 max_tokens=request.max_tokens,
                 system=request.system,
@@ -117,7 +122,8 @@ class AnthropicProvider:
                 ],
                 tool_choice={"type": "tool", "name": TOOL_NAME},
                 timeout=remaining,
-            )
+            ) as raw:
+                data = _read_bounded(raw, request.timeout)
         except anthropic.APITimeoutError as exc:
             raise ProviderError(
                 f"the judge did not answer within {request.timeout:g} s",
@@ -141,16 +147,44 @@ class AnthropicProvider:
             raise ProviderError(
                 f"Anthropic API error: {exc}", flags={"api_error": True}, retryable=False
             ) from exc
+        text = data.decode("utf-8", "replace")
         try:
-            body = raw.json()
+            body = json.loads(text)
         except ValueError:
             body = None
-        return parse_message(body, raw.text() if body is None else "")
+        return parse_message(body, text if body is None else "")
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def _read_bounded(raw: Any, timeout: float) -> bytearray:
+    """The body, read off the socket up to MAX_REPLY_BYTES. The SDK wraps what fails before
+    the headers; what fails while the body streams is its HTTP library's own error, told
+    apart here by name so as not to depend on which library the SDK ships with."""
+    data = bytearray()
+    try:
+        for chunk in raw.iter_bytes():
+            data += chunk
+            if len(data) > MAX_REPLY_BYTES:
+                raise reply_too_large("the Anthropic API")
+    except ProviderError:
+        raise
+    except Exception as exc:
+        if "timeout" in type(exc).__name__.lower():
+            raise ProviderError(
+                f"the judge did not answer within {timeout:g} s",
+                flags={"timeout": True},
+                retryable=True,
+            ) from exc
+        raise ProviderError(
+            f"the Anthropic API's reply broke off: {exc}",
+            flags={"api_error": True, "connection_error": True},
+            retryable=True,
+        ) from exc
+    return data
 
 
 def _error_message(body: object, exc: Exception) -> str:

@@ -13,10 +13,21 @@ import re
 import signal
 import subprocess
 import tempfile
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import JudgeReply, JudgeRequest, ProviderError, loop_timeout, remaining, token_count
+from . import (
+    MAX_REPLY_BYTES,
+    JudgeReply,
+    JudgeRequest,
+    ProviderError,
+    loop_timeout,
+    remaining,
+    reply_too_large,
+    token_count,
+)
 
 
 class ClaudeCliProvider:
@@ -84,7 +95,6 @@ class ClaudeCliProvider:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                text=True,
                 env=self._env,
                 cwd=cwd,
                 start_new_session=True,  # its own process group: one kill ends every child
@@ -99,25 +109,33 @@ class ClaudeCliProvider:
             raise ProviderError(
                 f"cannot run the Claude Code CLI: {exc}", flags={"cli_error": True}
             ) from exc
+        reader = _BoundedReader(proc, stdin)
         try:
-            stdout, stderr = proc.communicate(input=stdin, timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            _kill_group(proc.pid)
-            said = ("", "")
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                # A child that left our group may hold the pipes; never past the loop's deadline.
-                said = proc.communicate(timeout=max(0.1, remaining(deadline, 5.0)))
-            why, flags = retry_cause(f"{said[1] or ''}\n{said[0] or ''}")
-            raise ProviderError(
-                f"the Claude Code CLI did not answer within {timeout:g} s{why}",
-                flags={"timeout": True, **flags},
-            ) from exc
+            finished = reader.wait(timeout)
         except BaseException:
             _kill_group(proc.pid)
             proc.wait()
             raise
-        _kill_group(proc.pid)  # anything it left running in the background
-        return proc.returncode, stdout, stderr
+        _kill_group(proc.pid)  # anything it left running (or, past the cap, the CLI itself)
+        if reader.too_large:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, remaining(deadline, 5.0)))
+            raise reply_too_large("the Claude Code CLI")
+        if not finished:
+            # A child that left our group may hold the pipes; never past the loop's deadline.
+            reader.wait(max(0.1, remaining(deadline, 5.0)))
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, remaining(deadline, 5.0)))  # killed: reap it
+            stdout, stderr = reader.text()
+            why, flags = retry_cause(f"{stderr}\n{stdout}")
+            raise ProviderError(
+                f"the Claude Code CLI did not answer within {timeout:g} s{why}",
+                flags={"timeout": True, **flags},
+            )
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.1, remaining(deadline, 5.0)))
+        stdout, stderr = reader.text()
+        return proc.returncode if proc.returncode is not None else -9, stdout, stderr
 
     def close(self) -> None:
         """Nothing to close: each judgement is its own process."""
@@ -163,6 +181,69 @@ def prompt(request: JudgeRequest) -> str:
     """What the CLI reads on stdin: the system prompt and the user message, `@` paths
     neutralised (the rubric, examples, output and captured values alike)."""
     return neutralise_at_paths(f"{request.system}\n\n{request.user}")
+
+
+STDERR_KEPT = 64 * 1024  # the tail of the CLI's stderr kept for messages
+
+
+class _BoundedReader:
+    """Feeds the prompt and reads both pipes in threads, keeping at most MAX_REPLY_BYTES of
+    stdout (past it: `too_large`, and the CLI's group is killed at once) and the last
+    STDERR_KEPT bytes of stderr. `communicate` would keep all of either."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], stdin: str) -> None:
+        self._proc = proc
+        self._out = bytearray()
+        self._err = bytearray()
+        self.too_large = False
+        self._threads = [
+            threading.Thread(target=self._feed, args=(stdin.encode("utf-8"),), daemon=True),
+            threading.Thread(target=self._read_out, daemon=True),
+            threading.Thread(target=self._read_err, daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _feed(self, data: bytes) -> None:
+        pipe = self._proc.stdin
+        assert pipe is not None
+        with contextlib.suppress(OSError, ValueError):  # it may exit without reading it all
+            pipe.write(data)
+        with contextlib.suppress(OSError, ValueError):
+            pipe.close()
+
+    def _read_out(self) -> None:
+        pipe = self._proc.stdout
+        assert pipe is not None
+        with pipe, contextlib.suppress(OSError, ValueError):  # each thread closes its pipe
+            while chunk := os.read(pipe.fileno(), 65536):
+                self._out += chunk
+                if len(self._out) > MAX_REPLY_BYTES:
+                    self.too_large = True
+                    _kill_group(self._proc.pid)
+                    return
+
+    def _read_err(self) -> None:
+        pipe = self._proc.stderr
+        assert pipe is not None
+        with pipe, contextlib.suppress(OSError, ValueError):
+            while chunk := os.read(pipe.fileno(), 65536):
+                self._err += chunk
+                if len(self._err) > 2 * STDERR_KEPT:
+                    del self._err[:-STDERR_KEPT]
+
+    def wait(self, timeout: float) -> bool:
+        """True once both pipes are at their end (or stdout went past the cap) in time."""
+        until = time.monotonic() + timeout
+        for thread in self._threads[1:]:
+            thread.join(max(0.0, until - time.monotonic()))
+            if self.too_large:
+                return True
+        return not any(thread.is_alive() for thread in self._threads[1:])
+
+    def text(self) -> tuple[str, str]:
+        out = bytes(self._out).decode("utf-8", "replace")
+        return out, bytes(self._err[-STDERR_KEPT:]).decode("utf-8", "replace")
 
 
 def _kill_group(pgid: int) -> None:

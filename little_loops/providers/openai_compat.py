@@ -16,12 +16,14 @@ from typing import Any
 from . import (
     DEFAULT_OPENAI_BASE_URL,
     DEFAULT_POLICY,
+    MAX_REPLY_BYTES,
     JudgeReply,
     JudgeRequest,
     ProviderError,
     RetryPolicy,
     is_retryable_status,
     parse_retry_after,
+    reply_too_large,
     status_flags,
     strict_schema,
     token_count,
@@ -112,6 +114,7 @@ class OpenAICompatProvider:
             policy=self._policy,
             on_retry=self._on_retry,
             until=until if request.deadline is None else min(until, request.deadline),
+            loop_deadline=request.deadline,
         )
 
     def _attempt(self, payload: bytes, request: JudgeRequest, remaining: float) -> JudgeReply:
@@ -121,10 +124,10 @@ class OpenAICompatProvider:
         http_request = urllib.request.Request(self._url, data=payload, headers=headers)
         try:
             with urllib.request.urlopen(http_request, timeout=remaining) as response:
-                body_text = response.read().decode("utf-8", "replace")
+                raw = response.read(MAX_REPLY_BYTES + 1)
         except urllib.error.HTTPError as exc:
             with exc:
-                detail = exc.read().decode("utf-8", "replace")[:200]
+                detail = exc.read(4096).decode("utf-8", "replace")[:200]
                 raise ProviderError(
                     f"{self.name} API error {exc.code} from {self._url}: {detail}",
                     flags=status_flags(exc.code),
@@ -150,7 +153,9 @@ class OpenAICompatProvider:
                 flags={"api_error": True, "connection_error": True},
                 retryable=True,
             ) from exc
-        return parse_chat(body_text)
+        if len(raw) > MAX_REPLY_BYTES:
+            raise reply_too_large(f"{self._url}")
+        return parse_chat(raw.decode("utf-8", "replace"))
 
     def close(self) -> None:
         """Nothing to close: every request opens and closes its own connection."""

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -822,3 +823,131 @@ def test_migrate_reads_its_inputs_within_bounds(tmp_path: Path, kind: str) -> No
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("ll: /"), proc.stderr[-500:]
     assert len(proc.stderr.splitlines()) <= 3, proc.stderr[-500:]
+
+
+# -- issue 23, medium and low: a depth or cycle error says its reason once ---------------------
+
+
+def _chain(tmp_path: Path, levels: int, *, twice: bool = False) -> Path:
+    for i in range(levels):
+        extra = (
+            f"  again:\n    loop: l{i + 1}.yaml\n    route: {{done: done}}\n    on_error: done\n"
+            if twice and i == 0
+            else ""
+        )
+        nxt = "again" if twice and i == 0 else "done"
+        (tmp_path / f"l{i}.yaml").write_text(
+            f"name: l{i}\ninitial: go\nstates:\n  go:\n    loop: l{i + 1}.yaml\n"
+            f"    route: {{done: {nxt}}}\n    on_error: {nxt}\n{extra}  done: {{terminal: true}}\n",
+            encoding="utf-8",
+        )
+    (tmp_path / f"l{levels}.yaml").write_text(
+        f"name: l{levels}\ninitial: go\nstates:\n  go: {{action: echo hi, next: done}}\n"
+        "  done: {terminal: true}\n",
+        encoding="utf-8",
+    )
+    return tmp_path / "l0.yaml"
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_depth_error_says_its_reason_once(tmp_path: Path, command: str) -> None:
+    top = _chain(tmp_path, 10, twice=True)  # two states reach the same too-deep chain
+    proc = ll(command, top, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    said = proc.stdout + proc.stderr
+    assert said.count("more than 8") == 1, said
+    assert said.count("call fewer levels deep") == 1, said
+    assert "Traceback" not in said
+    for line in said.splitlines():
+        assert line.count("l8.yaml") <= 1, line  # the chain is not repeated in one line
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_cycle_error_says_its_reason_once(tmp_path: Path, command: str) -> None:
+    for me, other in (("c0", "c1"), ("c1", "c0")):
+        (tmp_path / f"{me}.yaml").write_text(
+            f"name: {me}\ninitial: go\nstates:\n  go:\n    loop: {other}.yaml\n"
+            "    route: {done: done}\n    on_error: done\n  done: {terminal: true}\n",
+            encoding="utf-8",
+        )
+    proc = ll(command, tmp_path / "c0.yaml", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    said = proc.stdout + proc.stderr
+    assert said.count("already running above it") == 1, said
+    assert said.count("cannot call itself") == 1, said
+
+
+# -- issue 23, medium and low: `ll answer` on a live run does what it says ----------------------
+
+
+def test_ll_answer_to_a_live_run_is_taken_by_that_run(tmp_path: Path) -> None:
+    """A fork: one branch asks at once (no terminal: it cannot wait at a prompt), the other
+    works 4 s. `ll answer` meanwhile said "the running run takes it", and the run then
+    suspended (6) without it. What it says now is what happens: the run suspends, and
+    `ll resume` takes the recorded answer."""
+    write(
+        tmp_path,
+        "asker.yaml",
+        """
+        name: asker
+        initial: approve
+        states:
+          approve:
+            ask: Ship it?
+            choices: [approve, reject]
+            route: {approve: done, reject: refused}
+          done: {terminal: true}
+          refused: {terminal: true, outcome: failure}
+        """,
+    )
+    top = write(
+        tmp_path,
+        "top.yaml",
+        """
+        name: top
+        initial: fan
+        states:
+          fan:
+            parallel:
+              ask: {loop: asker.yaml}
+              work: {action: sleep 4}
+            route: {success: done, _: failed}
+          done: {terminal: true}
+          failed: {terminal: true, outcome: failure}
+        """,
+    )
+    env = {**os.environ, "CI": "true"}
+    proc = subprocess.Popen(
+        [*LL, "run", str(top)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        told = None
+        for _ in range(100):
+            runs = tmp_path / ".loops" / "runs"
+            ids = sorted(p.name for p in runs.iterdir()) if runs.is_dir() else []
+            if ids:
+                given = ll("answer", ids[0], "approve", cwd=tmp_path, env={"CI": "true"})
+                if given.returncode == 0:
+                    told = given.stdout
+                    break
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert told is not None, out + err
+    assert "the running run takes it" not in told
+    assert "still running" in told, told
+    assert proc.returncode == 6, (told, out, err)  # it suspended: as the message said
+    run_id = told.split(" of run ")[1].split(";")[0]
+    assert f"ll resume {run_id}" in told, told
+    resumed = ll("resume", run_id, cwd=tmp_path, env={"CI": "true"})
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr

@@ -547,3 +547,60 @@ def test_pure_shell_corpus_loops_run_the_path_upstream_documents(
     }
     assert [s for s in visited if s not in added] == upstream_path, proc.stderr
     assert proc.returncode == code, proc.stderr
+
+
+# -- issue 23: `ll migrate` never copies files from outside the tree it converts -------------
+
+
+@pytest.mark.parametrize("how", ["dotdot", "absolute", "symlink"])
+def test_migrate_never_copies_files_from_outside_the_tree(
+    tmp_path: Path, project: Project, how: str
+) -> None:
+    secret = tmp_path / "elsewhere" / "private"
+    write(
+        secret / "x.yaml",
+        """
+        name: stolen
+        initial: a
+        context: {token: TOP-SECRET-TOKEN}
+        fragments:
+          gate: {action: echo TOP-SECRET-TOKEN, action_type: shell}
+        states:
+          a: {action: echo TOP-SECRET-TOKEN, action_type: shell, next: done}
+          done: {terminal: true}
+        """,
+    )
+    tree = tmp_path / "work" / "proj" / "loops"
+    if how == "dotdot":
+        ref = "../../../elsewhere/private/x.yaml"
+    elif how == "absolute":
+        ref = str(secret / "x.yaml")
+    else:
+        (tree / "lib").mkdir(parents=True)
+        (tree / "lib" / "x.yaml").symlink_to(secret / "x.yaml")
+        ref = "lib/x.yaml"
+    top = write(
+        tree / "top.yaml",
+        f"""
+        name: top
+        from: {ref}
+        import: [{ref}]
+        initial: call
+        states:
+          call:
+            loop: {ref}
+            on_success: done
+            on_failure: done
+          gated:
+            fragment: gate
+            next: done
+          done: {{terminal: true}}
+        """,
+    )
+    out = tmp_path / "out"
+    proc = project.ll("migrate", top, "--out", out, cwd=tmp_path)
+    assert "Traceback" not in proc.stderr
+    written = "\n".join(p.read_text(encoding="utf-8") for p in out.rglob("*") if p.is_file())
+    assert "TOP-SECRET-TOKEN" not in written + proc.stdout + proc.stderr
+    assert sorted(p.name for p in out.rglob("*.yaml")) == ["top.yaml"]
+    assert "outside the folder being converted" in (out / "MIGRATION-NOTES.md").read_text()
