@@ -280,11 +280,15 @@ def with_retries(
             )
             remaining = deadline - clock()
             if delay >= remaining:
-                if loop_binds:
+                if loop_binds and not err.flags.get("loop_timeout"):
                     # The loop's time runs out during this wait: spend it, then end as the
-                    # loop's timeout (the run ends 124 at its deadline, not 3 before it).
-                    sleep(max(0.0, deadline - clock()))
-                    cut = loop_timeout(f"waiting {delay:.1f} s to retry after: {err.message}")
+                    # loop's timeout (the run ends 124 at its deadline, not 3 before it). A
+                    # request the deadline itself cut was still being answered.
+                    if remaining <= 0:
+                        cut = loop_timeout("answering")
+                    else:
+                        sleep(max(0.0, deadline - clock()))
+                        cut = loop_timeout(f"waiting {delay:.1f} s to retry after: {err.message}")
                     cut.flags = {**err.flags, **cut.flags}
                     raise cut from err
                 if err.retry_after is not None:

@@ -667,7 +667,7 @@ def test_a_frozen_schema_from_the_loader_is_judged_cached_and_recorded(
             "required": ("verdict",),
         }
     )
-    j = make_judge(anthropic_env, cache_dir=tmp_path / "cache", record=tmp_path / "rec.jsonl")
+    j = make_judge(anthropic_env, cache_dir=tmp_path / "cache")
     anthropic_env.script(message({"verdict": "found", "n": 2}))
     first, _ = j(schema=frozen)
     second, _ = j(schema=frozen)
@@ -677,6 +677,15 @@ def test_a_frozen_schema_from_the_loader_is_judged_cached_and_recorded(
     sent = judge_sent_schema(anthropic_env)
     assert sent["properties"]["verdict"]["enum"] == ["found", "gone"]
     assert "minimum" not in sent["properties"]["n"]
+    # Recording asks the model even when the cache holds the answer (a cassette is never empty).
+    recorded = tmp_path / "rec.jsonl"
+    r = make_judge(anthropic_env, cache_dir=tmp_path / "cache", record=recorded)
+    anthropic_env.script(message({"verdict": "found", "n": 3}))
+    third, _ = r(schema=frozen)
+    r.session.close()
+    assert third.verdict == "found"
+    assert third.details["cached"] is False
+    assert recorded.read_text(encoding="utf-8").strip()
 
 
 def judge_sent_schema(server: LlmServer) -> dict[str, Any]:
