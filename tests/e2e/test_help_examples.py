@@ -178,18 +178,17 @@ def sandbox(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("command", "line"), EXAMPLES, ids=[line for _, line in EXAMPLES])
-def test_help_example_runs_as_written(command: str, line: str, sandbox: Path) -> None:
-    if "| dot " in line and shutil.which("dot") is None:
-        pytest.skip("Graphviz (dot) is not installed")
-    running = _prepare(sandbox, command.split()[0], line)
+def _run_line(
+    sandbox: Path, line: str, running: list[subprocess.Popen[str]]
+) -> subprocess.CompletedProcess[str]:
+    """`line` run by bash in `sandbox` with `ll` on the PATH; the processes of `running` are
+    ended after it."""
     bindir = sandbox / "bin"
     bindir.mkdir()
     (bindir / "ll").write_text(f'#!/bin/sh\nexec {sys.executable} -m little_loops "$@"\n')
     (bindir / "ll").chmod(0o755)
     try:
-        done = subprocess.run(
+        return subprocess.run(
             ["bash", "-o", "pipefail", "-c", line],
             cwd=sandbox,
             capture_output=True,
@@ -203,6 +202,15 @@ def test_help_example_runs_as_written(command: str, line: str, sandbox: Path) ->
             if proc.poll() is None:
                 proc.kill()
             proc.communicate()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("command", "line"), EXAMPLES, ids=[line for _, line in EXAMPLES])
+def test_help_example_runs_as_written(command: str, line: str, sandbox: Path) -> None:
+    if "| dot " in line and shutil.which("dot") is None:
+        pytest.skip("Graphviz (dot) is not installed")
+    running = _prepare(sandbox, command.split()[0], line)
+    done = _run_line(sandbox, line, running)
     said = done.stdout + done.stderr
     assert done.returncode not in (2, 70), f"{line}: exit {done.returncode}\n{said}"
     assert "Traceback" not in said, said
@@ -286,25 +294,7 @@ def test_doc_command_runs_as_written(where: str, line: str, sandbox: Path) -> No
         )
     if line.startswith("ll resume --answer"):  # the latest run waits for an answer
         _as(sandbox, "20261122-041430-publish-0c0c", "run", "loops/publish.yaml")
-    bindir = sandbox / "bin"
-    bindir.mkdir()
-    (bindir / "ll").write_text(f'#!/bin/sh\nexec {sys.executable} -m little_loops "$@"\n')
-    (bindir / "ll").chmod(0o755)
-    try:
-        done = subprocess.run(
-            ["bash", "-o", "pipefail", "-c", line],
-            cwd=sandbox,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "CI": "true"},
-            check=False,
-        )
-    finally:
-        for proc in running:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
+    done = _run_line(sandbox, line, running)
     said = done.stdout + done.stderr
     assert done.returncode not in (2, 70, 127), f"{where}: {line}: exit {done.returncode}\n{said}"
     assert "Traceback" not in said, said
