@@ -10,6 +10,7 @@ give the exit code, stdout and stderr under the names `subprocess.run` uses.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -65,6 +66,9 @@ class Project:
         return _in_process(argv, where, env)
 
 
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
+
+
 def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str] | None) -> Result:
     from click.testing import CliRunner
 
@@ -73,9 +77,22 @@ def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str] | None) -> Re
     # A crash is raised here with its traceback, not turned into exit 1 and hidden.
     runner = CliRunner(catch_exceptions=False)
     before = os.getcwd()
+    # `ll run` ignores SIGINT and SIGTERM once its run is recorded, as a process about to exit
+    # may; here the process goes on, and a child it starts later (a `sleep` a test kills with
+    # SIGTERM) would inherit the ignoring. So the handlers are put back as they were.
+    handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    # It also adopts its actions' orphans and, after each step, kills every child of the
+    # process but its guard: in the test's process that would be the test's own children (a
+    # `sleep` standing for a live owner), so the adoption ends with the command.
+    from little_loops.actions.reaper import ORPHANS
+
+    adopted = ORPHANS.enabled
     os.chdir(cwd)
     try:
         result = runner.invoke(main, argv, prog_name="ll", env=dict(env) if env else None)
     finally:
         os.chdir(before)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        ORPHANS.enabled = adopted
     return Result(result.exit_code, result.stdout, result.stderr)
