@@ -7,7 +7,8 @@ The runner runs the fork in this process; the floor is N bare `subprocess.run("t
 shell=True)`. Per branch: (the fork's time minus the floor's) / N, the run's fixed start-up
 taken out by subtracting a fork of 1 item. Also per branch: the bytes and files the branch left
 under the run directory (they must not grow with N). `--cpu` counts CPU seconds of this
-process and its children instead of wall time (steadier on a shared machine).
+process and its children instead of wall time (steadier on a shared machine). `LL_MAX_ITEMS`
+is raised to the largest N (the default cap is 1,000 items).
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ def main() -> None:
     args = parser.parse_args()
     global CPU
     CPU = args.cpu
+    os.environ.setdefault("LL_MAX_ITEMS", str(max(int(n) for n in args.items.split(","))))
     counts = [int(n) for n in args.items.split(",")]
     body = report(measure(counts, args.repeat, Path(args.dir).resolve()), args.items, args.repeat)
     print(body)

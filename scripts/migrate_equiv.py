@@ -307,20 +307,22 @@ def state_names(source: Path) -> set[str]:
 
 
 def equivalence(corpus: Path, work: Path, only: str | None = None) -> list[tuple[str, bool, str]]:
+    from concurrent.futures import ThreadPoolExecutor
+
     data = json.loads(EXPECTED.read_text(encoding="utf-8"))
-    results = []
-    for scenario in data["scenarios"]:
+    chosen = [s for s in data["scenarios"] if not only or only in s["file"]]
+
+    def one(scenario: dict[str, Any]) -> tuple[str, bool, str]:
         rel = scenario["file"]
-        if only and only not in rel:
-            continue
         source = work / "src" / rel
-        migrated = work / "dst" / rel
-        up = scenario["upstream"]
-        limit = 10 * data["step_limit"]
-        ours = run_ll(migrated, source, scenario["verdict"], limit)
-        ok, why = same(up, ours, state_names(source))
-        results.append((f"{rel} [{scenario['verdict']}]", ok, why or ""))
-    return results
+        ours = run_ll(work / "dst" / rel, source, scenario["verdict"], 3 * data["step_limit"])
+        ok, why = same(scenario["upstream"], ours, state_names(source))
+        if not ok and not ours.path:
+            why += " | " + ours.note.strip().replace("\n", " ")[-200:]
+        return f"{rel} [{scenario['verdict']}]", ok, why
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(one, chosen))
 
 
 def validity(work: Path) -> tuple[list[str], list[str], list[str], list[str]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -219,6 +218,7 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
     _bash(doc, notes)
     _settle(item)
     _route_unrouted(item)
+    _route_unrouted(item)  # a route added to a slash step makes it judged: more verdicts
     wanted: list[tuple[Path, str, Migrated, int]] = []
     for state_name, capture, line in rewrite_loop(item.doc, item.notes):
         state = states[state_name] if isinstance(states, dict) else None
@@ -508,11 +508,6 @@ def _write_and_check(items: list[Migrated], out: Path) -> None:
         target = out / item.rel
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(item.text, encoding="utf-8")
-    for item in items:  # routes for an `error` or `timeout` the state can never give
-        _, diagnostics = try_load(out / item.rel, digest=False)
-        if _drop_dead_routes(item, [d.message for d in diagnostics if d.code == "unused-route"]):
-            item.text = render(item.doc, item.source)
-            (out / item.rel).write_text(item.text, encoding="utf-8")
     for item in items:
         _, diagnostics = try_load(out / item.rel, digest=False)
         item.diagnostics = [
@@ -520,53 +515,6 @@ def _write_and_check(items: list[Migrated], out: Path) -> None:
             for d in diagnostics
             if d.severity == "error"
         ]
-
-
-_DEAD_ROUTE = re.compile(r"^state '(?P<state>[^']+)' routes '(?P<verdict>error|timeout)', ")
-_ROUTE_KEYS = {"error": "on_error", "timeout": "on_timeout"}
-
-
-def _drop_dead_routes(item: Migrated, messages: list[str]) -> bool:
-    """Drop the `on_error`/`on_timeout` (or `route:` entry) of a state that never gives that
-    verdict here (a shell action that cannot start ends the run instead): dead routes that
-    `ll validate --strict` warns about. Returns whether anything was dropped."""
-    states = item.doc.get("states")
-    dropped = False
-    for message in messages:
-        match = _DEAD_ROUTE.match(message)
-        state = states.get(match["state"]) if match and isinstance(states, dict) else None
-        if match is None or not isinstance(state, CommentedMap):
-            continue
-        verdict = match["verdict"]
-        key = _ROUTE_KEYS[verdict]
-        route = state.get("route")
-        line = line_of(states, match["state"])
-        gives_timeout = "timeout" in message.rsplit("(it can give:", 1)[-1]
-        if key == "on_error" and key in state and gives_timeout and "on_timeout" not in state:
-            # `on_error` also caught the state's timeouts: they keep their route
-            state.insert(list(state).index(key), "on_timeout", state[key])
-            del state[key]
-            item.notes.carried(
-                line,
-                f"`on_error` of state '{match['state']}' written `on_timeout`: the state gives "
-                "`timeout` but never `error` here (a shell action that cannot start ends the "
-                "run, exit 3)",
-            )
-            dropped = True
-            continue
-        if key in state:
-            del state[key]
-        elif isinstance(route, dict) and verdict in route:
-            del route[verdict]
-        else:
-            continue
-        dropped = True
-        item.notes.dropped(
-            line,
-            f"`{key}` of state '{match['state']}': a verdict it never gives here (a shell "
-            "action that cannot start ends the run, exit 3)",
-        )
-    return dropped
 
 
 def notes_markdown(migration: Migration) -> str:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 Event = dict[str, Any]
 Listener = Callable[[Event], None]
@@ -42,12 +42,21 @@ _OMIT_NONE = {"optional": True}
 
 
 # Each event class is a dataclass with only its `__init__` generated: `RunEvent` gives every
-# subclass its `__eq__`, `__repr__` and immutability (a field is set once, by `__init__`).
-# Generated per class, with `frozen=True`, they cost twice the module's import now, which every
-# `ll run` pays (docs/performance.md, "Start-up of ll run").
+# subclass its `__eq__` and `__repr__`. Generated per class, with the `__setattr__`,
+# `__delattr__` and `__hash__` of `frozen=True`, they cost twice the module's import now, which
+# every `ll run` pays (docs/performance.md, "Start-up of ll run"). The records are frozen for
+# the type checker (`_record` is `dataclass` to mypy, so an assignment to a field is an error
+# there) but not at run time, where a guard would cost every event of every step.
+if TYPE_CHECKING:
+    from dataclasses import dataclass as _record
+else:
+
+    def _record(**options: Any) -> Any:
+        options.pop("frozen", None)
+        return dataclass(**options)
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class RunEvent:
     """The fields every event has. `ts` and `run_id` are filled in by the `Emitter`."""
 
@@ -69,14 +78,6 @@ class RunEvent:
         return all(getattr(self, n) == getattr(other, n) for n in _field_names(type(self)))
 
     __hash__ = None  # type: ignore[assignment]  # events hold dicts: never hashable
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in self.__dict__:
-            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
-        object.__setattr__(self, name, value)
-
-    def __delattr__(self, name: str) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in _field_names(type(self)))
@@ -104,7 +105,7 @@ class RunEvent:
         return event
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class LoopStart(RunEvent):
     """A run starts, or resumes (`resumed`)."""
 
@@ -115,7 +116,7 @@ class LoopStart(RunEvent):
     resumed: bool = False
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class LockReclaimed(RunEvent):
     """The loop's lock was held by a run whose process is gone; this run took it over."""
 
@@ -124,14 +125,14 @@ class LockReclaimed(RunEvent):
     previous_pid: Any = None
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class StateEnter(RunEvent):
     """A step begins: the run enters a state."""
 
     NAME: ClassVar[str] = "state_enter"
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class ActionStart(RunEvent):
     """A step's action starts (after interpolation)."""
 
@@ -142,7 +143,7 @@ class ActionStart(RunEvent):
     log_at: int | None = field(default=None, metadata=_OMIT_NONE)
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class ActionComplete(RunEvent):
     """A step's action ended."""
 
@@ -153,7 +154,7 @@ class ActionComplete(RunEvent):
     output_bytes: int | None = None
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class JudgeStart(RunEvent):
     """A model is asked for a verdict (not sent for a cache hit)."""
 
@@ -162,7 +163,7 @@ class JudgeStart(RunEvent):
     samples: int = 1
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class JudgeAsked(RunEvent):
     """What one judge model is asked (a cache hit too): what `ll judge explain` shows."""
 
@@ -179,7 +180,7 @@ class JudgeAsked(RunEvent):
     cached: bool = False
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class JudgeRetry(RunEvent):
     """A judge call is tried again after an error."""
 
@@ -190,7 +191,7 @@ class JudgeRetry(RunEvent):
     error: str = ""
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class JudgeFailOpen(RunEvent):
     """The judge failed and `fail_open` made the verdict success."""
 
@@ -199,7 +200,7 @@ class JudgeFailOpen(RunEvent):
     flags: tuple[str, ...] = ()
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class Evaluate(RunEvent):
     """A step's verdict, from its evaluator (or the action alone)."""
 
@@ -212,7 +213,7 @@ class Evaluate(RunEvent):
     tail: tuple[str, ...] | None = field(default=None, metadata=_OMIT_NONE)
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class Retry(RunEvent):
     """A step is run again after a delay."""
 
@@ -222,7 +223,7 @@ class Retry(RunEvent):
     verdict: str = ""
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class Route(RunEvent):
     """Where a verdict sent the run, and by which key."""
 
@@ -233,7 +234,7 @@ class Route(RunEvent):
     via: str = ""
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class LoopComplete(RunEvent):
     """The run ended: how, where, after how many steps."""
 
@@ -249,7 +250,7 @@ class LoopComplete(RunEvent):
     outputs: Mapping[str, Any] | None = field(default=None, metadata=_OMIT_NONE)
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class ChildStart(RunEvent):
     """A `loop:` state starts (or resumes) its child run, in `dir` under this run's directory."""
 
@@ -269,7 +270,7 @@ class ChildStart(RunEvent):
     total: int | None = field(default=None, metadata=_OMIT_NONE)  # the fork's branches
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class ChildComplete(RunEvent):
     """A `loop:` state's child run ended; `verdict` is what the calling state routes on."""
 
@@ -287,7 +288,7 @@ class ChildComplete(RunEvent):
     reason: str | None = field(default=None, metadata=_OMIT_NONE)  # why it did not succeed
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class Ask(RunEvent):
     """An `ask` state asks a person; `expires_at` is None without a timeout."""
 
@@ -299,7 +300,7 @@ class Ask(RunEvent):
     expires_at: str | None = None
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class Answer(RunEvent):
     """A question is answered; `via`: prompt, resume, answer, preset or simulate."""
 
@@ -311,7 +312,7 @@ class Answer(RunEvent):
     via: str = ""
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class LoopSuspended(RunEvent):
     """The run waits for answers to `pending` and exits 6; `ll resume` continues it."""
 
@@ -324,7 +325,7 @@ class LoopSuspended(RunEvent):
     cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
 
 
-@dataclass(kw_only=True, eq=False, repr=False)
+@_record(frozen=True, kw_only=True, eq=False, repr=False)
 class UnknownEvent(RunEvent):
     """An event this version does not know (a newer `ll` wrote it); all its fields in `extra`."""
 

@@ -498,16 +498,26 @@ def failure_cause(text: str, visits: list[Step], run_dir: Path | None) -> tuple[
 
 
 def log_tail(run_dir: Path | None, visit: Step) -> list[str]:
-    """The last lines a step's action printed, from its log in the run directory."""
+    """The last lines a step's action printed: its part of the run's `steps.log`, or its own
+    file under `steps/` (a run an older ll recorded)."""
     if run_dir is None:
         return []
-    logs = sorted((run_dir / "steps").glob(f"{visit.step:04d}-*.log"))
-    if not logs:
-        return []
+    from little_loops.errors import LoopError
+    from little_loops.record.store import RunLog
+
+    data = b""
     try:
-        text = logs[-1].read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        history = History.from_file(run_dir / "events.jsonl")
+        told = history.get(visit.step)
+        if told is not None:
+            ranges = history.log_ranges(told, told.attempts)
+            data = b"".join(RunLog.read(run_dir, a, b) for a, b in ranges)
+        if not data:
+            logs = sorted((run_dir / "steps").glob(f"{visit.step:04d}-*.log"))
+            data = logs[-1].read_bytes() if logs else b""
+    except (OSError, LoopError):
         return []
+    text = data.decode("utf-8", errors="replace")
     return [line for line in text.splitlines() if line.strip()][-_OUTPUT_LINES:]
 
 

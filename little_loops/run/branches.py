@@ -390,7 +390,11 @@ class ForkCalls:
             clock=self.session.clock,
             action_layer=wrapped,
             parent=Parent(
-                path, tuple(self.redactor.values), tuple(self._listeners), self._budget_left()
+                path,
+                tuple(self.redactor.values),
+                tuple(self._listeners),
+                self._budget_left(),
+                snapshot=work.loop is not None,
             ),
         )
         return Job(item, child_root, run_id, runner, branch_scope, work.loop is None, child)

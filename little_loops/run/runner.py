@@ -191,6 +191,7 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
             listeners=self._listeners,
             run_dir=run_dir,
             sources=sources,
+            snapshot=parent.snapshot if parent is not None else True,
         )
         self.run_dir = self.session.run_dir
         if self.resumed:

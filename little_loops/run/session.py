@@ -73,6 +73,7 @@ class RunSession:
         listeners: list[Listener],
         run_dir: RunDir | None = None,
         sources: Mapping[str, str] | None = None,
+        snapshot: bool = True,
     ) -> None:
         self.options = options
         self.clock = clock
@@ -95,9 +96,8 @@ class RunSession:
             if run_dir is None:
                 run_dir = RunDir.create(options.base_dir, progress.run_id)
                 _write_snapshot(loop, run_dir, redactor)
-            # A child run (a `loop:` state's, a fork branch's) keeps no copy of its file: only
-            # `ll resume` of a root run reads one, and a fork's action branch would copy the
-            # parent's whole file (its inline items too) once a branch.
+            elif snapshot and progress.step == 0 and not (run_dir.root / "loop.yaml").exists():
+                _write_snapshot(loop, run_dir, redactor)  # a child run, at its start
             self.run_dir = run_dir
             self.outputs = outputs_store.Outputs(run_dir.root)
             self.sink = JsonlSink(run_dir.events_path)

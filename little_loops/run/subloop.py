@@ -47,6 +47,10 @@ class Parent:
     listeners: tuple[Listener, ...]  # the root's listeners (terminal, reports, trace)
     # What the child may spend before some ancestor's `max_cost_usd` is passed; None: no limit.
     budget_left: float | None = None
+    # Whether the child keeps a copy of its loop file (`loop.yaml`, for `ll resume`'s change
+    # summary). A fork's action branch runs its parent's file, which the root keeps already:
+    # a copy a branch would hold that whole file (its inline items too) once a branch.
+    snapshot: bool = True
 
     @property
     def depth(self) -> int:

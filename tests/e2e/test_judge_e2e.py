@@ -289,6 +289,7 @@ def test_record_cache_and_replay(tmp_path: Path, llm_server: LlmServer) -> None:
 
 def test_record_with_replay_is_a_usage_error(tmp_path: Path) -> None:
     loop = loop_file(tmp_path, CUSTOM)
+    (tmp_path / "b.jsonl").write_text("", encoding="utf-8")  # a missing one is refused first
     proc = subprocess.run(
         [*LL, "run", str(loop), "--record", "a.jsonl", "--replay", "b.jsonl"],
         cwd=tmp_path,

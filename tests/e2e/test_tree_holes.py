@@ -288,7 +288,7 @@ def test_join_copies_only_regular_files_and_never_follows_a_link(tmp_path: Path)
     secret = tmp_path / "secret.txt"
     secret.write_text("top secret", encoding="utf-8")
     branch = mark.parent / json.loads(mark.read_text(encoding="utf-8"))["dir"]
-    (branch / "steps" / "leak.txt").symlink_to(secret)
+    (branch / "leak.txt").symlink_to(secret)
     (branch / "zero").symlink_to("/dev/zero")
     proc = ll("join", run_id, "--from", job, cwd=parent)
     err = _one_line(proc)

@@ -355,8 +355,8 @@ def test_every_event_the_code_emits_has_a_typed_record() -> None:
 
 
 def test_event_classes_are_cheap_to_define_and_still_immutable_values() -> None:
-    """Only `__init__` is generated per class (every `ll run` imports all of them); equality,
-    repr and immutability come from `RunEvent` once."""
+    """Only `__init__` is generated per class (every `ll run` imports all of them); equality
+    and repr come from `RunEvent` once; immutability is the type checker's (frozen to mypy)."""
     import dataclasses
 
     import pytest
@@ -366,6 +366,7 @@ def test_event_classes_are_cheap_to_define_and_still_immutable_values() -> None:
     for cls in ev.EVENT_TYPES.values():
         own = set(vars(cls))
         assert not own & {"__eq__", "__repr__", "__setattr__", "__delattr__"}, cls.__name__
+        assert not cls.__dataclass_params__.frozen, cls.__name__  # type: ignore[attr-defined]
         # A class without a docstring makes dataclass build one from its signature (slow).
         assert cls.__doc__, cls.__name__
         assert not cls.__doc__.startswith(cls.__name__ + "("), cls.__name__
@@ -376,10 +377,6 @@ def test_event_classes_are_cheap_to_define_and_still_immutable_values() -> None:
     assert route != ev.Route(step=2, state="a", from_="a", to="c")
     assert route != ev.Retry(step=2, state="a")
     assert repr(route).startswith("Route(ts='', run_id='', step=2, state='a', extra={}, from_='a'")
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        route.to = "elsewhere"
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        del route.to
     assert dataclasses.replace(route, to="c").to == "c"
     with pytest.raises(TypeError):
         hash(route)
