@@ -289,6 +289,9 @@ _INTERRUPTIBLE = textwrap.dedent(
 )
 
 
+# A signal sent to a runner in the middle of an action: timed process work, so with the other
+# signal tests on one xdist worker (it failed once beside the rest of the suite at load 17).
+@pytest.mark.xdist_group("processes")
 @pytest.mark.parametrize(
     ("sig", "code", "word"),
     [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
@@ -309,6 +312,7 @@ def test_a_signal_to_the_runner_kills_the_group(
     assert live_members(pgid) == []
 
 
+@pytest.mark.xdist_group("processes")
 def test_a_sigkilled_runner_leaves_no_action_behind(tmp_path: Path) -> None:
     with subprocess.Popen(
         [sys.executable, "-c", _INTERRUPTIBLE], cwd=tmp_path, stdout=subprocess.PIPE
