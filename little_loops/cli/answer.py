@@ -2,7 +2,7 @@
 `ll resume`, the terminal prompt of a waiting run, and the message of a suspended run.
 
 The run itself never prints: it calls the prompt made here (`terminal_prompt`) with a `poll`
-that returns an answer `ll answer` recorded meanwhile, or `{"expired": True}`.
+that returns an answer `ll answer` recorded meanwhile, or the question's expiry (`Expired`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,11 @@ from little_loops.errors import (
     LoopError,
 )
 from little_loops.record import questions as qs
+from little_loops.record.questions import (
+    Answer,
+    Expired,
+    Question,
+)
 from little_loops.record.store import (
     RunDir,
     find_run,
@@ -49,21 +54,21 @@ def clean(text: str) -> str:
 
 
 def terminal_prompt(
-    question: Mapping[str, Any], poll: Callable[[], dict[str, Any] | None]
-) -> dict[str, Any] | None:
+    question: Question, poll: Callable[[], Answer | Expired | None]
+) -> Answer | Expired | None:
     """Ask at the terminal: a number or a word of the choices (`?` lists them), optionally
     followed by a note; an empty line or Ctrl-D leaves the question pending. Meanwhile an
     answer given with `ll answer`, or the question's expiry, ends the wait."""
-    choices = [str(c) for c in question.get("choices") or []]
+    choices = list(question.choices)
     out = sys.stdout
-    out.write(f"\n  ? {clean(str(question.get('prompt', '')))}\n")
+    out.write(f"\n  ? {clean(question.prompt)}\n")
     out.write(_choices_text(choices) + "\n")
-    qid = str(question.get("id"))
+    qid = question.id
     while True:
         out.write(f"  answer {qid}> ")
         out.flush()
         line = _read_line(poll)
-        if isinstance(line, dict):  # answered elsewhere, or expired
+        if isinstance(line, Answer | Expired):  # answered elsewhere, or expired
             out.write("\n")
             return line
         if line is None or not line.strip():
@@ -90,7 +95,9 @@ def _choices_text(choices: list[str]) -> str:
     return f"    {listed}   (a number or a word, then a note if you like)"
 
 
-def _read_line(poll: Callable[[], dict[str, Any] | None]) -> str | dict[str, Any] | None:
+def _read_line(
+    poll: Callable[[], Answer | Expired | None],
+) -> str | Answer | Expired | None:
     """A line from stdin, or what `poll` found first; None at end of input."""
     while True:
         found = poll()
@@ -102,7 +109,7 @@ def _read_line(poll: Callable[[], dict[str, Any] | None]) -> str | dict[str, Any
             return line if line else None
 
 
-def _record(qid: str, value: str, note: str | None, via: str) -> dict[str, Any]:
+def _record(qid: str, value: str, note: str | None, via: str) -> Answer:
     by = qs.default_by(os.environ)
     return qs.answer_record(qid, value, note=note, by=by, via=via, now=time.time())
 
@@ -146,32 +153,25 @@ def record_answers(
     note: str | None,
     by: str | None,
     via: str,
-) -> list[dict[str, Any]]:
+) -> list[Answer]:
     """Each `[ID=]VALUE` bound to exactly one pending question and written for the run to
     take; every answer is checked before any is written (exit 2 and nothing recorded)."""
     run_id = str(state.get("run_id") or run_dir.run_id)
     pending = qs.tree_pending(run_dir.root, state)
     now = time.time()
     who = by or qs.default_by(os.environ)
-    records: list[dict[str, Any]] = []
+    records: list[Answer] = []
     for item in given:
         key, value = qs.split_answer(item)
         question = qs.resolve(pending, key, run_id)
         qs.check_not_expired(question, now, run_id)
         qs.check_value(question, value)
-        qid = str(question["id"])
-        if any(r["id"] == qid for r in records):
+        qid = question.id
+        if any(r.id == qid for r in records):
             raise qs.AnswerError(f"two answers to {qid}; give one")
-        asked = question.get("asked_at")
         records.append(
             qs.answer_record(
-                qid,
-                value,
-                note=note,
-                by=who,
-                via=via,
-                now=now,
-                asked_at=asked if isinstance(asked, str) else None,
+                qid, value, note=note, by=who, via=via, now=now, asked_at=question.asked_at
             )
         )
     for record in records:
@@ -235,10 +235,10 @@ def answer(run_id: str, answer: str, note: str | None, by: str | None) -> None:
         )
     root = qs.tree_root(run_dir.root)
     pending = qs.tree_pending(run_dir.root, state)
-    earlier = [q for q in pending if qs.waiting_answer(root, str(q.get("id")))]
+    earlier = [q for q in pending if qs.waiting_answer(root, q.id)]
     (record,) = record_answers(run_dir, state, (answer,), note=note, by=by, via="answer")
-    told = f"ll: recorded '{record['answer']}' for {record['id']} of run {run_dir.run_id}"
-    if any(q.get("id") == record["id"] for q in earlier):
+    told = f"ll: recorded '{record.answer}' for {record.id} of run {run_dir.run_id}"
+    if any(q.id == record.id for q in earlier):
         told += " (it replaces the answer recorded before)"
     if status == "running" and owner_alive(run_dir, state):
         click.echo(
@@ -258,16 +258,15 @@ def suspended_text(run_root: Path, run_id: str) -> str:
         state = RunDir(run_root).read_state()
     except LoopError:
         return f"ll: run {run_id} is suspended; see: ll status {run_id}\n"
-    pending = [q for q in state.get("pending") or [] if isinstance(q, dict)]
+    pending = qs.state_pending(state, run_root / "state.json")
     lines = []
     for q in pending:
-        qid = str(q.get("id"))
-        where, _, step = qid.rpartition("@")
-        choices = "|".join(q.get("choices") or []) or "TEXT"
-        key = "" if len(pending) == 1 else f"{qs.short_id(qid)}="
-        lines.append(f"ll: suspended at '{where}' (step {step}): {clean(str(q.get('prompt')))}")
-        if q.get("expires_at"):
-            lines.append(f"    expires: {q.get('expires_at')}")
+        where, _, step = q.id.rpartition("@")
+        choices = "|".join(q.choices) or "TEXT"
+        key = "" if len(pending) == 1 else f"{qs.short_id(q.id)}="
+        lines.append(f"ll: suspended at '{where}' (step {step}): {clean(q.prompt)}")
+        if q.expires_at:
+            lines.append(f"    expires: {q.expires_at}")
         lines.append(f"    answer: ll resume {run_id} --answer {key}{choices} [--note TEXT]")
     return "\n".join(lines) + "\n" if lines else ""
 
@@ -277,7 +276,7 @@ def pending_ids(run_root: Path) -> list[str]:
         state = RunDir(run_root).read_state()
     except LoopError:
         return []
-    return [str(q.get("id")) for q in state.get("pending") or [] if isinstance(q, dict)]
+    return [q.id for q in qs.state_pending(state, run_root / "state.json")]
 
 
 COMMANDS = [answer]

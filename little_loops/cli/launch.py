@@ -199,6 +199,7 @@ def github_outputs(result: Any) -> None:
         return
     from pathlib import Path
 
+    from little_loops.record.questions import state_pending
     from little_loops.record.store import RunDir
     from little_loops.report.reports import write_outputs
 
@@ -206,9 +207,9 @@ def github_outputs(result: Any) -> None:
     if result.outcome == "suspended":
         try:
             state = RunDir(result.run_dir).read_state()
+            pending = [q.id for q in state_pending(state, result.run_dir / "state.json")]
         except LoopError:
-            state = {}
-        pending = [str(q.get("id")) for q in state.get("pending") or [] if isinstance(q, dict)]
+            pending = []
     problem = write_outputs(Path(target), result.run_id, result.exit_code, pending)
     if problem:
         click.echo(f"ll: warning: {problem}", err=True)

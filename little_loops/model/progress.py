@@ -15,6 +15,11 @@ from little_loops.errors import (
     EXIT_SUCCESS,
     EXIT_TIMEOUT,
 )
+from little_loops.model.question import (
+    Prompt,
+    Question,
+    pending_of,
+)
 
 OUTCOME_EXIT = {
     "success": EXIT_SUCCESS,
@@ -48,7 +53,7 @@ class RunOptions:
     # `ask` states: answers given up front (`--answer ID=VALUE`: id pattern -> value), and
     # the terminal prompt (None: a question without an answer suspends the run).
     answers: Mapping[str, str] = field(default_factory=dict)
-    prompt: Callable[..., dict[str, Any] | None] | None = None
+    prompt: Prompt | None = None
     jobs: int = 8  # --jobs: actions running at once in a whole tree of forks (branches.py)
     branch: tuple[str, str] | None = None  # --branch STATE=KEY: only that branch of the fork
     # A child's context keys bound through `with:` from program, model or human text
@@ -89,17 +94,24 @@ class Progress:
     # Set at the end: where the run stopped, and its `outputs:` (what a calling loop reads).
     final_state: str | None = None
     outputs: dict[str, str] | None = None
-    # Questions waiting for an answer (`questions.new_question`), this run's and its children's.
-    pending: list[dict[str, Any]] = field(default_factory=list)
+    # Questions waiting for an answer, this run's and its children's.
+    pending: list[Question] = field(default_factory=list)
 
     def to_dict(self, names: tuple[str, ...] | None = None) -> dict[str, Any]:
         # Shallow on purpose: this runs after every step and json.dumps walks the rest.
         # The path grows with every step, so it stays out (events.jsonl records it).
-        return {name: getattr(self, name) for name in names or _PERSISTED}
+        out = {name: getattr(self, name) for name in names or _PERSISTED}
+        if "pending" in out:
+            out["pending"] = [q.to_json() for q in self.pending]
+        return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Progress:
-        return cls(**{k: v for k, v in data.items() if k in _PERSISTED})
+    def from_dict(cls, data: Mapping[str, Any], where: str = "state.json") -> Progress:
+        """A progress as `to_dict` wrote it; its questions checked (`RecordError` naming
+        `where`)."""
+        fields = {k: v for k, v in data.items() if k in _PERSISTED}
+        fields["pending"] = pending_of(data.get("pending"), where)
+        return cls(**fields)
 
 
 _PERSISTED = tuple(name for name in Progress.__dataclass_fields__ if name != "path")

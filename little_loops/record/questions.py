@@ -1,9 +1,9 @@
 """Questions a run asks a person (`ask:` states): their ids, answers on disk, expiry, who.
 
-A question is a plain dict, kept in `state.json` (`pending`) while it waits:
-`{id, state, step, prompt, choices, asked_at, expires_at}` (times ISO 8601 UTC, `expires_at`
-None without a `timeout`). Its id is the state's path from the root run and the step of the
-occurrence: `approve@7`, `reviews/security@1`.
+A question is a typed record (`Question`, in `model.question`), kept in `state.json`
+(`pending`) while it waits: `{id, state, step, prompt, choices, asked_at, expires_at}` (times
+ISO 8601 UTC, `expires_at` None without a `timeout`). Its id is the state's path from the root
+run and the step of the occurrence: `approve@7`, `reviews/security@1`.
 
 An answer is a file under the ROOT run's `answers/` (`ll answer`, `ll resume --answer`), bound
 to one exact occurrence id, written atomically, and moved to `answers/used/` when the run
@@ -18,7 +18,6 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,24 @@ from little_loops.errors import (
     EXIT_USAGE,
     LoopError,
 )
+from little_loops.model.question import (
+    Answer,
+    Expired,
+    Question,
+    epoch,
+    iso,
+    pending_of,
+)
+
+__all__ = [
+    "Answer",
+    "AnswerError",
+    "Expired",
+    "Question",
+    "Suspended",
+    "epoch",
+    "iso",
+]
 
 ANSWERS = "answers"
 USED = "used"
@@ -43,8 +60,8 @@ class AnswerError(LoopError):
 class Suspended(Exception):
     """The run cannot go on until these questions are answered (raised inside a run)."""
 
-    def __init__(self, pending: list[dict[str, Any]]) -> None:
-        super().__init__(", ".join(str(q.get("id")) for q in pending))
+    def __init__(self, pending: list[Question]) -> None:
+        super().__init__(", ".join(q.id for q in pending))
         self.pending = pending
 
 
@@ -55,48 +72,6 @@ def question_id(path: Iterable[str], step: int) -> str:
 def short_id(qid: str) -> str:
     """`reviews/security@1` -> `reviews/security`: what users usually type."""
     return qid.rpartition("@")[0] or qid
-
-
-def new_question(
-    qid: str, state: str, step: int, prompt: str, choices: Iterable[str], now: float,
-    timeout: float | None,
-) -> dict[str, Any]:  # fmt: skip
-    return {
-        "id": qid,
-        "state": state,
-        "step": step,
-        "prompt": prompt,
-        "choices": list(choices),
-        "asked_at": iso(now),
-        "expires_at": iso(now + timeout) if timeout is not None else None,
-    }
-
-
-def iso(epoch: float) -> str:
-    return (
-        datetime.fromtimestamp(epoch, timezone.utc)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
-
-
-def epoch(text: Any) -> float | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def expired(question: Mapping[str, Any], now: float) -> bool:
-    deadline = epoch(question.get("expires_at"))
-    return deadline is not None and now >= deadline
-
-
-def remaining(question: Mapping[str, Any], now: float) -> float | None:
-    deadline = epoch(question.get("expires_at"))
-    return None if deadline is None else max(0.0, deadline - now)
 
 
 def default_by(env: Mapping[str, str]) -> str | None:
@@ -130,13 +105,11 @@ def matches(pattern: str, qid: str) -> bool:
     )
 
 
-def listing(pending: Iterable[Mapping[str, Any]]) -> str:
-    return ", ".join(
-        f"{q.get('id')} ({'|'.join(q.get('choices') or []) or 'free text'})" for q in pending
-    )
+def listing(pending: Iterable[Question]) -> str:
+    return ", ".join(f"{q.id} ({'|'.join(q.choices) or 'free text'})" for q in pending)
 
 
-def resolve(pending: list[dict[str, Any]], key: str | None, run_id: str) -> dict[str, Any]:
+def resolve(pending: list[Question], key: str | None, run_id: str) -> Question:
     """The one pending question an answer is for; refused (exit 2) with the list otherwise."""
     if not pending:
         raise AnswerError(f"run {run_id} has no pending question")
@@ -147,7 +120,7 @@ def resolve(pending: list[dict[str, Any]], key: str | None, run_id: str) -> dict
                 "say which one: --answer ID=VALUE"
             )
         return pending[0]
-    found = [q for q in pending if matches(key, str(q.get("id")))]
+    found = [q for q in pending if matches(key, q.id)]
     if len(found) == 1:
         return found[0]
     if not found:
@@ -160,19 +133,18 @@ def resolve(pending: list[dict[str, Any]], key: str | None, run_id: str) -> dict
     )
 
 
-def check_value(question: Mapping[str, Any], value: str) -> None:
-    choices = list(question.get("choices") or [])
-    if choices and value not in choices:
+def check_value(question: Question, value: str) -> None:
+    if question.choices and value not in question.choices:
         raise AnswerError(
-            f"'{value}' is not an answer to {question.get('id')}: choose one of "
-            f"{', '.join(choices)}"
+            f"'{value}' is not an answer to {question.id}: choose one of "
+            f"{', '.join(question.choices)}"
         )
 
 
-def check_not_expired(question: Mapping[str, Any], now: float, run_id: str) -> None:
-    if expired(question, now):
+def check_not_expired(question: Question, now: float, run_id: str) -> None:
+    if question.expired(now):
         raise AnswerError(
-            f"question {question.get('id')} expired at {question.get('expires_at')}; resume "
+            f"question {question.id} expired at {question.expires_at}; resume "
             f"without --answer to take the timeout route: ll resume {run_id}"
         )
 
@@ -197,15 +169,15 @@ def _file(qid: str) -> str:
     return qid.replace("/", "~") + ".json"
 
 
-def write_answer(root: Path, answer: Mapping[str, Any]) -> Path:
-    """Record an answer for question `answer["id"]` (atomically; a later one replaces it)."""
+def write_answer(root: Path, answer: Answer) -> Path:
+    """Record an answer for question `answer.id` (atomically; a later one replaces it)."""
     folder = root / ANSWERS
     folder.mkdir(exist_ok=True)
-    target = folder / _file(str(answer["id"]))
+    target = folder / _file(answer.id)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".answer-")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(dict(answer), fh)
+            json.dump(answer.to_json(), fh)
             fh.write("\n")
         os.replace(tmp, target)
     except BaseException:
@@ -214,76 +186,79 @@ def write_answer(root: Path, answer: Mapping[str, Any]) -> Path:
     return target
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def _read_json(path: Path) -> object:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+
+
+def _read(path: Path) -> Answer | None:
+    """An answer file `ll answer` wrote; a torn or missing one is no answer (yet), and one
+    that is JSON but not an answer is refused naming the file."""
+    data = _read_json(path)
+    return None if data is None else Answer.from_json(data, str(path))
 
 
 def take_answer(
     root: Path,
-    question: Mapping[str, Any],
+    question: Question,
     *,
     keep: Callable[[Path, dict[str, Any]], None],
     read: Callable[[Path], Any],
-) -> dict[str, Any] | None:
+) -> Answer | None:
     """The recorded answer to `question`, kept under `answers/used/` by `keep` (the run's
     session: sealed, atomic) and removed from `answers/`; a second take reads that copy back
     through `read` (the run was cut off after taking it and runs the step again). An answer
     recorded for an earlier occurrence with the same id (a child run called again) is not
     this one's."""
     folder = root / ANSWERS
-    name = _file(str(question["id"]))
-    data = _read(folder / name)
-    if data is not None and _for(data, question):
+    name = _file(question.id)
+    found = _read(folder / name)
+    if found is not None and found.is_for(question):
         (folder / USED).mkdir(exist_ok=True)
-        keep(folder / USED / name, data)
+        keep(folder / USED / name, found.to_json())
         (folder / name).unlink(missing_ok=True)
-        return data
+        return found
     try:
-        used = read(folder / USED / name)
+        data = read(folder / USED / name)
     except (OSError, ValueError):
         return None
-    return used if isinstance(used, dict) and _for(used, question) else None
-
-
-def _for(answer: Mapping[str, Any], question: Mapping[str, Any]) -> bool:
-    asked = answer.get("asked_at")
-    return asked is None or asked == question.get("asked_at")
+    used = Answer.from_json(data, str(folder / USED / name))
+    return used if used.is_for(question) else None
 
 
 def waiting_answer(root: Path, qid: str) -> bool:
     return (root / ANSWERS / _file(qid)).is_file()
 
 
-def recorded_answer(root: Path, question: Mapping[str, Any]) -> dict[str, Any] | None:
+def recorded_answer(root: Path, question: Question) -> Answer | None:
     """The answer `ll answer` recorded for `question`, not yet taken by a resume."""
-    data = _read(root / ANSWERS / _file(str(question.get("id"))))
-    return data if data is not None and _for(data, question) else None
+    found = _read(root / ANSWERS / _file(question.id))
+    return found if found is not None and found.is_for(question) else None
 
 
 def answer_record(
     qid: str, value: str, *, note: str | None, by: str | None, via: str, now: float,
     asked_at: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> Answer:  # fmt: skip
     """An answer; `asked_at` ties it to one occurrence of the question."""
-    return {
-        "id": qid, "answer": value, "note": note, "by": by, "via": via, "at": iso(now),
-        "asked_at": asked_at,
-    }  # fmt: skip
+    return Answer(qid, value, note=note, by=by, via=via, at=iso(now), asked_at=asked_at)
 
 
-def tree_pending(root: Path, state: Mapping[str, Any]) -> list[dict[str, Any]]:
+def state_pending(state: Mapping[str, Any], where: Path | str) -> list[Question]:
+    """The questions a state.json holds waiting, each checked (`RecordError` naming it)."""
+    return pending_of(state.get("pending"), str(where))
+
+
+def tree_pending(root: Path, state: Mapping[str, Any]) -> list[Question]:
     """The questions waiting in a run and in its child runs (a live child's question is in
     its own state.json until the tree suspends)."""
-    found = {str(q.get("id")): q for q in state.get("pending") or [] if isinstance(q, dict)}
+    found = {q.id: q for q in state_pending(state, root / "state.json")}
     for path in sorted(root.glob("sub/**/state.json")):
-        child = _read(path)
-        if child is None or child.get("status") == "finished":
+        child = _read_json(path)
+        if not isinstance(child, dict) or child.get("status") == "finished":
             continue
-        for q in child.get("pending") or []:
-            if isinstance(q, dict):
-                found.setdefault(str(q.get("id")), q)
+        for q in state_pending(child, path):
+            found.setdefault(q.id, q)
     return list(found.values())

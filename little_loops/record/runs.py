@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from little_loops.errors import (
     EXIT_RUN_ERROR,
@@ -26,7 +25,12 @@ from little_loops.record.history import (
     History,
     Step,
 )
-from little_loops.record.questions import recorded_answer, tree_pending, tree_root
+from little_loops.record.questions import (
+    Question,
+    recorded_answer,
+    tree_pending,
+    tree_root,
+)
 from little_loops.record.store import (
     RunDir,
     find_run,
@@ -56,7 +60,7 @@ class RunInfo:
     cost_usd: float
     pid: int
     error: str | None = None
-    pending: tuple[dict[str, Any], ...] = ()  # questions waiting for an answer
+    pending: tuple[Question, ...] = ()  # questions waiting for an answer
 
     @property
     def shown_status(self) -> str:
@@ -220,7 +224,7 @@ def status_text(base: Path, run_id: str | None) -> str:
         if started is not None:
             elapsed = max(elapsed, int((time.time() - started) * 1000))
     root = tree_root(run_dir.root)
-    answers = {str(q.get("id")): recorded_answer(root, q) for q in i.pending}
+    answers = {q.id: recorded_answer(root, q) for q in i.pending}
     error = i.error
     if i.pending and all(answers.values()):  # `ll answer` gave them all: nothing waits
         error = f"answered; continue it with: ll resume {i.run_id}"
@@ -250,16 +254,16 @@ def status_text(base: Path, run_id: str | None) -> str:
     if i.pending:
         lines.append("questions:")
         for q in i.pending:
-            expires = f" (expires {q.get('expires_at')})" if q.get("expires_at") else ""
-            lines.append(f"  {shown(q.get('id'))}: {shown(q.get('prompt'))}{shown(expires)}")
-            given = answers.get(str(q.get("id")))
+            expires = f" (expires {q.expires_at})" if q.expires_at else ""
+            lines.append(f"  {shown(q.id)}: {shown(q.prompt)}{shown(expires)}")
+            given = answers.get(q.id)
             if given is not None:
-                by = f" by {shown(given.get('by'))}" if given.get("by") else ""
-                answer = shown(given.get("answer"))
+                by = f" by {shown(given.by)}" if given.by else ""
+                answer = shown(given.answer)
                 lines.append(f"    answered: {answer}{by} (ll resume {i.run_id})")
                 continue
-            choices = shown("|".join(map(str, q.get("choices") or [])) or "TEXT")
-            key = f"{shown(q.get('id'))}=" if len(i.pending) > 1 else ""
+            choices = shown("|".join(q.choices) or "TEXT")
+            key = f"{shown(q.id)}=" if len(i.pending) > 1 else ""
             lines.append(f"    answer: ll resume {i.run_id} --answer {key}{choices}")
     if i.status == "paused":
         lines.append(f"continue with: ll step {i.run_id} (or ll resume {i.run_id})")

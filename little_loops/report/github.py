@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from little_loops.errors import LoopError
 from little_loops.model.loop import Loop
 from little_loops.record.events import (
     Event,
@@ -267,17 +268,20 @@ class GitHubReport:
             state = json.loads((root / "state.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return []
-        pending = tree_pending(root, state) if isinstance(state, dict) else []
+        try:
+            pending = tree_pending(root, state) if isinstance(state, dict) else []
+        except LoopError:  # a malformed question: `ll status` names the file
+            return []
         if not pending:
             return []
         run_id = complete.run_id or root.name
         lines = ["#### Waiting for an answer", ""]
         for q in pending:
-            qid = str(q.get("id"))
-            choices = "|".join(q.get("choices") or []) or "TEXT"
+            qid = q.id
+            choices = "|".join(q.choices) or "TEXT"
             key = "" if len(pending) == 1 else f"{qid.rpartition('@')[0]}="
-            expires = f" (expires {q.get('expires_at')})" if q.get("expires_at") else ""
-            lines.append(f"- **{_cell(qid)}**: {_cell(str(q.get('prompt')))}{expires}")
+            expires = f" (expires {q.expires_at})" if q.expires_at else ""
+            lines.append(f"- **{_cell(qid)}**: {_cell(q.prompt)}{expires}")
             lines.append("")
             lines.append("  ```bash")
             lines.append(f"  ll resume {run_id} --answer {key}{choices} [--note TEXT]")

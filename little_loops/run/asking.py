@@ -10,6 +10,7 @@ verdict `timeout`. Time is the run's clock, so a simulation can move past a dead
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from little_loops.errors import (
@@ -28,7 +29,12 @@ from little_loops.model.progress import (
 )
 from little_loops.record import events as ev
 from little_loops.record import questions as qs
-from little_loops.record.questions import Suspended
+from little_loops.record.questions import (
+    Answer,
+    Expired,
+    Question,
+    Suspended,
+)
 from little_loops.record.store import RunDir
 from little_loops.run.gate import GATE
 from little_loops.run.session import RunSession
@@ -75,7 +81,7 @@ class AskCalls:
             # The children's questions were answered (or dropped with them): none is ours now.
             inside = "/".join((*(self.parent.path if self.parent else ()), state.name)) + "/"
             pending = self.progress.pending
-            self.progress.pending = [q for q in pending if not str(q.get("id")).startswith(inside)]
+            self.progress.pending = [q for q in pending if not q.id.startswith(inside)]
             return result
         if state.is_ask:
             return self._ask(step, state)
@@ -86,10 +92,10 @@ class AskCalls:
         p = self.progress
         path = (*(self.parent.path if self.parent else ()), state.name)
         qid = qs.question_id(path, step)
-        question = next((q for q in p.pending if q.get("id") == qid), None)
+        question = next((q for q in p.pending if q.id == qid), None)
         if question is None:  # asked now (a resumed run asked it before: not asked again)
             prompt = self.steps.templates.render(state.ask, step, state, 1, shell=False)
-            question = qs.new_question(
+            question = Question.new(
                 qid, state.name, step, prompt, state.choices, self._now(), state.timeout
             )
             p.pending.append(question)
@@ -100,34 +106,35 @@ class AskCalls:
                     question_id=qid,
                     prompt=self._redacted(prompt),
                     choices=state.choices,
-                    asked_at=question["asked_at"],
-                    expires_at=question["expires_at"],
+                    asked_at=question.asked_at,
+                    expires_at=question.expires_at,
                 )
             )
             self.session.persist(p)
         answer = self._find_answer(question, state.name)
-        if answer is None and not qs.expired(question, self._now()):
+        reply: Answer | Expired | None = answer
+        if reply is None and not question.expired(self._now()):
             prompt_hook = self.options.prompt
             if prompt_hook is not None:
                 root = qs.tree_root(self.run_dir.root)
                 self.session.flush()  # the question is in the log before anyone reads it
                 with GATE.interruptible():  # Ctrl-C at the prompt stops the run (resumable)
-                    answer = prompt_hook(question, lambda: self._poll(question, root))
-        if answer is None and not qs.expired(question, self._now()):
+                    reply = prompt_hook(question, lambda: self._poll(question, root))
+        if reply is None and not question.expired(self._now()):
             raise Suspended([question])
-        return self._answered(step, state, question, answer)
+        return self._answered(step, state, question, reply if isinstance(reply, Answer) else None)
 
     def _redacted(self, text: str) -> str:
         redactor = self.session.redactor
         return redactor.text(text) if redactor else text
 
-    def _find_answer(self, question: dict[str, Any], state_name: str) -> dict[str, Any] | None:
-        qid = str(question["id"])
+    def _find_answer(self, question: Question, state_name: str) -> Answer | None:
+        qid = question.id
         root = qs.tree_root(self.run_dir.root)
         found = self._take(root, question)
         if found is not None:
             # Answered before it expired (the command line refuses later ones).
-            at, expires = qs.epoch(found.get("at")), qs.epoch(question.get("expires_at"))
+            at, expires = qs.epoch(found.at), question.deadline
             if expires is None or at is None or at < expires:
                 return found
         for pattern, value in self.options.answers.items():
@@ -137,7 +144,7 @@ class AskCalls:
         simulated = self.steps.actions.stub_answer(state_name)
         if simulated is not None:
             self.session.clock.sleep(float(simulated.get("duration_ms") or 0) / 1000.0)
-            if qs.expired(question, self._now()):
+            if question.expired(self._now()):
                 return None
             value = str(simulated.get("verdict") or "success")
             if value == "timeout":
@@ -148,47 +155,44 @@ class AskCalls:
             )
         return None
 
-    def _poll(self, question: dict[str, Any], root: Any) -> dict[str, Any] | None:
-        """For the prompt while it waits: an answer `ll answer` recorded, or `{"expired": ...}`."""
-        if qs.expired(question, self._now()):
-            return {"expired": True}
-        if qs.waiting_answer(root, str(question["id"])):
+    def _poll(self, question: Question, root: Path) -> Answer | Expired | None:
+        """For the prompt while it waits: an answer `ll answer` recorded, or the expiry."""
+        if question.expired(self._now()):
+            return Expired(question.id, question.expires_at)
+        if qs.waiting_answer(root, question.id):
             return self._take(root, question)
         return None
 
-    def _take(self, root: Any, question: dict[str, Any]) -> dict[str, Any] | None:
+    def _take(self, root: Path, question: Question) -> Answer | None:
         """An answer recorded for `question`; its used copy written by this run's session."""
         session = self.session
         return qs.take_answer(root, question, keep=session.write_record, read=session.read_record)
 
     def _answered(
-        self, step: int, state: State, question: dict[str, Any], answer: dict[str, Any] | None
+        self, step: int, state: State, question: Question, answer: Answer | None
     ) -> StepResult:
         p = self.progress
-        qid = str(question["id"])
-        if answer is not None and answer.get("expired"):
-            answer = None
+        qid = question.id
         if answer is None:  # expired
             verdict = Verdict("timeout", {"question_id": qid})
-            reason = f"question {qid} expired at {question.get('expires_at')} without an answer"
+            reason = f"question {qid} expired at {question.expires_at} without an answer"
             record = {**output_record(state, None), "by": None}
         else:
-            value = str(answer.get("answer", ""))
+            value = answer.answer
             if state.choices and value not in state.choices:
                 raise LoopError(
                     f"'{value}' is not an answer to {qid}: choose one of {', '.join(state.choices)}"
                 )
-            note = answer.get("note")
-            by = answer.get("by")
+            note, by = answer.note, answer.by
             self.session.emit(
                 ev.Answer(
                     step=step,
                     state=state.name,
                     question_id=qid,
                     answer=value,
-                    note=note if isinstance(note, str) else None,
-                    by=by if isinstance(by, str) else None,
-                    via=str(answer.get("via") or "answer"),
+                    note=note,
+                    by=by,
+                    via=answer.via or "answer",
                 )
             )
             verdict = Verdict(value if state.choices else "success", {"question_id": qid, "by": by})
@@ -205,7 +209,7 @@ class AskCalls:
                 reason=reason,
             )
         )
-        p.pending = [q for q in p.pending if q.get("id") != qid]
+        p.pending = [q for q in p.pending if q.id != qid]
         if state.capture:
             p.captured[state.capture] = record
         return StepResult(verdict, None, reason, record)
@@ -215,12 +219,12 @@ class AskCalls:
     ) -> RunResult:
         raise NotImplementedError  # `Runner._finish`: every end goes through it
 
-    def _suspend(self, pending: list[dict[str, Any]]) -> RunResult:
+    def _suspend(self, pending: list[Question]) -> RunResult:
         """Nothing can go on without an answer: the run ends `suspended` (exit 6), holding
         every question the tree below waits on, and no other."""
         p = self.progress
         p.pending = list(pending)
-        shown = ", ".join(str(q.get("id")) for q in pending)
+        shown = ", ".join(q.id for q in pending)
         return self._finish(
             "suspended", p.current, f"waiting for an answer to {shown}", EXIT_SUSPENDED
         )

@@ -319,7 +319,9 @@ class ForkCalls:
         if (child_root / "state.json").is_file():  # it was running when the fork stopped
             from little_loops.record.history import History
 
-            progress = Progress.from_dict(RunDir(child_root).read_state())
+            progress = Progress.from_dict(
+                RunDir(child_root).read_state(), str(child_root / "state.json")
+            )
             progress.path = History.from_file(child_root / "events.jsonl").path_upto(progress.step)
             progress.status = "running"
             # Where this tree runs now: its run directory may have moved to another checkout

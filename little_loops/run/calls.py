@@ -159,7 +159,7 @@ class ChildCalls:
         if (root / "state.json").is_file():  # it was running when its parent stopped
             from little_loops.record.history import History
 
-            progress = Progress.from_dict(RunDir(root).read_state())
+            progress = Progress.from_dict(RunDir(root).read_state(), str(root / "state.json"))
             progress.path = History.from_file(root / "events.jsonl").path_upto(progress.step)
             progress.status = "running"
             # Where this tree runs now (its run directory may have moved to another checkout).

@@ -47,7 +47,7 @@ def prepare_resume(
     else:
         run_dir = find_run(base, run_id)
     state = run_dir.read_state()
-    progress = Progress.from_dict(state)
+    progress = Progress.from_dict(state, str(run_dir.state_path))
     progress.path = _path_from_events(run_dir, progress.step)
     if progress.status == "finished":
         raise LoopError(

@@ -428,7 +428,7 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
         if outcome == "suspended":  # the questions it waits on, before its end
             self.session.emit(
                 ev.LoopSuspended(
-                    pending=tuple(str(q.get("id")) for q in p.pending),
+                    pending=tuple(q.id for q in p.pending),
                     exit_code=code,
                     steps=p.step,
                     duration_ms=duration_ms,

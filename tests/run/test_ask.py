@@ -266,17 +266,18 @@ def test_by_defaults_to_ll_user_then_github_actor_then_user(tmp_path: Path) -> N
 
 
 def test_several_pending_questions_refuse_a_bare_answer() -> None:
+    choices = ("approve", "reject")
     pending = [
-        {"id": "reviews/security@1", "choices": ["approve", "reject"]},
-        {"id": "reviews/legal@1", "choices": ["approve", "reject"]},
+        qs.Question("reviews/security@1", "security", 1, "ok?", choices, "2026-01-01T00:00:00Z"),
+        qs.Question("reviews/legal@1", "legal", 1, "ok?", choices, "2026-01-01T00:00:00Z"),
     ]
     with pytest.raises(qs.AnswerError) as bare:
         qs.resolve(pending, None, "RUN")
     assert "has 2 pending questions: reviews/security@1 (approve|reject), reviews/legal@1" in (
         str(bare.value)
     )
-    assert qs.resolve(pending, "reviews/legal", "RUN")["id"] == "reviews/legal@1"
-    assert qs.resolve(pending, "reviews/security@1", "RUN")["id"] == "reviews/security@1"
+    assert qs.resolve(pending, "reviews/legal", "RUN").id == "reviews/legal@1"
+    assert qs.resolve(pending, "reviews/security@1", "RUN").id == "reviews/security@1"
     with pytest.raises(qs.AnswerError, match="matches 2 pending questions"):
         qs.resolve(pending, "reviews/*", "RUN")
     with pytest.raises(qs.AnswerError, match="no pending question"):
