@@ -11,7 +11,7 @@ import pytest
 from little_loops.errors import RecordError
 from little_loops.model.progress import Progress
 from little_loops.record import questions as qs
-from tests.project import Project
+from project import Project
 
 ASK = """\
 name: gate
@@ -33,7 +33,8 @@ def test_a_question_reads_back_what_it_writes_in_the_same_keys() -> None:
     assert data["asked_at"] == "1970-01-01T00:00:00.000Z"
     assert data["expires_at"] == "1970-01-01T00:01:00.000Z"
     assert qs.Question.from_json(json.loads(json.dumps(data)), "state.json") == q
-    assert not q.expired(59.0) and q.expired(60.0)
+    assert not q.expired(59.0)
+    assert q.expired(60.0)
     assert q.remaining(45.0) == 15.0
 
 
