@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from project import Project
 
 from little_loops.errors import RecordError
 from little_loops.model.progress import Progress
 from little_loops.record import questions as qs
-from project import Project
 
 ASK = """\
 name: gate
