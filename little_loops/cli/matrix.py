@@ -106,6 +106,7 @@ def run_branch(
     from little_loops.actions import adopt_orphans
     from little_loops.model.fork import (
         BranchEnd,
+        BranchRecord,
         counts,
     )
     from little_loops.model.loop import Join
@@ -128,10 +129,11 @@ def run_branch(
         result = Runner(alone, options, listeners=[renderer], run_id=run_id).run()
     where = child_dir(result.run_dir, 1, name) / key
     try:
-        record = json.loads((where / "result.json").read_text(encoding="utf-8"))
+        raw = json.loads((where / "result.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         click.echo(f"ll: branch {name}/{key} did not run: {result.error}", err=True)
         sys.exit(3)
+    record = BranchRecord.from_json(raw, str(where / "result.json"), need=("verdict",))
     mark = {
         "loop": loop.name,
         "state": name,
@@ -139,7 +141,7 @@ def run_branch(
         "dir": str(where.relative_to(result.run_dir)),
     }
     (result.run_dir / MARK).write_text(json.dumps(mark) + "\n", encoding="utf-8")
-    end = BranchEnd(str(record.get("verdict")), str(record.get("outcome") or ""))
+    end = BranchEnd(str(record.verdict), record.outcome or "")
     if not json_mode:
         click.echo(
             f"ll: branch {name}/{key} ended {end.verdict}; its run: {result.run_dir}", err=True
@@ -250,9 +252,11 @@ def _planned_keys(data: dict[str, Any], current: str, fork: Path) -> frozenset[s
     its `items.json`, or items the loop file lists or builds from context and env."""
     import os
 
+    from little_loops.errors import LoopError
     from little_loops.load.loader import load
     from little_loops.model.fork import (
         branch_items,
+        items_record,
         make_items,
         max_items,
         parse_items,
@@ -266,8 +270,8 @@ def _planned_keys(data: dict[str, Any], current: str, fork: Path) -> frozenset[s
     if stored.is_file() and not stored.is_symlink():
         try:
             rows = json.loads(stored.read_text(encoding="utf-8"))
-            return frozenset(str(row["key"]) for row in rows)
-        except (OSError, ValueError, TypeError, KeyError):
+            return frozenset(i.key for i in items_record(rows, str(stored), max_items()))
+        except (OSError, ValueError, LoopError):
             pass  # the run says what is wrong with it when it resumes
     try:
         loop = load(Path(str(data.get("loop_file") or "")))

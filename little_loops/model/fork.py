@@ -9,6 +9,7 @@ when the fork could not start. `branches.py` runs the branches and asks these fu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -16,10 +17,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from little_loops.errors import RecordError
 from little_loops.model.loop import (
     Join,
     State,
     base_verdict,
+)
+from little_loops.model.question import (
+    Question,
+    json_kind,
 )
 
 KEY_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,40}")
@@ -108,13 +114,148 @@ def concurrency(state: State, total: int) -> int:
 # -- the join ---------------------------------------------------------------------------------
 
 
+# The keys of a branch record, in the order a finished `loop:` branch writes them.
+BRANCH_KEYS = (
+    "output", "stderr", "exit_code", "duration_ms", "state", "outputs", "final_state",
+    "outcome", "run_id", "steps", "cost_usd", "error", "verdict", "key", "index", "item",
+)  # fmt: skip
+_KINDS: dict[str, tuple[type, ...]] = {
+    "exit_code": (int,),
+    "duration_ms": (int,),
+    "steps": (int,),
+    "index": (int,),
+    "cost_usd": (int, float),
+    "outputs": (dict,),
+}
+
+
+@dataclass(frozen=True)
+class BranchRecord:
+    """A branch's record: its `result.json` beside its run, and its entry in the fork's
+    `join.json` and `captured.X.branches`. Which keys it has depends on how the branch
+    ended (finished, cancelled, could not start, read back after a crash); `keys` holds them
+    in their order, so a record reads back and writes again byte for byte."""
+
+    output: str | None = None
+    stderr: str | None = None
+    exit_code: int | None = None
+    duration_ms: int | None = None
+    state: str | None = None
+    outputs: Mapping[str, str] | None = None
+    final_state: str | None = None
+    outcome: str | None = None
+    run_id: str | None = None
+    steps: int | None = None
+    cost_usd: float | None = None
+    error: str | None = None
+    verdict: str | None = None
+    key: str | None = None
+    index: int | None = None
+    item: str | None = None
+    keys: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in self.keys}
+        for k in BRANCH_KEYS:  # a value set after the record was built: at the end
+            if k not in out and getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        if isinstance(out.get("outputs"), Mapping):
+            out["outputs"] = dict(out["outputs"])
+        return out
+
+    @classmethod
+    def from_json(cls, data: object, where: str, *, need: tuple[str, ...] = ()) -> BranchRecord:
+        """A record as `to_json` wrote it, each known key's type checked, unknown keys
+        dropped; `need` names the keys it must have. `RecordError` names `where`."""
+        if not isinstance(data, dict):
+            raise _bad(where, f"is {json_kind(data)}, not a branch record (an object)")
+        for k in need:
+            if data.get(k) is None:
+                raise _bad(where, f"has no '{k}'")
+        values: dict[str, Any] = {}
+        for k in BRANCH_KEYS:
+            if k not in data:
+                continue
+            value = data[k]
+            kinds = _KINDS.get(k, (str,))
+            if value is not None and (
+                not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)
+            ):
+                raise _bad(where, f"'{k}' is {json_kind(value)}, not {_want(kinds)}")
+            if isinstance(value, dict) and not all(isinstance(v, str) for v in value.values()):
+                raise _bad(where, f"'{k}' holds a value that is not a string")
+            values[k] = value
+        return cls(**values, keys=tuple(values))
+
+    @classmethod
+    def of(cls, **values: Any) -> BranchRecord:
+        """A record with these keys, in this order."""
+        unknown = set(values) - set(BRANCH_KEYS)
+        if unknown:
+            raise TypeError(f"not keys of a branch record: {sorted(unknown)}")
+        return cls(**values, keys=tuple(values))
+
+    def with_(self, **values: Any) -> BranchRecord:
+        """This record with these keys changed (kept in their place) or added (at the end)."""
+        keys = self.keys + tuple(k for k in values if k not in self.keys)
+        return dataclasses.replace(self, **values, keys=keys)
+
+
+def join_record(data: object, where: str) -> dict[str, BranchRecord]:
+    """A fork's `join.json`: every branch's record by key, checked."""
+    if not isinstance(data, dict):
+        why = f"is {json_kind(data)}, not the branches' records by key (an object)"
+        raise _bad(where, why)
+    return {str(k): BranchRecord.from_json(v, f"{where}: branch '{k}'") for k, v in data.items()}
+
+
+def items_record(data: object, where: str, cap: int) -> list[Item]:
+    """A fork's `items.json`, as stored when it started: a list of {key, index, value} with
+    keys that name a branch directory, no more than `cap`, no key twice."""
+
+    def bad(why: str) -> RecordError:
+        return _bad(where, why, again="(or remove it, to resolve the items again)")
+
+    if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
+        raise bad("is not a list of items")
+    if len(data) > cap:
+        raise bad(f"holds {len(data)} items, more than the cap of {cap} (LL_MAX_ITEMS)")
+    items: list[Item] = []
+    for d in data:
+        key, index = d.get("key"), d.get("index")
+        if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):
+            raise bad(f"an item's key {str(key)[:60]!r} is not a branch key")
+        if not isinstance(index, int) or isinstance(index, bool) or "value" not in d:
+            raise bad(f"item '{key}' lacks its index or value")
+        items.append(Item(key, index, d["value"]))
+    if len({i.key for i in items}) != len(items):
+        raise bad("two items have the same key")
+    return items
+
+
+def items_json(items: Sequence[Item]) -> list[dict[str, Any]]:
+    return [i.to_dict() for i in items]
+
+
+def _bad(where: str, why: str, again: str = "") -> RecordError:
+    return RecordError(f"{where}: {why}; repair it {again + ' ' if again else ''}and run ll resume")
+
+
+def _want(kinds: tuple[type, ...]) -> str:
+    if dict in kinds:
+        return "an object"
+    return "a string" if str in kinds else "a number"
+
+
 @dataclass(frozen=True)
 class BranchEnd:
-    """How one branch ended: its verdict (or `cancelled`) and its child run's end."""
+    """How one branch ended: its verdict (or `cancelled`) and its record; a branch waiting
+    for an answer (`suspended`) holds its questions."""
 
     verdict: str
     outcome: str = ""  # the child run's outcome; a terminal of a `loop:` child routes by it
-    record: Mapping[str, Any] = field(default_factory=dict)
+    record: BranchRecord = field(default_factory=BranchRecord)
+    pending: tuple[Question, ...] = ()
 
 
 def counts(join: Join, end: BranchEnd) -> bool:
@@ -163,7 +304,7 @@ def summary(
     # By key, not by a scan of the lists: a fork of 10,000 items would compare 10^8 pairs.
     either = {i.key for i in good} | {i.key for i in cancelled}
     bad = [i for i in done if i.key not in either]
-    branches = {i.key: dict(ends[i.key].record) for i in done}
+    branches = {i.key: ends[i.key].record.to_json() for i in done}
 
     def lines(chosen: list[Item]) -> str:
         return "\n".join(i.text for i in chosen)

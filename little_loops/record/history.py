@@ -16,6 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from little_loops.errors import LoopError
+from little_loops.model.fork import join_record
 from little_loops.model.loop import base_verdict
 from little_loops.record.events import (
     ActionComplete,
@@ -502,7 +504,6 @@ def log_tail(run_dir: Path | None, visit: Step) -> list[str]:
     file under `steps/` (a run an older ll recorded)."""
     if run_dir is None:
         return []
-    from little_loops.errors import LoopError
     from little_loops.record.store import RunLog
 
     data = b""
@@ -527,24 +528,22 @@ def branch_lines(run_dir: Path | None, visit: Step) -> list[str]:
         return []
     joins = sorted((run_dir / "sub").glob(f"{visit.step:04d}-*/join.json"))
     try:
-        branches = json.loads(joins[-1].read_text(encoding="utf-8")) if joins else {}
-    except (OSError, ValueError):
+        data = json.loads(joins[-1].read_text(encoding="utf-8")) if joins else {}
+        branches = join_record(data, str(joins[-1])) if joins else {}
+    except (OSError, ValueError, LoopError):  # a report draws what it can read
         return []
-    if not isinstance(branches, dict) or not branches:
+    if not branches:
         return []
     lines = ["", "branches:"]
     for key, branch in branches.items():
-        if not isinstance(branch, dict):
-            continue
-        verdict = branch.get("verdict") or branch.get("outcome") or "?"
+        verdict = branch.verdict or branch.outcome or "?"
         line = f"  {key}: {verdict}"
-        error = branch.get("error")
-        if isinstance(error, str) and error and verdict != "success":
+        error = branch.error
+        if error and verdict != "success":
             line += f" ({error})"
         lines.append(line)
-        for stream in ("output", "stderr"):
-            value = branch.get(stream)
-            if isinstance(value, str) and value.strip():
+        for stream, value in (("output", branch.output), ("stderr", branch.stderr)):
+            if value and value.strip():
                 tail = [x for x in value.splitlines() if x.strip()][-_OUTPUT_LINES:]
                 lines += [f"    {stream}: {x}" for x in tail]
     return lines

@@ -25,11 +25,14 @@ from little_loops.errors import (
 )
 from little_loops.model.fork import (
     BranchEnd,
+    BranchRecord,
     Item,
     ItemsError,
     branch_items,
     decide,
     describe,
+    items_json,
+    items_record,
     make_items,
     max_items,
     parse_items,
@@ -85,36 +88,16 @@ JOIN = "join.json"
 
 def _stored_items(stored: Path, cap: int, read: Callable[[Path], Any]) -> list[Item]:
     """The items a fork stored when it started (read back by the run's session, which fills
-    in their sealed secrets), checked as any file read back: a list of {key, index, value}
-    with keys that name a branch directory, no more than the cap. Anything else stops the
-    run (exit 3), resumable once the file is repaired."""
-    from little_loops.model.fork import KEY_PATTERN
-
-    def bad(why: str) -> RecordError:
-        return RecordError(
-            f"{stored}: {why}; repair it (or remove it, to resolve the items again) and "
-            "run ll resume"
-        )
-
+    in their sealed secrets), checked as any file read back (`items_record`). Anything else
+    stops the run (exit 3), resumable once the file is repaired."""
     try:
         data = read(stored)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise bad(f"cannot be read as JSON ({type(exc).__name__})") from None
-    if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
-        raise bad("is not a list of items")
-    if len(data) > cap:
-        raise bad(f"holds {len(data)} items, more than the cap of {cap} (LL_MAX_ITEMS)")
-    items: list[Item] = []
-    for d in data:
-        key, index = d.get("key"), d.get("index")
-        if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):
-            raise bad(f"an item's key {str(key)[:60]!r} is not a branch key")
-        if not isinstance(index, int) or isinstance(index, bool) or "value" not in d:
-            raise bad(f"item '{key}' lacks its index or value")
-        items.append(Item(key, index, d["value"]))
-    if len({i.key for i in items}) != len(items):
-        raise bad("two items have the same key")
-    return items
+        raise RecordError(
+            f"{stored}: cannot be read as JSON ({type(exc).__name__}); repair it (or remove "
+            "it, to resolve the items again) and run ll resume"
+        ) from None
+    return items_record(data, str(stored), cap)
 
 
 class ForkCalls:
@@ -249,7 +232,7 @@ class ForkCalls:
                 values = list(given or ())
             items = make_items(values, max_items(self.env))
         root.mkdir(parents=True, exist_ok=True)
-        self.session.write_record(stored, [i.to_dict() for i in items])
+        self.session.write_record(stored, items_json(items))
         return items
 
     # -- one branch ------------------------------------------------------------------------
@@ -308,7 +291,7 @@ class ForkCalls:
             if isinstance(exc, SimulationError):
                 raise  # the script is wrong, not the branch: the run stops
             reason = str(exc.message if isinstance(exc, LoopError) else exc)
-            record = {"verdict": "error", "error": reason, "key": item.key, "index": item.index}
+            record = BranchRecord.of(verdict="error", error=reason, key=item.key, index=item.index)
             return BranchEnd("error", "error", record)
         child_root = root / item.key
         run_id = f"{self.progress.run_id}/{root.name}/{item.key}"

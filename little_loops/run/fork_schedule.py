@@ -10,6 +10,7 @@ resumed fork reads back instead of running the branch again.
 from __future__ import annotations
 
 import dataclasses
+import json
 import queue
 import signal
 import threading
@@ -29,6 +30,7 @@ from little_loops.model.fork import (
     CANCELLED,
     OUTPUT_CHARS,
     BranchEnd,
+    BranchRecord,
     Item,
     concurrency,
     decide,
@@ -158,11 +160,11 @@ class Fork:
             waiting = [k for k, e in ends.items() if e.verdict == SUSPENDED]
             if waiting and decide(self.join, len(self.items), _settled(ends)) is None:
                 # Nothing else can progress: the run suspends; `ll resume` resumes these.
-                raise Suspended([q for k in waiting for q in ends[k].record.get("pending", ())])
+                raise Suspended([q for k in waiting for q in ends[k].pending])
             for key in waiting:  # the join was decided without them
-                ends[key] = BranchEnd(CANCELLED, CANCELLED, {})
+                ends[key] = BranchEnd(CANCELLED, CANCELLED)
             for item in todo:  # never started: the join was decided without them
-                ends[item.key] = self._complete(item, BranchEnd(CANCELLED, CANCELLED, {}))
+                ends[item.key] = self._complete(item, BranchEnd(CANCELLED, CANCELLED))
         except BaseException as exc:
             signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
             for job, _ in running.values():
@@ -207,13 +209,15 @@ class Fork:
         if data.get("status") != "finished":
             return None
         try:
-            record = self.host.session.read_record(root / RESULT)
+            raw = self.host.session.read_record(root / RESULT)
         except (OSError, ValueError):  # killed between its end and its record: from its files
             record = self._read_back(item, root, data)
             self._write_result(root, record)
-        return BranchEnd(str(record.get("verdict")), str(record.get("outcome") or ""), record)
+        else:  # a malformed record stops the run (exit 3), resumable once it is repaired
+            record = BranchRecord.from_json(raw, str(root / RESULT), need=("verdict",))
+        return BranchEnd(str(record.verdict), record.outcome or "", record)
 
-    def _read_back(self, item: Item, root: Path, data: dict[str, Any]) -> dict[str, Any]:
+    def _read_back(self, item: Item, root: Path, data: dict[str, Any]) -> BranchRecord:
         outcome = str(data.get("outcome") or "error")
         final = str(data.get("final_state") or "")
         verdict = {"timeout": "timeout", "error": "error", "budget": "error"}.get(outcome, final)
@@ -223,9 +227,18 @@ class Fork:
                 if event.get("event") == "evaluate" and "path" not in event:
                     verdict = str(event.get("verdict"))
                     break
-        record = {key: data.get(key) for key in ("run_id", "final_state", "exit_code")}
-        record.update(verdict=verdict, outcome=outcome, key=item.key, index=item.index)
-        return {**record, "item": item.text, "outputs": data.get("outputs") or {}}
+        exit_code, run_id = data.get("exit_code"), data.get("run_id")
+        return BranchRecord.of(
+            run_id=run_id if isinstance(run_id, str) else None,
+            final_state=final or data.get("final_state"),
+            exit_code=exit_code if isinstance(exit_code, int) else None,
+            verdict=verdict,
+            outcome=outcome,
+            key=item.key,
+            index=item.index,
+            item=item.text,
+            outputs=_outputs(data.get("outputs")),
+        )
 
     def _end(self, job: Job) -> BranchEnd:
         result = job.result
@@ -236,20 +249,22 @@ class Fork:
             result.outcome == "interrupted" and result.exit_code == EXIT_SUSPENDED
         )
         if waits and job.scope.stopped is None:  # it waits for an answer: kept, not counted
-            pending = list(runner.progress.pending)
-            return BranchEnd(SUSPENDED, SUSPENDED, {"run_id": job.run_id, "pending": pending})
+            pending = tuple(runner.progress.pending)
+            return BranchEnd(SUSPENDED, SUSPENDED, BranchRecord.of(run_id=job.run_id), pending)
         if result.outcome == "interrupted":
             if job.scope.stopped is None and result.exit_code == EXIT_RUN_ERROR:
                 raise RecordError(result.error or "a branch's record cannot be read")
             if job.scope.stopped is None:  # not ours: the whole run stops, and resumes it
                 raise Terminated() if result.exit_code == EXIT_TERMINATED else KeyboardInterrupt()
             _mark_cancelled(job.root)
-            record: dict[str, Any] = {
-                "verdict": CANCELLED,
-                "outcome": CANCELLED,
-                "run_id": job.run_id,
-            }
-            record.update(key=job.item.key, index=job.item.index, item=job.item.text)
+            record = BranchRecord.of(
+                verdict=CANCELLED,
+                outcome=CANCELLED,
+                run_id=job.run_id,
+                key=job.item.key,
+                index=job.item.index,
+                item=job.item.text,
+            )
             self._write_result(job.root, record)
             return BranchEnd(CANCELLED, CANCELLED, record)
         end = ChildEnd.of_run(job.run_id, result, runner.progress, job.child)
@@ -258,34 +273,36 @@ class Fork:
         prev = runner.progress.prev
         if job.action and prev.get("state") == job.item.key and prev.get("verdict"):
             verdict = str(prev["verdict"])  # the action's own verdict, as its evaluator gave
-            record["output"] = str(prev.get("output") or "")[-OUTPUT_CHARS:]
-            record["stderr"] = str(prev.get("stderr") or "")[-OUTPUT_CHARS:]
-        record["verdict"] = verdict
+            record = record.with_(
+                output=str(prev.get("output") or "")[-OUTPUT_CHARS:],
+                stderr=str(prev.get("stderr") or "")[-OUTPUT_CHARS:],
+            )
+        record = record.with_(verdict=verdict)
         self._write_result(job.root, record)
         return BranchEnd(verdict, end.outcome, record)
 
-    def _write_result(self, root: Path, record: dict[str, Any]) -> None:
+    def _write_result(self, root: Path, record: BranchRecord) -> None:
         """A branch's end, kept beside its run (`result.json`) by the forking run's session."""
-        self.host.session.write_record(root / RESULT, record)
+        self.host.session.write_record(root / RESULT, record.to_json())
 
     def _complete(self, item: Item, end: BranchEnd) -> BranchEnd:
         """A branch's end, told: its event, and its cost spent by the run."""
         host = self.host
         record = end.record
-        cost = float(record.get("cost_usd") or 0.0)
+        cost = float(record.cost_usd or 0.0)
         host.session.emit(
             ev.ChildComplete(
                 step=self.step,
                 state=self.state.name,
-                child_run_id=str(record.get("run_id") or ""),
-                final_state=str(record.get("final_state") or ""),
+                child_run_id=record.run_id or "",
+                final_state=record.final_state or "",
                 outcome=end.outcome,
-                exit_code=record.get("exit_code"),
+                exit_code=record.exit_code,
                 verdict=end.verdict,
-                steps=int(record.get("steps") or 0),
-                duration_ms=int(record.get("duration_ms") or 0),
+                steps=record.steps or 0,
+                duration_ms=record.duration_ms or 0,
                 cost_usd=round(cost, 6),
-                outputs=dict(record.get("outputs") or {}),
+                outputs=dict(record.outputs or {}),
                 branch=item.key,
                 reason=_reason(end),
             )
@@ -304,21 +321,28 @@ def _reason(end: BranchEnd) -> str | None:
     """Why a branch did not succeed, in one line (its run's error, without the preamble)."""
     if end.verdict in ("success", CANCELLED):
         return None
-    text = str(end.record.get("error") or end.record.get("stderr") or "").strip()
+    text = (end.record.error or end.record.stderr or "").strip()
     if text.startswith("terminal state '"):
         text = text.partition(": ")[2] or text
     return text.splitlines()[0] if text else None
 
 
-def loop_record(end: ChildEnd, item: Item) -> dict[str, Any]:
-    return {
+def loop_record(end: ChildEnd, item: Item) -> BranchRecord:
+    return BranchRecord.of(
         **end.record(),
-        "error": end.error or "",
-        "verdict": end.verdict,
-        "key": item.key,
-        "index": item.index,
-        "item": item.text,
-    }
+        error=end.error or "",
+        verdict=end.verdict,
+        key=item.key,
+        index=item.index,
+        item=item.text,
+    )
+
+
+def _outputs(value: object) -> dict[str, str]:
+    """A run's `outputs:` from its state.json (its values as text)."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
 
 
 def _mark_cancelled(root: Path) -> None:
