@@ -173,10 +173,9 @@ class BranchRecord:
             if data.get(k) is None:
                 raise _bad(where, f"has no '{k}'")
         values: dict[str, Any] = {}
-        for k in BRANCH_KEYS:
-            if k not in data:
+        for k, value in data.items():  # in the file's order, which `to_json` keeps
+            if k not in BRANCH_KEYS:
                 continue
-            value = data[k]
             kinds = _KINDS.get(k, (str,))
             if value is not None and (
                 not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)
