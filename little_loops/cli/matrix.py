@@ -261,6 +261,7 @@ def _planned_keys(data: dict[str, Any], current: str, fork: Path) -> frozenset[s
         max_items,
         parse_items,
     )
+    from little_loops.model.progress import SavedOptions
     from little_loops.templates.interpolate import (
         render,
         resolve_context,
@@ -279,8 +280,8 @@ def _planned_keys(data: dict[str, Any], current: str, fork: Path) -> frozenset[s
         if state.parallel:
             return frozenset(i.key for i in branch_items(state))
         if isinstance(state.for_each, str):
-            options = data.get("options") or {}
-            sets = dict(options.get("overrides") or {})
+            saved = SavedOptions.from_json(data.get("options"), "state.json")
+            sets = dict(saved.overrides)
             context = resolve_context(loop.context, sets, env=os.environ, loop=None)
             scope = {"context": context, "env": os.environ}
             text = render(state.for_each, scope, shell=False)

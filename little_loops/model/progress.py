@@ -14,10 +14,12 @@ from little_loops.errors import (
     EXIT_RUN_ERROR,
     EXIT_SUCCESS,
     EXIT_TIMEOUT,
+    RecordError,
 )
 from little_loops.model.question import (
     Prompt,
     Question,
+    json_kind,
     pending_of,
 )
 
@@ -61,6 +63,101 @@ class RunOptions:
     program_context: frozenset[str] = frozenset()
 
 
+DEFAULT_CLAUDE = ("claude",)
+DEFAULT_CLAUDE_FLAGS = ("--dangerously-skip-permissions",)
+
+
+@dataclass(frozen=True)
+class SavedOptions:
+    """The command-line options a run keeps in state.json (`options`), which `ll resume`
+    reads back: where it acts, its `--set` values (secrets left out), its judge's settings,
+    and the nonce its sealed secrets are keyed by."""
+
+    cwd: str | None = None  # where its actions run (a moved run directory maps it)
+    base_dir: str | None = None  # where .loops/ was: a resume elsewhere maps paths by it
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    model: str | None = None
+    cache: bool = True
+    record: str | None = None
+    replay: str | None = None
+    claude: tuple[str, ...] = DEFAULT_CLAUDE
+    # None: not saved (an older run), the default; an empty tuple is the user's choice.
+    claude_flags: tuple[str, ...] | None = None
+    secret_sets: tuple[str, ...] = ()  # secrets given by --set: a resume asks for them again
+    secret_nonce: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cwd": self.cwd,
+            "base_dir": self.base_dir,
+            "overrides": dict(self.overrides),
+            "model": self.model,
+            "cache": self.cache,
+            "record": self.record,
+            "replay": self.replay,
+            "claude": list(self.claude),
+            "claude_flags": list(
+                self.claude_flags if self.claude_flags is not None else DEFAULT_CLAUDE_FLAGS
+            ),
+            "secret_sets": list(self.secret_sets),
+            "secret_nonce": self.secret_nonce,
+        }
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> SavedOptions:
+        """The options as `to_json` wrote them (or an older run, with fewer keys); a value of
+        the wrong kind is a `RecordError` naming `where`."""
+        if data is None:
+            return cls()
+        if not isinstance(data, dict):
+            raise _bad_option(where, "", data, "an object")
+        d: Mapping[str, Any] = data
+
+        def text(key: str) -> str | None:
+            value = d.get(key)
+            if value is not None and not isinstance(value, str):
+                raise _bad_option(where, key, value, "a string")
+            return value
+
+        def texts(key: str) -> tuple[str, ...] | None:
+            value = d.get(key)
+            if value is None:
+                return None
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise _bad_option(where, key, value, "a list of strings")
+            return tuple(value)
+
+        overrides = d.get("overrides") or {}
+        if not isinstance(overrides, dict) or not all(
+            isinstance(v, str) for v in overrides.values()
+        ):
+            raise _bad_option(where, "overrides", overrides, "an object of strings")
+        cache = d.get("cache", True)
+        if not isinstance(cache, bool):
+            raise _bad_option(where, "cache", cache, "true or false")
+        return cls(
+            cwd=text("cwd"),
+            base_dir=text("base_dir"),
+            overrides=dict(overrides),
+            model=text("model"),
+            cache=cache,
+            record=text("record"),
+            replay=text("replay"),
+            claude=texts("claude") or DEFAULT_CLAUDE,
+            claude_flags=texts("claude_flags"),
+            secret_sets=texts("secret_sets") or (),
+            secret_nonce=text("secret_nonce") or "",
+        )
+
+
+def _bad_option(where: str, key: str, value: object, want: str) -> RecordError:
+    name = f"'options.{key}'" if key else "'options'"
+    return RecordError(
+        f"{where}: corrupted state file ({name} should be {want}, not {json_kind(value)}); "
+        "the run cannot be resumed"
+    )
+
+
 @dataclass
 class Progress:
     """The mutable state of a run, written whole into state.json once per step; `captured` and
@@ -86,7 +183,7 @@ class Progress:
     attempt: int = 0  # retry attempt of the step in progress (0 between steps)
     pid: int = 0  # the ll process that owns the run
     pid_start: int | None = None  # and when it started: with the pid, it names that process
-    options: dict[str, Any] = field(default_factory=dict)  # command-line options, for resume
+    options: SavedOptions = field(default_factory=SavedOptions)  # for resume
     last_route: dict[str, Any] | None = None
     outcome: str | None = None
     exit_code: int | None = None
@@ -103,6 +200,8 @@ class Progress:
         out = {name: getattr(self, name) for name in names or _PERSISTED}
         if "pending" in out:
             out["pending"] = [q.to_json() for q in self.pending]
+        if "options" in out:
+            out["options"] = self.options.to_json()
         return out
 
     @classmethod
@@ -111,6 +210,7 @@ class Progress:
         `where`)."""
         fields = {k: v for k, v in data.items() if k in _PERSISTED}
         fields["pending"] = pending_of(data.get("pending"), where)
+        fields["options"] = SavedOptions.from_json(data.get("options"), where)
         return cls(**fields)
 
 

@@ -309,11 +309,11 @@ class ForkCalls:
             progress.status = "running"
             # Where this tree runs now: its run directory may have moved to another checkout
             # (the CI approval flow), and a branch acts there, never in the old tree.
-            progress.options = {
-                **progress.options,
-                "cwd": str(child.cwd(self.options.base_dir)),
-                "base_dir": str(self.options.base_dir.resolve()),
-            }
+            progress.options = dataclasses.replace(
+                progress.options,
+                cwd=str(child.cwd(self.options.base_dir)),
+                base_dir=str(self.options.base_dir.resolve()),
+            )
             layer = layer.resumed(child_root / "events.jsonl")
         shown = self.redactor.obj(values) if self.redactor else values
         self.session.emit(

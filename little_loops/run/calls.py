@@ -163,7 +163,8 @@ class ChildCalls:
             progress.path = History.from_file(root / "events.jsonl").path_upto(progress.step)
             progress.status = "running"
             # Where this tree runs now (its run directory may have moved to another checkout).
-            progress.options = {**progress.options, "cwd": str(child.cwd(self.options.base_dir))}
+            cwd = str(child.cwd(self.options.base_dir))
+            progress.options = dataclasses.replace(progress.options, cwd=cwd)
         shown = self.redactor.obj(values) if self.redactor else values
         self.session.emit(
             ev.ChildStart(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -12,6 +13,7 @@ from little_loops.errors import (
     LoopError,
 )
 from little_loops.model.loop import Loop
+from little_loops.model.progress import DEFAULT_CLAUDE_FLAGS
 from little_loops.record.store import RunDir
 from little_loops.run.runner import (
     Progress,
@@ -82,22 +84,18 @@ def prepare_resume(
             exit_code=EXIT_RUN_ERROR,
         )
     saved = progress.options
-    _require_secrets(progress.run_id, saved.get("secret_sets") or [], overrides or {})
+    _require_secrets(progress.run_id, list(saved.secret_sets), overrides or {})
     options = RunOptions(
         base_dir=base,
-        overrides={**saved.get("overrides", {}), **(overrides or {})},
+        overrides={**saved.overrides, **(overrides or {})},
         max_iterations=progress.max_iterations,
-        claude=tuple(saved.get("claude") or ("claude",)),
+        claude=saved.claude,
         # An empty list is the user's choice (`--claude-flags ""`): kept, never the default.
-        claude_flags=tuple(
-            saved["claude_flags"]
-            if isinstance(saved.get("claude_flags"), list)
-            else ("--dangerously-skip-permissions",)
-        ),
-        model=saved.get("model"),
-        cache=bool(saved.get("cache", True)),
-        record=Path(saved["record"]) if saved.get("record") else None,
-        replay=Path(saved["replay"]) if saved.get("replay") else None,
+        claude_flags=saved.claude_flags if saved.claude_flags is not None else DEFAULT_CLAUDE_FLAGS,
+        model=saved.model,
+        cache=saved.cache,
+        record=Path(saved.record) if saved.record else None,
+        replay=Path(saved.replay) if saved.replay else None,
     )
     progress.status = "running"
     return loop, options, progress, run_dir
@@ -108,7 +106,7 @@ def _relocate(progress: Progress, base: Path) -> Callable[[str], str]:
     paths recorded under the old base directory are taken under the new one; returns that
     mapping, for the paths its child runs recorded."""
     saved = progress.options
-    old = saved.get("base_dir")
+    old = saved.base_dir
     new = base.resolve()
     if not isinstance(old, str) or Path(old) == new:
         return str
@@ -120,9 +118,8 @@ def _relocate(progress: Progress, base: Path) -> Callable[[str], str]:
             return recorded
 
     progress.loop_file = moved(progress.loop_file)
-    if isinstance(saved.get("cwd"), str):
-        saved["cwd"] = moved(saved["cwd"])
-    saved["base_dir"] = str(new)
+    cwd = moved(saved.cwd) if saved.cwd is not None else None
+    progress.options = dataclasses.replace(saved, cwd=cwd, base_dir=str(new))
     return moved
 
 

@@ -34,6 +34,7 @@ from little_loops.model.progress import (
     Progress,
     RunOptions,
     RunResult,
+    SavedOptions,
 )
 from little_loops.record import events as ev
 from little_loops.record.events import Listener
@@ -149,22 +150,20 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
                 context=context,
                 max_iterations=o.max_iterations or loop.max_iterations,
                 current=loop.initial,
-                options={
-                    "cwd": str(loop.cwd(o.base_dir)),
-                    "base_dir": str(o.base_dir.resolve()),  # a resume elsewhere maps paths by it
-                    "overrides": {
-                        k: v for k, v in o.overrides.items() if k not in set(loop.secrets)
-                    },
-                    "model": o.model,
-                    "cache": o.cache,
-                    "record": str(o.record) if o.record else None,
-                    "replay": str(o.replay) if o.replay else None,
-                    "claude": list(o.claude),
-                    "claude_flags": list(o.claude_flags),
+                options=SavedOptions(
+                    cwd=str(loop.cwd(o.base_dir)),
+                    base_dir=str(o.base_dir.resolve()),  # a resume elsewhere maps paths by it
+                    overrides={k: v for k, v in o.overrides.items() if k not in set(loop.secrets)},
+                    model=o.model,
+                    cache=o.cache,
+                    record=str(o.record) if o.record else None,
+                    replay=str(o.replay) if o.replay else None,
+                    claude=tuple(o.claude),
+                    claude_flags=tuple(o.claude_flags),
                     # which secrets came from --set, so a resume asks for them again
-                    "secret_sets": sorted(k for k in o.overrides if k in set(loop.secrets)),
-                    "secret_nonce": os.urandom(4).hex(),
-                },
+                    secret_sets=tuple(sorted(k for k in o.overrides if k in set(loop.secrets))),
+                    secret_nonce=os.urandom(4).hex(),
+                ),
             )
         else:
             # Secret context values are never written down; a resumed run takes them afresh.
@@ -178,7 +177,7 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
             sources[f"caller.{i}"] = value
         self.redactor = Redactor(sources.values())
         # Saved values hold markers where secrets stood; a resumed run fills them in again.
-        sealer = Sealer(sources, str(progress.options.get("secret_nonce") or ""))
+        sealer = Sealer(sources, progress.options.secret_nonce)
         if self.resumed and sealer.nonce:
             progress.context = sealer.unseal(progress.context, sources)
         self.session = RunSession(

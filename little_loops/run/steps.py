@@ -97,7 +97,7 @@ class StepPipeline:
         self._rng = rng
         # Recorded at the start, so a run resumed from elsewhere acts in the same place; runs
         # recorded before v2 ran their actions in the loop file's directory.
-        self._cwd = Path(progress.options.get("cwd") or loop.dir)
+        self._cwd = Path(progress.options.cwd or loop.dir)
         self._judge: Any = None
         self._judge_spent = 0.0  # what the judge's answers in this evaluation cost so far
 
