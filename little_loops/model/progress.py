@@ -150,8 +150,37 @@ class SavedOptions:
         )
 
 
-def _bad_option(where: str, key: str, value: object, want: str) -> RecordError:
-    name = f"'options.{key}'" if key else "'options'"
+@dataclass(frozen=True)
+class Routed:
+    """The route a step took: the `route` event, and state.json's `last_route`."""
+
+    from_: str
+    to: str
+    verdict: str
+    via: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"from": self.from_, "to": self.to, "verdict": self.verdict, "via": self.via}
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> Routed | None:
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise _bad_option(where, "", data, "an object", name="'last_route'")
+        values = []
+        for key in ("from", "to", "verdict", "via"):
+            value = data.get(key)
+            if not isinstance(value, str):
+                raise _bad_option(where, key, value, "a string", name=f"'last_route.{key}'")
+            values.append(value)
+        return cls(*values)
+
+
+def _bad_option(
+    where: str, key: str, value: object, want: str, name: str | None = None
+) -> RecordError:
+    name = name or (f"'options.{key}'" if key else "'options'")
     return RecordError(
         f"{where}: corrupted state file ({name} should be {want}, not {json_kind(value)}); "
         "the run cannot be resumed"
@@ -184,7 +213,7 @@ class Progress:
     pid: int = 0  # the ll process that owns the run
     pid_start: int | None = None  # and when it started: with the pid, it names that process
     options: SavedOptions = field(default_factory=SavedOptions)  # for resume
-    last_route: dict[str, Any] | None = None
+    last_route: Routed | None = None
     outcome: str | None = None
     exit_code: int | None = None
     error: str | None = None
@@ -202,6 +231,8 @@ class Progress:
             out["pending"] = [q.to_json() for q in self.pending]
         if "options" in out:
             out["options"] = self.options.to_json()
+        if self.last_route is not None and "last_route" in out:
+            out["last_route"] = self.last_route.to_json()
         return out
 
     @classmethod
@@ -211,6 +242,7 @@ class Progress:
         fields = {k: v for k, v in data.items() if k in _PERSISTED}
         fields["pending"] = pending_of(data.get("pending"), where)
         fields["options"] = SavedOptions.from_json(data.get("options"), where)
+        fields["last_route"] = Routed.from_json(data.get("last_route"), where)
         return cls(**fields)
 
 

@@ -32,6 +32,7 @@ from little_loops.model.loop import (
 from little_loops.model.progress import (
     OUTCOME_EXIT,
     Progress,
+    Routed,
     RunOptions,
     RunResult,
     SavedOptions,
@@ -315,7 +316,7 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
         self.session.emit(ev.StateEnter(step=step, state=p.current))
         return step, self.loop.states[p.current]
 
-    def _route(self, state: State, result: StepResult) -> dict[str, str]:
+    def _route(self, state: State, result: StepResult) -> Routed:
         """Where the run goes next; `Finish` when it ends here."""
         verdict = result.verdict.verdict
         if state.is_loop or state.is_fork:
@@ -331,9 +332,9 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
             self.progress.last_route = None  # written once, by _finish
             outcome, message = router.stop(state, verdict, result.reason)
             raise Finish(outcome, state.name, message)
-        return {"from": state.name, "to": decision.target, "verdict": verdict, "via": decision.via}
+        return Routed(state.name, decision.target, verdict, decision.via)
 
-    def _after_terminal(self, state: State, result: StepResult) -> dict[str, str]:
+    def _after_terminal(self, state: State, result: StepResult) -> Routed:
         """End the run at a terminal (or the `on_max_iterations` state), or maintain.
 
         A terminal whose action did not succeed makes the outcome `failure`, whatever its
@@ -352,10 +353,10 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
             raise Finish("failure", state.name, failed)
         if self.loop.maintain and state.terminal:
             target = state.on_maintain or self.loop.initial
-            return {"from": state.name, "to": target, "verdict": "maintain", "via": "maintain"}
+            return Routed(state.name, target, "maintain", "maintain")
         raise Finish(state.outcome, state.name)
 
-    def _record(self, step: int, state: State, route: dict[str, str]) -> None:
+    def _record(self, step: int, state: State, route: Routed) -> None:
         """The step's one persist point: its route written, then the state that names it.
 
         A step that ends the run is written once, by `_finish`: a state.json naming a finished
@@ -366,14 +367,14 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
             ev.Route(
                 step=step,
                 state=state.name,
-                from_=route["from"],
-                to=route["to"],
-                verdict=route["verdict"],
-                via=route["via"],
+                from_=route.from_,
+                to=route.to,
+                verdict=route.verdict,
+                via=route.via,
             )
         )
         p.last_route = route
-        p.current = route["to"]
+        p.current = route.to
         self.session.persist(p)
         self._check_budget(state.name)
         if self.loop.backoff > 0:

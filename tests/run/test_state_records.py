@@ -1,5 +1,6 @@
-"""The options a run keeps for `ll resume` as a typed record (`SavedOptions`): written as
-before, read back checked, a malformed one refused in one line by the real `ll`."""
+"""What state.json keeps for `ll resume` as typed records (`SavedOptions`, the last route
+`Routed`): written as before, read back checked, a malformed one refused in one line by the
+real `ll`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from project import Project
 
 from little_loops.errors import RecordError
-from little_loops.model.progress import DEFAULT_CLAUDE_FLAGS, Progress, SavedOptions
+from little_loops.model.progress import DEFAULT_CLAUDE_FLAGS, Progress, Routed, SavedOptions
 
 LOOP = """\
 name: opts
@@ -79,4 +80,25 @@ def test_ll_resume_refuses_a_malformed_saved_option_in_one_line(project: Project
     assert line.endswith(
         f"{run / 'state.json'}: corrupted state file ('options.claude' should be a list of "
         "strings, not a string); the run cannot be resumed"
+    )
+
+
+def test_the_last_route_reads_back_and_writes_again_as_it_was(project: Project) -> None:
+    project.write("opts.yaml", LOOP.replace('"exit 1"', '"kill -INT $PPID; sleep 5"'))
+    project.ll("run", "opts.yaml", process=True)
+    (run,) = (project.path / ".loops" / "runs").iterdir()
+    state = json.loads((run / "state.json").read_text(encoding="utf-8"))
+    saved = state["last_route"]
+    assert saved == {"from": "a", "to": "b", "verdict": "success", "via": "next"}
+    routed = Routed.from_json(saved, "s")
+    assert routed is not None
+    assert json.dumps(routed.to_json()) == json.dumps(saved)
+    state["last_route"]["to"] = 3
+    (run / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    out = project.ll("resume", run.name)
+    assert out.returncode == 3, out.stdout + out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.endswith(
+        f"{run / 'state.json'}: corrupted state file ('last_route.to' should be a string, not "
+        "the number 3); the run cannot be resumed"
     )
