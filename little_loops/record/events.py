@@ -579,8 +579,15 @@ class Emitter:
 
 
 def read_events(path: Path) -> list[Event]:
-    """Every complete event of a JSONL file; a torn last line (from a crash) is skipped."""
+    """Every complete event of a JSONL file, as written; a torn last line (from a crash) is
+    skipped. For a program that reads fields, `read_records` gives them typed."""
     return EventLog(path).read(whole=True)
+
+
+def read_records(path: Path) -> list[RunEvent]:
+    """Every complete event of a JSONL file as its typed record (`parse`); a torn last line
+    (from a crash) is skipped."""
+    return EventLog(path).records(whole=True)
 
 
 class EventLog:
@@ -604,6 +611,10 @@ class EventLog:
         end = len(data) if whole else data.rfind(b"\n") + 1
         self.position += end
         return list(_parse_lines(data[:end].splitlines()))
+
+    def records(self, *, whole: bool = False) -> list[RunEvent]:
+        """`read`, each event its typed record (an unknown one an `UnknownEvent`)."""
+        return [parse(event) for event in self.read(whole=whole)]
 
     def head(self, count: int) -> list[Event]:
         """Its first `count` lines' events, without reading a long log whole."""

@@ -32,7 +32,7 @@ from little_loops.record.events import (
     RunEvent,
     StateEnter,
     parse,
-    read_events,
+    read_records,
 )
 
 # The source name of the jump to `on_max_iterations` in an overlay (no route event marks it).
@@ -195,7 +195,7 @@ class History:
     def from_file(cls, path: Path) -> History:
         """The history in a run's events.jsonl, with its children's from their own run
         directories (`sub/...`); empty when the file is missing."""
-        history = cls.from_events(read_events(path))
+        history = cls.from_events(read_records(path))
         history.dir = path.parent
         for step, start in history.child_starts.items():
             if _inside(start):

@@ -23,7 +23,12 @@ from little_loops.errors import (
 )
 from little_loops.model.loop import Loop
 from little_loops.model.progress import OUTCOME_EXIT
-from little_loops.record.events import read_events
+from little_loops.record.events import (
+    ActionStart,
+    Answer,
+    Route,
+    read_records,
+)
 from little_loops.run.session import Clock
 from little_loops.sim.script import (
     Entry,
@@ -83,10 +88,10 @@ class SimulatedActions:
 
     def resumed(self, events_path: Path) -> SimulatedActions:
         """Continue the visit counts of a run's earlier sessions, read from its events."""
-        for event in read_events(events_path):
-            answered = event.get("via") == "simulate"
-            if event.get("event") == "action_start" or answered:
-                path = self.prefix + str(event.get("state"))
+        for event in read_records(events_path):
+            answered = isinstance(event, Answer | Route) and event.via == "simulate"
+            if isinstance(event, ActionStart) or answered:
+                path = self.prefix + str(event.state)
                 self.visits[path] = self.visits.get(path, 0) + 1
         return self
 

@@ -27,6 +27,7 @@ from little_loops.record.events import (
     UnknownEvent,
     parse,
     read_events,
+    read_records,
     utc_now,
 )
 from little_loops.record.secrets import Redactor
@@ -170,6 +171,27 @@ def test_read_events_skips_a_torn_last_line_and_blank_lines(tmp_path: Path) -> N
     ]
     path.write_text("\n".join(lines), encoding="utf-8")
     assert [e["event"] for e in read_events(path)] == ["loop_start", "state_enter", "route"]
+
+
+def test_read_records_gives_typed_events_and_skips_a_torn_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    lines = [
+        json.dumps({"event": "state_enter", "ts": "t", "run_id": "r", "step": 1, "state": "a"}),
+        json.dumps({"event": "route", "step": 1, "from": "a", "to": "b", "via": "next"}),
+        json.dumps({"event": "from_the_future", "step": 2, "x": 1}),
+        '{"event":"action_sta',
+    ]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    records = read_records(path)
+    assert [type(r).__name__ for r in records] == ["StateEnter", "Route", "UnknownEvent"]
+    enter, route, unknown = records
+    assert isinstance(enter, StateEnter)
+    assert (enter.step, enter.state) == (1, "a")
+    assert isinstance(route, Route)
+    assert (route.from_, route.to, route.via) == ("a", "b", "next")
+    assert unknown.name == "from_the_future"
+    assert unknown.extra == {"x": 1}
+    assert [r.to_dict() for r in records[:1]] == read_events(path)[:1]
 
 
 def test_read_events_tolerates_bytes_that_are_not_utf8(tmp_path: Path) -> None:
