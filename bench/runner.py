@@ -203,10 +203,7 @@ class Answered:
             output="", stderr="", exit_code=0, duration_ms=0, timed_out=False, output_bytes=0
         )
 
-    def run_shell(self, command: str, **kwargs: Any) -> Any:
-        return self.result
-
-    def run_slash(self, prompt: str, **kwargs: Any) -> Any:
+    def run(self, request: Any) -> Any:
         return self.result
 
     def kill_orphans(self) -> None:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from little_loops.actions.process import (
     DEFAULT_TAIL_BYTES,
@@ -44,12 +44,14 @@ from little_loops.record.store import LogSegment
 __all__ = [
     "DEFAULT_TAIL_BYTES",
     "SLASH_FLAGS",
+    "ActionRequest",
     "ActionResult",
     "ActionStartError",
     "adopt_orphans",
     "claude_command",
     "claude_flags",
     "kill_orphans",
+    "run",
     "run_shell",
     "run_slash",
 ]
@@ -57,6 +59,49 @@ __all__ = [
 # The kernel refuses a single argument over 128 KiB (MAX_ARG_STRLEN, "argument list too
 # long"): a longer command or prompt goes to the child through a file descriptor instead.
 MAX_ARG_BYTES = 100_000
+
+
+@dataclass(frozen=True)
+class ActionRequest:
+    """One action to run, with every setting it runs with: what crosses the action seam
+    (`run/action_layer.ActionLayer.run`) instead of loose parameters.
+
+    `kind` `shell`: `text` run as `[shell, "-c", text]`; `slash`: `text` the prompt of
+    `claude -p` (`claude`, `flags`). `env` is the child's whole environment (None: inherit
+    ours); `log_path` a file or a `LogSegment` of the run's one log; `on_start` is told each
+    process group started; `interruptible` is the window in which a signal may stop the wait.
+    """
+
+    kind: Literal["shell", "slash"]
+    text: str
+    cwd: Path
+    shell: str = "/bin/sh"
+    claude: tuple[str, ...] = ("claude",)
+    flags: tuple[str, ...] = SLASH_FLAGS
+    env: Mapping[str, str] | None = None
+    timeout: float | None = None
+    log_path: StrPath | LogSegment | None = None
+    tail_bytes: int = DEFAULT_TAIL_BYTES
+    on_output: OutputHook | None = None
+    on_start: Callable[[int], None] | None = None
+    interruptible: Window | None = None
+
+
+def run(request: ActionRequest) -> ActionResult:
+    """Run `request` as a real process (`run_shell` or `run_slash`)."""
+    common: dict[str, Any] = {
+        "cwd": request.cwd,
+        "env": request.env,
+        "timeout": request.timeout,
+        "log_path": request.log_path,
+        "tail_bytes": request.tail_bytes,
+        "on_output": request.on_output,
+        "on_start": request.on_start,
+        "interruptible": request.interruptible,
+    }
+    if request.kind == "slash":
+        return run_slash(request.text, claude=request.claude, flags=request.flags, **common)
+    return run_shell(request.text, shell=request.shell, **common)
 
 
 class ActionStartError(RunError):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
 from little_loops import actions
+from little_loops.actions import (
+    ActionRequest,
+    ActionResult,
+)
 from little_loops.model.loop import Loop
-from little_loops.record.store import LogSegment
 
 OutputHook = Callable[[str, bytes], None]  # (stream name, chunk), as the output arrives
 Window = Callable[[], AbstractContextManager[None]]  # where a signal may stop the wait
@@ -18,32 +21,9 @@ Window = Callable[[], AbstractContextManager[None]]  # where a signal may stop t
 class ActionLayer(Protocol):
     """What runs a state's action; `Processes` (real processes) unless a caller swaps it."""
 
-    def run_shell(
-        self,
-        command: str,
-        *,
-        shell: str,
-        cwd: Path,
-        env: Mapping[str, str] | None,
-        timeout: float | None,
-        log_path: str | LogSegment | None,
-        on_output: OutputHook | None,
-        interruptible: Window | None,
-    ) -> actions.ActionResult: ...
-
-    def run_slash(
-        self,
-        prompt: str,
-        *,
-        claude: tuple[str, ...],
-        flags: tuple[str, ...],
-        cwd: Path,
-        env: Mapping[str, str] | None,
-        timeout: float | None,
-        log_path: str | LogSegment | None,
-        on_output: OutputHook | None,
-        interruptible: Window | None,
-    ) -> actions.ActionResult: ...
+    def run(self, request: ActionRequest) -> ActionResult:
+        """The action `request` describes, run (or, in a simulation, answered)."""
+        ...
 
     def kill_orphans(self) -> None: ...
 
@@ -68,11 +48,8 @@ class ActionLayer(Protocol):
 class Processes:
     """The default action layer: every action a real process, through `actions`."""
 
-    def run_shell(self, command: str, **kwargs: Any) -> actions.ActionResult:
-        return actions.run_shell(command, **kwargs)
-
-    def run_slash(self, prompt: str, **kwargs: Any) -> actions.ActionResult:
-        return actions.run_slash(prompt, **kwargs)
+    def run(self, request: ActionRequest) -> ActionResult:
+        return actions.run(request)
 
     def kill_orphans(self) -> None:
         actions.kill_orphans()

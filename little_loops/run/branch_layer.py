@@ -10,12 +10,17 @@ listeners see one branch's event at a time.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import threading
 from pathlib import Path
 from typing import Any
 
+from little_loops.actions import (
+    ActionRequest,
+    ActionResult,
+)
 from little_loops.model.loop import Loop
 from little_loops.record.events import (
     Event,
@@ -91,13 +96,7 @@ class BranchActions:
         # `--verbose`: (the branch's path, the root's output hook): whole lines, prefixed.
         self.verbose = verbose
 
-    def run_shell(self, command: str, **kwargs: Any) -> Any:
-        return self._run(self.inner.run_shell, command, kwargs)
-
-    def run_slash(self, prompt: str, **kwargs: Any) -> Any:
-        return self._run(self.inner.run_slash, prompt, kwargs)
-
-    def _run(self, run: Any, text: str, kwargs: dict[str, Any]) -> Any:
+    def run(self, request: ActionRequest) -> ActionResult:
         while not self.jobs.acquire(timeout=0.2):
             GATE.raise_pending()  # stopped while waiting for a slot
         started: list[int] = []
@@ -106,12 +105,13 @@ class BranchActions:
             started.append(pid)
             self.scope.started(pid)
 
-        lines = Lines(*self.verbose) if self.verbose and not kwargs.get("on_output") else None
-        if lines is not None:
-            kwargs["on_output"] = lines.feed
+        lines = Lines(*self.verbose) if self.verbose and not request.on_output else None
+        on_output = lines.feed if lines is not None else request.on_output
         try:
             GATE.raise_pending()
-            return run(text, on_start=on_start, **kwargs)
+            return self.inner.run(
+                dataclasses.replace(request, on_start=on_start, on_output=on_output)
+            )
         finally:
             if lines is not None:
                 lines.close()

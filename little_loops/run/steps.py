@@ -299,29 +299,21 @@ class StepPipeline:
                     stream.write(chunk)
 
         try:
-            if state.action_type == "slash":
-                result = self.actions.run_slash(
-                    command,
+            result = self.actions.run(
+                actions.ActionRequest(
+                    kind="slash" if state.action_type == "slash" else "shell",
+                    text=command,
+                    cwd=self._cwd,
+                    shell=self.loop.shell,
                     claude=self.options.claude,
                     flags=self.options.claude_flags,
-                    cwd=self._cwd,
                     env=self._child_env,
                     timeout=timeout,
                     log_path=log_sink,
                     on_output=on_output,
                     interruptible=GATE.interruptible,
                 )
-            else:
-                result = self.actions.run_shell(
-                    command,
-                    shell=self.loop.shell,
-                    cwd=self._cwd,
-                    env=self._child_env,
-                    timeout=timeout,
-                    log_path=log_sink,
-                    on_output=on_output,
-                    interruptible=GATE.interruptible,
-                )
+            )
         finally:
             for stream in streams:
                 stream.flush()

@@ -15,7 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from little_loops.actions import ActionResult
+from little_loops.actions import (
+    ActionRequest,
+    ActionResult,
+)
 from little_loops.errors import (
     EXIT_RUN_ERROR,
     EXIT_TIMEOUT,
@@ -152,11 +155,8 @@ class SimulatedActions:
         self.visits[path] = visit + 1
         return entries[min(visit, len(entries) - 1)]
 
-    def run_shell(self, command: str, *, timeout: float | None, **_: Any) -> ActionResult:
-        return self._answer(timeout)
-
-    def run_slash(self, prompt: str, *, timeout: float | None, **_: Any) -> ActionResult:
-        return self._answer(timeout)
+    def run(self, request: ActionRequest) -> ActionResult:
+        return self._answer(request.timeout)
 
     def kill_orphans(self) -> None:
         pass

@@ -438,22 +438,21 @@ def test_a_start_that_fails_after_taking_the_lock_releases_it(tmp_path: Path) ->
 
 def test_the_clock_and_the_action_layer_are_seams(tmp_path: Path) -> None:
     """A simulation swaps both: no process starts, time is what the clock says."""
-    from little_loops.actions import ActionResult
+    from little_loops.actions import ActionRequest, ActionResult
     from little_loops.run.action_layer import Processes
     from little_loops.run.runner import Clock
 
     ran: list[str] = []
 
     class Answers(Processes):
-        def run_shell(self, command: str, **kwargs: Any) -> ActionResult:
+        def run(self, request: ActionRequest) -> ActionResult:
+            assert request.kind == "shell", "no slash state here"
+            command = request.text
             ran.append(command)
             return ActionResult(
                 output=f"did {command}", stderr="", exit_code=0, duration_ms=5, timed_out=False,
                 output_bytes=9,
             )  # fmt: skip
-
-        def run_slash(self, prompt: str, **kwargs: Any) -> ActionResult:
-            raise AssertionError("no slash state here")
 
         def kill_orphans(self) -> None:
             pass

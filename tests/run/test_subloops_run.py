@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from little_loops.actions import ActionResult
+from little_loops.actions import ActionRequest, ActionResult
 from little_loops.load.loader import load
 from little_loops.record import outputs
 from little_loops.run import subloop
@@ -403,7 +403,7 @@ def test_junit_and_github_summary_show_child_steps_under_their_caller(tmp_path: 
 class PaidShell(Processes):
     """Every action costs $0.25 and succeeds."""
 
-    def run_shell(self, command: str, **_: Any) -> ActionResult:
+    def run(self, request: ActionRequest) -> ActionResult:
         return ActionResult(
             output="ok\n",
             stderr="",
@@ -413,9 +413,6 @@ class PaidShell(Processes):
             output_bytes=3,
             cost_usd=0.25,
         )
-
-    def run_slash(self, prompt: str, **kwargs: Any) -> ActionResult:
-        return self.run_shell(prompt)
 
     def kill_orphans(self) -> None:
         pass

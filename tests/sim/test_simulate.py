@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from little_loops.actions import ActionRequest
 from little_loops.load.loader import load
 from little_loops.sim.script import (
     Entry,
@@ -198,8 +199,8 @@ def test_child_layer_addresses_states_under_the_calling_state(tmp_path: Path) ->
     )
     child = SimulatedActions(script, SimulatedClock()).child("deploy")
     child({"event": "action_start", "state": "verify", "step": 1})
-    first = child.run_shell("x", timeout=None)
-    second = child.run_shell("x", timeout=None)
+    first = child.run(ActionRequest(kind="shell", text="x", cwd=tmp_path))
+    second = child.run(ActionRequest(kind="shell", text="x", cwd=tmp_path))
     assert first.details["simulated_verdict"] == "failure"
     assert second.details["simulated_verdict"] == "success"
 
