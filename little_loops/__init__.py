@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 def _interrupted_while_starting(signum: int, frame: object) -> None:
     """Ctrl-C while `ll` is still importing itself: one line and exit 130, not a traceback."""
-    try:
+    try:  # noqa: SIM105 (contextlib.suppress would be one more import while starting)
         _os.write(2, b"ll: interrupted\n")
     except OSError:
         pass
