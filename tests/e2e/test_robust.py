@@ -194,9 +194,7 @@ def _launchers() -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("launcher", ["python -m little_loops", "ll"])
-def test_ctrl_c_while_ll_imports_itself_is_130_and_one_line(
-    tmp_path: Path, launcher: str
-) -> None:
+def test_ctrl_c_while_ll_imports_itself_is_130_and_one_line(tmp_path: Path, launcher: str) -> None:
     command = _launchers().get(launcher)
     if command is None:
         pytest.skip("the ll script is not installed beside this Python")
