@@ -67,6 +67,8 @@ def cannot(verb: str, path: Path | str, exc: OSError) -> str:
     fix = {
         errno.ENOSPC: "free some space and resume the run",
         errno.EDQUOT: "free some space and resume the run",
+        errno.EFBIG: "raise the file size limit (ulimit -f) and resume the run",
+        errno.EIO: "check the disk, then resume the run",
         errno.EACCES: "run ll in a directory you can write to",
         errno.EPERM: "run ll in a directory you can write to",
         errno.EROFS: "run ll in a directory on a writable file system",

@@ -951,3 +951,90 @@ def test_ll_answer_to_a_live_run_is_taken_by_that_run(tmp_path: Path) -> None:
     assert f"ll resume {run_id}" in told, told
     resumed = ll("resume", run_id, cwd=tmp_path, env={"CI": "true"})
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+
+
+# -- issue 23, medium and low: a full disk inside a branch is resumable once space is freed ---
+
+BIG_OUTPUT = "head -c 300000 /dev/zero | tr '\\\\0' x; echo ${item.value} >> ran.txt"
+
+WRITES_BIG = {
+    "for_each": f"""
+        name: fan
+        initial: each
+        states:
+          each:
+            for_each: [a, b]
+            action: "{BIG_OUTPUT}"
+            on_success: done
+            on_failure: failed
+          done: {{terminal: true}}
+          failed: {{terminal: true, outcome: failure}}
+        """,
+    "loop": """
+        name: fan
+        initial: each
+        states:
+          each:
+            for_each: [a, b]
+            loop: big.yaml
+            with: {name: "${item.value}"}
+            on_success: done
+            on_failure: failed
+          done: {terminal: true}
+          failed: {terminal: true, outcome: failure}
+        """,
+    "plain": f"""
+        name: fan
+        initial: each
+        states:
+          each:
+            action: "{BIG_OUTPUT.replace("${item.value}", "a")}"
+            next: done
+          done: {{terminal: true}}
+        """,
+}
+
+BIG_CHILD = f"""
+name: big
+initial: write
+context: {{name: ""}}
+states:
+  write:
+    action: "{BIG_OUTPUT.replace("${item.value}", "${context.name}")}"
+    next: done
+  done: {{terminal: true}}
+"""
+
+
+@pytest.mark.parametrize("shape", ["for_each", "loop", "plain"])
+def test_a_write_that_fails_inside_a_branch_stops_the_run_resumably(
+    tmp_path: Path, shape: str
+) -> None:
+    """The machine refuses a write of the tree's records (here a file size limit, EFBIG, as a
+    full disk or a quota would with ENOSPC or EDQUOT): the run stops, exit 3, naming the file;
+    it is not the branch's verdict. Once the limit is gone, `ll resume` runs the branch again
+    and the run ends as it would have."""
+    import resource
+
+    loop = write(tmp_path, "loop.yaml", WRITES_BIG[shape])
+    write(tmp_path, "big.yaml", BIG_CHILD)
+
+    def small_files() -> None:  # python ignores SIGXFSZ: a write past the limit is EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))
+
+    proc = subprocess.run(
+        [*LL, "run", str(loop)], cwd=tmp_path, capture_output=True, text=True, timeout=90,
+        preexec_fn=small_files,
+    )  # fmt: skip
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 3, said
+    assert "Traceback" not in said
+    assert "File too large; raise the file size limit (ulimit -f) and resume the run" in said
+    assert " error " not in said and "failure" not in said, said  # no branch verdict
+    (run,) = (tmp_path / ".loops" / "runs").iterdir()
+    state = json.loads((run / "state.json").read_text())
+    assert (state["status"], state["current"]) == ("interrupted", "each")
+    resumed = ll("resume", run.name, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    ran = set((tmp_path / "ran.txt").read_text().split())
+    assert ran == ({"a"} if shape == "plain" else {"a", "b"})
