@@ -1077,3 +1077,62 @@ def test_a_write_that_fails_inside_a_branch_stops_the_run_resumably(
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     ran = set((tmp_path / "ran.txt").read_text().split())
     assert ran == ({"a"} if shape == "plain" else {"a", "b"})
+
+
+def test_a_full_disk_inside_a_branch_stops_the_run_resumably(tmp_path: Path) -> None:
+    """A real full disk (a 2 MiB tmpfs in a user namespace): branch `a` prints 300 kB where
+    about 250 kB are free. The run stops as interrupted, exit 3, in one line naming the file;
+    once the space is freed `ll resume` runs `a` again and the run ends 0 (`b`, finished, is
+    read back, never run again)."""
+    import shutil
+
+    if shutil.which("unshare") is None or sys.platform != "linux":
+        pytest.skip("needs unshare(1) to mount a tiny tmpfs")
+    if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0:
+        pytest.skip("user namespaces are not available here")
+    write(
+        tmp_path,
+        "loop.yaml",
+        """
+        name: fan
+        initial: each
+        states:
+          each:
+            for_each: [a, b]
+            action: >-
+              if [ ${item.value} = a ]; then head -c 300000 /dev/zero | tr '\\0' x; fi;
+              echo ${item.value} >> ran.txt
+            on_success: done
+            on_failure: failed
+          done: {terminal: true}
+          failed: {terminal: true, outcome: failure}
+        """,
+    )
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    ll_cmd = " ".join(LL)
+    script = (
+        f"mount -t tmpfs -o size=2m tmpfs {mnt} && cp loop.yaml {mnt}/ && cd {mnt} && "
+        f"head -c {2 * 1024 * 1024 - 300_000} /dev/zero > filler && "
+        f"{{ {ll_cmd} run loop.yaml; echo rc=$?; }} && cat .loops/runs/*/state.json && "
+        f"rm filler && echo && echo RESUME && "
+        f"{{ {ll_cmd} resume $(ls .loops/runs); echo rc=$?; }} && cat ran.txt"
+    )
+    proc = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    said = proc.stdout + proc.stderr
+    assert "Traceback" not in said
+    first, _, second = proc.stdout.partition("RESUME")
+    assert "rc=3" in first, said
+    assert [x for x in proc.stderr.splitlines() if x.startswith("ll: error")] == [], said
+    stopped = next(x for x in first.splitlines() if x.startswith("ll: interrupted at 'each'"))
+    assert "No space left on device; free some space and resume the run" in stopped
+    assert f"{mnt}{os.sep}.loops{os.sep}runs{os.sep}" in stopped  # names the file
+    state = json.loads(first.split("rc=3\n", 1)[1])
+    assert (state["status"], state["current"]) == ("interrupted", "each")
+    assert "rc=0" in second, said
+    ran = second.split("rc=0", 1)[1].split()
+    assert ran[-1] == "a"  # run again on resume (its cut attempt may have got this far too)
+    assert ran.count("b") == 1  # finished: read back, never run again
