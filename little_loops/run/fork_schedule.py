@@ -203,15 +203,17 @@ class Fork:
                     return None
 
     def _answered(self, ends: dict[str, BranchEnd]) -> list[Item]:
-        """Waiting branches whose every question has an answer recorded (`ll answer`)."""
+        """Waiting branches whose every question has its answer recorded (`ll answer`)."""
         root = qs.tree_root(self.root)
         found = []
         for item in self.items:
             end = ends.get(item.key)
             if end is None or end.verdict != SUSPENDED:
                 continue
-            asked = [str(q.get("id")) for q in end.record.get("pending") or ()]
-            if asked and all(qs.waiting_answer(root, qid) for qid in asked):
+            asked = [q for q in end.record.get("pending") or () if isinstance(q, dict)]
+            # For this very question (an answer left for an earlier one with the same id, a
+            # child called again, is not: the branch would only ask again).
+            if asked and all(qs.recorded_answer(root, q) is not None for q in asked):
                 found.append(item)
         return found
 
