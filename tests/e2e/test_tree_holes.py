@@ -991,6 +991,60 @@ def test_ll_answer_to_a_busy_run_says_it_is_not_taken_yet(tmp_path: Path) -> Non
     assert (tmp_path / "shipped.txt").read_text() == "shipped\n"
 
 
+def test_a_stale_answer_with_the_same_id_does_not_wake_a_waiting_branch(tmp_path: Path) -> None:
+    """An answer left in `answers/` for an earlier occurrence of the same question id (a child
+    called again) is not this question's: the fork does not run the asking branch again on it
+    (it would only ask again, forever); the run suspends when its other work is done."""
+    write(
+        tmp_path,
+        "asker.yaml",
+        """
+        name: asker
+        initial: approve
+        states:
+          approve: {ask: Ship it?, choices: [approve], route: {approve: done}}
+          done: {terminal: true}
+        """,
+    )
+    top = write(
+        tmp_path,
+        "top.yaml",
+        """
+        name: top
+        initial: fan
+        states:
+          fan:
+            parallel:
+              ask: {loop: asker.yaml}
+              work: {action: sleep 3}
+            route: {success: done, _: failed}
+          done: {terminal: true}
+          failed: {terminal: true, outcome: failure}
+        """,
+    )
+    proc = subprocess.Popen(
+        [*LL, "run", str(top)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, "CI": "true"},
+    )  # fmt: skip
+    try:
+        runs = tmp_path / ".loops" / "runs"
+        for _ in range(300):
+            if runs.is_dir() and any(runs.iterdir()):
+                break
+            time.sleep(0.01)
+        (run,) = runs.iterdir()
+        stale = {"id": "fan/ask/approve@1", "answer": "approve", "asked_at": "2000-01-01T00:00:00Z"}
+        (run / "answers").mkdir(exist_ok=True)
+        (run / "answers" / "fan~ask~approve@1.json").write_text(json.dumps(stale))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 6, out + err
+    assert "waiting for an answer to fan/ask/approve@1" in out + err
+
+
 # -- issue 23, medium and low: a full disk inside a branch is resumable once space is freed ---
 
 BIG_OUTPUT = "head -c 300000 /dev/zero | tr '\\\\0' x; echo ${item.value} >> ran.txt"
