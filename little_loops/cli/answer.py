@@ -241,7 +241,7 @@ def answer(run_id: str, answer: str, note: str | None, by: str | None) -> None:
     if any(q.id == record.id for q in earlier):
         told += " (it replaces the answer recorded before)"
     if status == "running" and owner_alive(run_dir, state):
-        click.echo(f"{told}; {_live(run_dir, str(record['id']))}")
+        click.echo(f"{told}; {_live(run_dir, record.id)}")
     else:
         click.echo(f"{told}; continue it with: ll resume {run_dir.run_id}")
 

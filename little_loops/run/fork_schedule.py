@@ -212,7 +212,7 @@ class Fork:
             end = ends.get(item.key)
             if end is None or end.verdict != SUSPENDED:
                 continue
-            asked = [q for q in end.record.get("pending") or () if isinstance(q, dict)]
+            asked = end.pending
             # For this very question (an answer left for an earlier one with the same id, a
             # child called again, is not: the branch would only ask again).
             if asked and all(qs.recorded_answer(root, q) is not None for q in asked):
