@@ -23,6 +23,7 @@ from little_loops.errors import (
     RunError,
     SimulationError,
 )
+from little_loops.load.children import templates
 from little_loops.model.fork import (
     BranchEnd,
     Item,
@@ -346,11 +347,11 @@ def _action_loop(ctx: RunContext, work: State, key: str, command: str) -> Loop:
         max_concurrency=None,
         fail_fast=False,
     )
-    return dataclasses.replace(
+    loop = dataclasses.replace(
         ctx.loop,
         initial=key,
         states={key: state},
-        context={k: str(v).replace("${", "$${") for k, v in ctx.progress.context.items()},
+        context=EMPTY,
         max_iterations=1,
         on_max_iterations=None,
         maintain=False,
@@ -359,3 +360,14 @@ def _action_loop(ctx: RunContext, work: State, key: str, command: str) -> Loop:
         outputs=EMPTY,
         inputs=EMPTY,
     )
+    # Only the context keys the branch's own templates read (its evaluator's: its command is
+    # rendered already), never the parent's whole context: items kept in `context` would be
+    # copied into every branch's state.
+    used = {
+        part.path[0]
+        for _, text in templates(loop)
+        for part in placeholders(text)
+        if part.namespace == "context"
+    }
+    context = {k: str(v).replace("${", "$${") for k, v in ctx.progress.context.items() if k in used}
+    return dataclasses.replace(loop, context=context)

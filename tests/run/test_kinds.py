@@ -168,3 +168,40 @@ def test_a_suspension_ends_the_run_through_the_one_finish(
     waiting = project.ll("run", "ask.yaml", "--no-input")
     assert waiting.returncode == 6, waiting.stdout + waiting.stderr
     assert ends == ["suspended"]
+
+
+def test_an_action_branch_holds_only_the_context_keys_its_work_reads(project: Project) -> None:
+    """Items kept in `context` are not copied into every branch's state.json; a key the
+    branch's evaluator reads still reaches it."""
+    items = ",".join(f'"item-{n:03d}"' for n in range(50))
+    project.write(
+        "fan.yaml",
+        f"""
+        name: fan
+        initial: fan
+        context:
+          items: '[{items}]'
+          said: "all good"
+          unused: "never read by a branch"
+        states:
+          fan:
+            for_each: "${{context.items}}"
+            action: 'echo "${{item.value}}"'
+            evaluate: {{type: output_contains, pattern: "good", source: "${{context.said}}"}}
+            max_concurrency: 4
+            on_success: done
+            on_failure: failed
+          failed: {{terminal: true, outcome: failure}}
+          done: {{terminal: true}}
+        """,
+    )
+    done = project.ll("run", "fan.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run,) = (project.path / ".loops" / "runs").iterdir()
+    branches = sorted((run / "sub" / "0001-fan").glob("item-*/state.json"))
+    assert len(branches) == 50
+    for state in branches:
+        text = state.read_text(encoding="utf-8")
+        assert json.loads(text)["context"] == {"said": "all good"}, state
+        if state.parent.name != "item-049":
+            assert "item-049" not in text, state
