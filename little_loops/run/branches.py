@@ -308,7 +308,7 @@ def _prepare(
             file=work.loop or "",
             values=values,
             path=path,
-            layer=layer,
+            layer=lambda: layer,
             # A branch's child: keys bound from program text; an action branch runs with this
             # run's context, and its keys that hold program text.
             program_context=(

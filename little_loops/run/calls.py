@@ -75,7 +75,7 @@ class LoopStep:
                         path=path,
                         # A simulation answers a child's states under `state/`
                         # (`deploy/canary`); the real layer is the same for the whole tree.
-                        layer=ctx.steps.actions.child(state.name, child),
+                        layer=lambda: ctx.steps.actions.child(state.name, child),
                         program_context=subloop.program_inputs(state, ctx.steps.templates.program),
                         timeout=state.timeout,
                         attempt=attempt,

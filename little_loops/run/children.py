@@ -75,7 +75,9 @@ class ChildPlan:
     file: str  # the `loop:` file, or "" for an action branch
     values: Mapping[str, str]  # `with:`, rendered in the caller's scope
     path: tuple[str, ...]  # the calling states, root first, this one (and a branch key) last
-    layer: ActionLayer  # what its steps act through (before it resumes)
+    # What its steps act through (before it resumes), made once `child_start` is told: a
+    # simulation checks its script for the child there.
+    layer: Callable[[], ActionLayer]
     program_context: frozenset[str]  # its context keys that hold program text
     timeout: float | None = None  # the calling state's own limit, if it has one for the child
     attempt: int = 1  # a `loop:` state's retry
@@ -126,9 +128,6 @@ def start(ctx: RunContext, plan: ChildPlan) -> Child:
     """Start (or resume) the child `plan` describes, as a run of the tree below `ctx`."""
     root, branch = plan.root, plan.branch
     progress = _resumed(ctx, plan)
-    layer = plan.layer
-    if progress is not None:
-        layer = layer.resumed(root / "events.jsonl")
     redactor = ctx.redactor
     shown = redactor.obj(dict(plan.values)) if redactor else dict(plan.values)
     announce: dict[str, Any] = {"attempt": plan.attempt}
@@ -153,6 +152,9 @@ def start(ctx: RunContext, plan: ChildPlan) -> Child:
             **announce,
         )
     )
+    layer = plan.layer()
+    if progress is not None:
+        layer = layer.resumed(root / "events.jsonl")
     # The earliest deadline: the child's own, the calling state's, and ours (which holds
     # every ancestor's), each on the child's clock (its elapsed time goes on over resumes).
     child = plan.loop
