@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,48 @@ def sandbox(root: Path) -> tuple[Path, dict[str, str]]:
     return cwd, env
 
 
+def declared_context(path: Path, seen: frozenset[Path] = frozenset()) -> dict[str, Any]:
+    """The loop's `context:` merged over the contexts of the files it inherits (`from:`),
+    as upstream merges them: the keys that have a value before any input is given."""
+    import yaml
+
+    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    merged: dict[str, Any] = {}
+    base = doc.get("from")
+    if isinstance(base, str):  # named from this file's folder or one above (upstream's loops)
+        for folder in (path.parent, path.parent.parent):
+            found = [c for c in (folder / f"{base}.yaml", folder / base) if c.is_file()]
+            if found and found[0].resolve() not in seen:
+                merged = declared_context(found[0], seen | {path.resolve()})
+                break
+    own = doc.get("context")
+    if isinstance(own, dict):
+        merged.update(own)
+    return merged
+
+
+def _texts(node: Any) -> Iterator[str]:
+    """Every string of a loop, less `description:` (prose that may name a key in passing)."""
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key != "description":
+                yield from _texts(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _texts(value)
+
+
+# a value each runner accepts for a required input of a declared type
+TYPED_VALUE = {"integer": "1", "number": "1", "boolean": "true"}
+
+
 def inputs_of(path: Path) -> dict[str, str]:
-    """Values for the inputs a loop requires (the same for both runners)."""
+    """Values for the inputs a loop leaves without a value (the same for both runners):
+    `demo`, or `1` / `true` for an input declared as a number or a boolean."""
+    import re
+
     import yaml
 
     doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -87,20 +128,22 @@ def inputs_of(path: Path) -> dict[str, str]:
     if isinstance(doc.get("required_inputs"), list):
         keys += [str(k) for k in doc["required_inputs"]]
     params = doc.get("parameters")
+    typed: dict[str, str] = {}
     if isinstance(params, dict):
-        keys += [str(k) for k, v in params.items() if isinstance(v, dict) and v.get("required")]
-    import re
-
-    declared = doc.get("context")
-    context: dict[str, Any] = declared if isinstance(declared, dict) else {}
-    for m in re.finditer(r"\$\{context\.([^}.]+)", path.read_text(encoding="utf-8")):
-        raw = m.group(1)
-        if ":default=" in raw or raw.endswith("?"):
-            continue
-        raw = raw.removesuffix(":shell")
-        if raw not in context:
-            keys.append(raw)
-    return {k: "demo" for k in dict.fromkeys(keys) if k != "run_dir"}
+        for k, v in params.items():
+            if isinstance(v, dict) and v.get("required"):
+                keys.append(str(k))
+                typed[str(k)] = TYPED_VALUE.get(str(v.get("type")), "demo")
+    context = declared_context(path)
+    for text in _texts(doc):
+        for m in re.finditer(r"\$\{context\.([^}.]+)", text):
+            raw = m.group(1)
+            if ":default=" in raw or raw.endswith("?"):
+                continue
+            raw = raw.removesuffix(":shell")
+            if raw not in context:
+                keys.append(raw)
+    return {k: typed.get(k, "demo") for k in dict.fromkeys(keys) if k != "run_dir"}
 
 
 def without_backoff(src: Path, dst: Path) -> None:
@@ -288,7 +331,10 @@ def same(
     mine = [s for i, s in enumerate(ours.path) if s in states]
     mine = [s for i, s in enumerate(mine) if s not in terminals or i == len(mine) - 1]
     if up["outcome"] == "limit":
-        ok = mine[: len(up["path"])] == up["path"]
+        # upstream's `-n` limit is the harness's, not the loop's: the state its
+        # `on_max_steps` went to after it is left out (ll runs on, to a higher limit)
+        head = up["path"][:STEP_LIMIT]
+        ok = mine[: len(head)] == head
         return ok, "" if ok else f"path {mine} vs upstream {up['path']}"
     final = mine[-1] if mine else None
     if mine != up["path"]:

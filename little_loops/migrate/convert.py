@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ruamel.yaml.comments import CommentedMap
 
+from little_loops.migrate.evals import split_exit_check
 from little_loops.migrate.expand import (
     ROOT,
     Unreadable,
@@ -239,6 +240,15 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
                     states.insert(pos, new_name, new)
                     convert_state(new_name, new, line, notes, links)
                 longest = max(longest, len(added))
+        for name, state in list(states.items()):
+            if not isinstance(state, CommentedMap):
+                continue
+            found = split_exit_check(
+                str(name), state, {str(n) for n in states}, line_of(states, name), notes
+            )
+            if found is not None:
+                states.insert(list(states).index(name) + 1, *found)
+                longest = max(longest, 1)
         if longest:
             _more_steps(doc, 1 + longest, notes)
     _bash(doc, notes)

@@ -245,6 +245,18 @@ def _inputs(doc: CommentedMap, notes: Notes) -> None:
         for key, spec in params.items():
             context[key] = _parameter(spec, context.get(key))
         notes.carried(line_of(doc, "parameters"), "`parameters:` are context inputs here")
+        run_dir = context.get("run_dir")
+        if "run_dir" in params and (run_dir is None or _no_default(run_dir)):
+            # upstream's runner sets `run_dir` itself when nobody gives it, required or not
+            filled = CommentedMap(default="${loop.run_dir}")
+            if isinstance(run_dir, dict) and run_dir.get("description"):
+                filled["description"] = run_dir["description"]
+            context["run_dir"] = filled
+            notes.carried(
+                line_of(params, "run_dir"),
+                "parameter `run_dir`: upstream's runner filled it when no caller gave it; "
+                "here it defaults to `${loop.run_dir}`",
+            )
         del doc["parameters"]
     required = doc.get("required_inputs")
     if isinstance(required, list):
@@ -299,6 +311,10 @@ def _parameter(spec: Any, existing: Any) -> Any:
     if spec.get("description"):
         out["description"] = spec["description"]
     return out if out else None
+
+
+def _no_default(value: Any) -> bool:
+    return isinstance(value, dict) and ("default" not in value or value["default"] == "")
 
 
 def _is_input_spec(value: Any) -> bool:
