@@ -220,12 +220,9 @@ def run_upstream(ll_loop: Path, loops: Path, rel: str, verdict: str) -> Run:
 
 def record(ll_loop: Path, corpus: Path, out: Path, only: list[str] | None = None) -> None:
     scenarios = []
-    if only and out.is_file():
-        scenarios = [
-            s
-            for s in json.loads(out.read_text(encoding="utf-8"))["scenarios"]
-            if s["file"] not in only
-        ]
+    before = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
+    if only:
+        scenarios = [s for s in before.get("scenarios", []) if s["file"] not in only]
     for file in corpus_files(corpus):
         rel = str(file.relative_to(corpus))
         if only and rel not in only:
@@ -241,7 +238,9 @@ def record(ll_loop: Path, corpus: Path, out: Path, only: list[str] | None = None
         "how": (
             "Recorded by `python scripts/migrate_equiv.py record --ll-loop "
             "/tmp/upvenv/bin/ll-loop`: upstream's `ll-loop run FILE -n "
-            f"{STEP_LIMIT} --no-lock [--context KEY=demo]` from a scratch virtualenv "
+            f"{STEP_LIMIT} --no-lock [--context KEY=VALUE]` (VALUE: `demo`, or `1`/`true` "
+            "for a required input declared as a number/boolean, for each input the loop and "
+            "the files it inherits (`from:`) leave without a value) from a scratch virtualenv "
             "(`python3 -m venv /tmp/upvenv && /tmp/upvenv/bin/pip install "
             "UPSTREAM/scripts`) holding BrennonTWilliams/little-loops at commit "
             f"{UPSTREAM_COMMIT}, on a copy of ../shared/upstream-loops less `backoff:`, in the "
@@ -252,6 +251,11 @@ def record(ll_loop: Path, corpus: Path, out: Path, only: list[str] | None = None
         "step_limit": STEP_LIMIT,
         "scenarios": scenarios,
     }
+    for key in ("floor", "floor_how", "rerecorded"):
+        if key in before:
+            data[key] = before[key]
+    if only:
+        data["rerecorded"] = sorted({*before.get("rerecorded", []), *only})
     out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
@@ -276,12 +280,14 @@ def run_ll(migrated: Path, source: Path, verdict: str, limit: int) -> Run:
             EQ_VERDICT=verdict,
             LL_MODEL="claude://sonnet",
             LL_CLAUDE=str(Path(scratch) / "bin" / "claude"),
-            PYTHONPATH=str(REPO),
         )
+        # this repository on `ll`'s own path only: a step's `python3` must not find our
+        # package (upstream's side has no `little_loops` either)
         args = [
             sys.executable,
-            "-m",
-            "little_loops",
+            "-c",
+            f"import runpy, sys; sys.path.insert(0, {str(REPO)!r}); "
+            "runpy.run_module('little_loops', run_name='__main__', alter_sys=True)",
             "run",
             str(migrated),
             "--json",

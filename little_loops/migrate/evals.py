@@ -116,7 +116,8 @@ def convert_classify(
         capture = str(state.setdefault("capture", name))
         source = "${captured." + capture + ".output}"
     fallback = route.get("_")
-    errors = route.get("_error") or route.get("error") or fallback
+    # upstream: a verdict with no entry of its own goes to `_` first, `_error` only without it
+    errors = route.get("error") or fallback or route.get("_error")
     tokens = [str(k) for k in route if str(k) not in ("_", "_error", "error")]
     names = [f"{name}_{re.sub(r'[^A-Za-z0-9_-]', '_', t).lower()}" for t in tokens]
     added: list[tuple[str, CommentedMap]] = []
