@@ -230,7 +230,8 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
     states = doc.get("states")
     longest = 0  # the most states added after one state: steps one upstream step may take
     if isinstance(states, CommentedMap):
-        for name, state in list(states.items()):
+        upstream_states = list(states.items())
+        for name, state in upstream_states:
             if isinstance(state, CommentedMap):
                 line = line_of(states, name)
                 pos = list(states).index(name)
@@ -240,7 +241,7 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
                     states.insert(pos, new_name, new)
                     convert_state(new_name, new, line, notes, links)
                 longest = max(longest, len(added))
-        for name, state in list(states.items()):
+        for name, state in upstream_states:  # not the states added above
             if not isinstance(state, CommentedMap):
                 continue
             found = split_exit_check(
