@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from little_loops.migrate.evals import (
     STALL_TYPES,
@@ -280,6 +281,20 @@ def _inputs(doc: CommentedMap, notes: Notes) -> None:
         del doc["input_key"]
     if context and "context" not in doc:
         doc.insert(_after(doc, ("initial", "description", "name")), "context", context)
+    numbers = [
+        k for k, v in context.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    ]
+    for name in numbers:
+        # upstream's context values are untyped: a number here would type its key, and a
+        # caller's `with:` or `--set` that upstream took (`0.6` for `90`) would be refused
+        context[name] = DoubleQuotedScalarString(str(context[name]))
+    if numbers:
+        notes.carried(
+            line_of(doc, "context"),
+            f"context {', '.join(f'`{k}`' for k in numbers)}: upstream's context values have "
+            "no type, so a number is written as text here (a plain number would make its key "
+            "an integer or a number, refusing other values given with `with:` or `--set`)",
+        )
     for name, value in list(context.items()):
         if isinstance(value, list | dict) and not _is_input_spec(value):
             import json
