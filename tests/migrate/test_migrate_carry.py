@@ -424,3 +424,75 @@ def test_classify_sends_a_failing_step_to_the_default_route(tmp_path: Path) -> N
         """,
     )
     assert run(loop, tmp_path)[:2] == (["pick", "slow"], 0)
+
+
+def test_context_numbers_take_any_value_as_upstream_took_them(tmp_path: Path) -> None:
+    """Upstream's context has no types: a caller may pass `0.6` where the child says `90`."""
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: caller
+        initial: call
+        context: {rate: 0.6}
+        states:
+          call:
+            loop: child
+            with: {rate: "${context.rate}"}
+            on_yes: done
+            on_no: failed
+          done: {terminal: true}
+          failed: {terminal: true}
+        """,
+        child="""
+        name: child
+        initial: show
+        context: {rate: 90}
+        states:
+          show:
+            action: echo "rate ${context.rate}"
+            next: ok
+          ok: {terminal: true}
+        """,
+    )
+    path, code, out = run(loop, tmp_path)
+    assert (path, code) == (["call", "done"], 0), out
+    assert "upstream's context values have no type" in notes
+    assert run(loop.parent / "child.yaml", tmp_path, "--set", "rate=high")[:2] == (
+        ["show", "ok"],
+        0,
+    )
+
+
+def test_a_sub_loop_out_of_steps_takes_the_callers_no_route(tmp_path: Path) -> None:
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: caller
+        initial: call
+        states:
+          call:
+            loop: child
+            on_yes: done
+            on_no: retry_later
+            on_error: broken
+          done: {terminal: true}
+          retry_later: {terminal: true}
+          broken: {terminal: true}
+        """,
+        child="""
+        name: child
+        initial: spin
+        max_steps: 3
+        states:
+          spin:
+            action: "true"
+            next: spin
+          ok: {terminal: true}
+        """,
+    )
+    path, code, out = run(loop, tmp_path)
+    assert (path, code) == (["call", "retry_later"], 0), out
+    assert "when the sub-loop ran out of steps" in notes
+    child = (loop.parent / "child.yaml").read_text()
+    assert "on_max_iterations: max_steps_reached" in child
+    assert run(loop.parent / "child.yaml", tmp_path)[1] == 4  # alone: still the limit's exit
