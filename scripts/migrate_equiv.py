@@ -19,7 +19,8 @@ path).
 A scenario behaves the same when the states visited (the migration's added states left out:
 stall checks, classify decisions, generated terminals), the final state and the outcome
 (success or not) are equal. When upstream stopped at its step limit, `ll`'s path must begin
-with upstream's.
+with upstream's first STEP_LIMIT states (what its `on_max_steps` did after the harness's limit
+is not compared).
 """
 
 from __future__ import annotations

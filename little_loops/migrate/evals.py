@@ -9,6 +9,9 @@ read git or a history file. Evaluators here never start processes (docs/architec
 contract 5), so each becomes a short POSIX shell check, judged by `exit_code`: exit 0 is
 `success` (progress, upstream's `yes`), exit 1 is `failure` (stalled, upstream's `no`). Its
 count lives in `${loop.run_dir}`, so `ll resume` keeps it.
+
+Upstream's output evaluators gave `error` on a non-zero exit before reading the output; a shell
+step judged by one is routed by its exit code first, and a new state judges its output.
 """
 
 from __future__ import annotations
