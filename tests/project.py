@@ -84,9 +84,15 @@ def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str] | None) -> Re
     # It also adopts its actions' orphans and, after each step, kills every child of the
     # process but its guard: in the test's process that would be the test's own children (a
     # `sleep` standing for a live owner), so the adoption ends with the command.
+    # The adoption is the kernel's too (a child subreaper keeps the orphans of everything the
+    # test starts later, as zombies nobody collects), so that bit is put back as well.
     from little_loops.actions.reaper import ORPHANS
 
     adopted = ORPHANS.enabled
+    reaper = subreaper()
+    # The first action marks the process's environment (LL_ACTION_OWNER, for the guard that
+    # kills a dead runner's actions); a test's later subprocesses must not inherit that mark.
+    environ = dict(os.environ)
     os.chdir(cwd)
     try:
         result = runner.invoke(main, argv, prog_name="ll", env=dict(env) if env else None)
@@ -95,4 +101,31 @@ def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str] | None) -> Re
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         ORPHANS.enabled = adopted
+        if reaper is not None and subreaper() != reaper:
+            _set_subreaper(reaper)
+        for name in set(os.environ) - set(environ):
+            del os.environ[name]
+        os.environ.update((k, v) for k, v in environ.items() if os.environ.get(k) != v)
     return Result(result.exit_code, result.stdout, result.stderr)
+
+
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+def subreaper() -> bool | None:
+    """Whether this process is a child subreaper (Linux); None where that cannot be asked."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    flag = ctypes.c_int(0)
+    if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
+        return None
+    return bool(flag.value)
+
+
+def _set_subreaper(on: bool) -> None:
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
