@@ -45,18 +45,19 @@ class Project:
         self,
         *args: str | Path,
         cwd: Path | None = None,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
         process: bool = False,
         timeout: float = 120,
     ) -> Result:
-        """`ll ARGS` in `cwd` (the project by default), with `env` added to the environment."""
+        """`ll ARGS` in `cwd` (the project by default), with `env` added to the environment
+        (a name given None is taken out of it)."""
         argv = [str(arg) for arg in args]
         where = cwd if cwd is not None else self.path
         if process:
             proc = subprocess.run(
                 [sys.executable, "-m", "little_loops", *argv],
                 cwd=where,
-                env={**os.environ, **env} if env else None,
+                env=_environ(env) if env else None,
                 capture_output=True,
                 text=True,
                 timeout=timeout,
@@ -69,7 +70,12 @@ class Project:
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
 
 
-def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str] | None) -> Result:
+def _environ(env: Mapping[str, str | None]) -> dict[str, str]:
+    full = {**os.environ, **env}
+    return {name: value for name, value in full.items() if value is not None}
+
+
+def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str | None] | None) -> Result:
     from click.testing import CliRunner
 
     from little_loops.cli.main import main
