@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,7 +102,12 @@ def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str | None] | None
     environ = dict(os.environ)
     os.chdir(cwd)
     try:
-        result = runner.invoke(main, argv, prog_name="ll", env=dict(env) if env else None)
+        # pytest turns every warning into an error (pyproject's filterwarnings); `ll` runs
+        # under Python's own defaults, as it does for a user, where a library's
+        # DeprecationWarning (an SDK's about a model) is not shown, let alone raised.
+        with warnings.catch_warnings():
+            _python_defaults()
+            result = runner.invoke(main, argv, prog_name="ll", env=dict(env) if env else None)
     finally:
         os.chdir(before)
         for sig, handler in handlers.items():
@@ -113,6 +119,16 @@ def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str | None] | None
             del os.environ[name]
         os.environ.update((k, v) for k, v in environ.items() if os.environ.get(k) != v)
     return Result(result.exit_code, result.stdout, result.stderr)
+
+
+def _python_defaults() -> None:
+    """The warning filters a Python process starts with (no -W, no PYTHONWARNINGS)."""
+    warnings.resetwarnings()
+    warnings.filterwarnings("ignore", category=ResourceWarning)
+    warnings.filterwarnings("ignore", category=ImportWarning)
+    warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
 
 
 _PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import warnings
 
 import pytest
 from project import Project, subreaper
@@ -45,6 +46,7 @@ def test_an_in_process_run_leaves_the_environment_and_the_kernel_as_it_found_the
     environ = dict(os.environ)
     reaper = subreaper()
     cwd = os.getcwd()
+    filters = list(warnings.filters)  # ll runs under Python's defaults, pytest's come back
     result = project.ll("run", "once.yaml", env={"LL_EXTRA": "1"})
     assert result.returncode == 0, result.stderr
     # The action marked the environment for the guard (LL_ACTION_OWNER) while it ran; it and
@@ -52,6 +54,7 @@ def test_an_in_process_run_leaves_the_environment_and_the_kernel_as_it_found_the
     assert dict(os.environ) == environ
     assert subreaper() == reaper
     assert os.getcwd() == cwd
+    assert warnings.filters == filters
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="child subreapers are Linux's")
