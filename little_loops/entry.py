@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
+
+from little_loops import _catch_interrupts_while_starting, _interrupted_while_starting
+
+# Already done when the package was imported as `ll`; this covers any other launcher.
+_catch_interrupts_while_starting()
 
 TYPE_CHECKING = False  # typing costs `ll --help` a few milliseconds; mypy reads this
 if TYPE_CHECKING:
@@ -63,12 +69,11 @@ def _validate(args: list[str]) -> int | None:
 def _exit_on_signals() -> None:
     """Ctrl-C or SIGTERM before a run installs its own handlers (while starting up or loading
     the file) ends `ll` with 130 or 143, as an interrupted run does, not click's "Aborted!"."""
-    import signal
 
     def stop(signum: int, frame: object) -> None:
-        raise SystemExit(130 if signum == signal.SIGINT else 143)
+        raise SystemExit(143)
 
-    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
     signal.signal(signal.SIGTERM, stop)
 
 
@@ -91,6 +96,10 @@ def main() -> None:
             # ImportError): the interrupt is what happened, not a bug.
             _fail("ll: interrupted", 130)
         _crash(exc)
+    finally:
+        # The exit code is decided: a Ctrl-C in the last moments (the interpreter shutting
+        # down) changes nothing and prints nothing, where it would print a traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 _interrupted: list[int] = []
@@ -99,9 +108,10 @@ _interrupted: list[int] = []
 def _note_interrupts() -> None:
     """Ctrl-C raises KeyboardInterrupt as usual, and is remembered (unless it is ignored, as in
     a background job, which stays so)."""
-    import signal
-
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    if signal.getsignal(signal.SIGINT) not in (
+        signal.default_int_handler,
+        _interrupted_while_starting,
+    ):
         return
 
     def interrupted(signum: int, frame: object) -> None:

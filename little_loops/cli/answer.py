@@ -215,9 +215,9 @@ def find_run_dir(run_id: str) -> RunDir:
 def answer(run_id: str, answer: str, note: str | None, by: str | None) -> None:
     """Record an answer to a question of run RUN, without running anything.
 
-    A run waiting at its terminal prompt takes it within a second; a run that
-    suspended (or suspends: one running other work, or with no terminal) takes it when
-    continued with 'll resume RUN'. ID is the question's
+    A run waiting at its terminal prompt, or a fork whose branch asked while the
+    others work, takes it at once, and 'll answer' waits a moment to say so; a
+    suspended run takes it when continued with 'll resume RUN'. ID is the question's
     id as 'll status RUN' shows it (approve@7), or its state path (approve); with one
     question pending, VALUE alone is enough. Exit 0 recorded, 2 refused.
 
@@ -241,12 +241,38 @@ def answer(run_id: str, answer: str, note: str | None, by: str | None) -> None:
     if any(q.get("id") == record["id"] for q in earlier):
         told += " (it replaces the answer recorded before)"
     if status == "running" and owner_alive(run_dir, state):
-        click.echo(
-            f"{told}; the run is still running: if it waits at its prompt it takes it within "
-            f"a second, and if it suspends instead, continue it with: ll resume {run_dir.run_id}"
-        )
+        click.echo(f"{told}; {_live(run_dir, str(record['id']))}")
     else:
         click.echo(f"{told}; continue it with: ll resume {run_dir.run_id}")
+
+
+LIVE_WAIT_S = 3.0  # how long `ll answer` watches a live run take an answer
+
+
+def _live(run_dir: RunDir, qid: str) -> str:
+    """What a live run did with the answer, as seen: taken (at its prompt, or by the fork
+    whose branch asked), left when the run stopped, or not yet taken (the run is busy)."""
+    root = qs.tree_root(run_dir.root)
+    resume = f"ll resume {run_dir.run_id}"
+    deadline = time.monotonic() + LIVE_WAIT_S
+    while qs.waiting_answer(root, qid):
+        try:
+            state = run_dir.read_state()
+        except LoopError:
+            state = {"status": "running"}
+        status = state.get("status")
+        if status == "finished":
+            return f"the run finished ({state.get('outcome')}) without taking it"
+        if status != "running" or owner_alive(run_dir, state) is False:
+            how = "suspended" if status == "suspended" else "stopped"
+            return f"the run {how} before taking it; continue it with: {resume}"
+        if time.monotonic() >= deadline:
+            return (
+                "the run is busy in another process and has not taken it yet: it takes it "
+                f"when the branch that asked can go on, or else on: {resume}"
+            )
+        time.sleep(0.1)
+    return "the running run took it"
 
 
 # -- the message of a suspended run --------------------------------------------------------

@@ -77,7 +77,11 @@ class Outputs:
                 while rest:
                     rest = rest[os.write(self._fd, rest) :]
         except OSError as exc:
-            self._end = os.fstat(self._fd).st_size  # the torn record is skipped, never read
+            try:  # a full disk took part of it: given back, so the run can record its stop
+                os.ftruncate(self._fd, offset)
+                self._end = offset
+            except OSError:
+                self._end = os.fstat(self._fd).st_size  # the torn record is skipped, never read
             raise OSError(exc.errno, exc.strerror, os.fspath(self.path)) from None
         self._end += size
         self._unsynced = True

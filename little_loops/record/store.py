@@ -67,6 +67,8 @@ def cannot(verb: str, path: Path | str, exc: OSError) -> str:
     fix = {
         errno.ENOSPC: "free some space and resume the run",
         errno.EDQUOT: "free some space and resume the run",
+        errno.EFBIG: "raise the file size limit (ulimit -f) and resume the run",
+        errno.EIO: "check the disk, then resume the run",
         errno.EACCES: "run ll in a directory you can write to",
         errno.EPERM: "run ll in a directory you can write to",
         errno.EROFS: "run ll in a directory on a writable file system",
@@ -449,8 +451,16 @@ class RunLog:
             except OSError as exc:
                 raise RunError(cannot("open the run's log", self.path, exc)) from None
             self._end = os.fstat(self._fd).st_size
-        _write_all(self._fd, data, self.path)
-        self._end = self.offset() + len(data)
+        start = self.offset()
+        try:
+            _write_all(self._fd, data, self.path)
+        except OSError:
+            # A full disk took part of it: given back, so the run can still record that it
+            # stopped (and resume once there is room); the step runs again then.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+            raise
+        self._end = start + len(data)
 
     def close(self) -> None:
         if self._fd is not None:

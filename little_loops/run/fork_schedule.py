@@ -43,6 +43,7 @@ from little_loops.model.progress import (
     RunResult,
 )
 from little_loops.record import events as ev
+from little_loops.record import questions as qs
 from little_loops.record.events import read_events
 from little_loops.record.questions import Suspended
 from little_loops.record.store import RunDir
@@ -129,7 +130,9 @@ class Fork:
         running: dict[str, tuple[Job, threading.Thread]] = {}
         stopping = False
         try:
-            while (todo and not stopping) or running:
+            while (todo and not stopping) or running or (not stopping and self._answered(ends)):
+                if not todo and not running:  # answered while the last branches worked
+                    todo.extend(self._take_answered(ends))
                 while todo and len(running) < self.limit and not stopping:
                     item = todo.popleft()
                     end = self._finished(item)
@@ -148,9 +151,12 @@ class Fork:
                 if not running:
                     continue
                 self.host.session.flush()  # `ll logs -f` shows the branches started and ended
-                job = self._wait()
-                del running[job.item.key]
-                ends[job.item.key] = self._complete(job.item, self._end(job))
+                ended = self._wait(None if stopping else ends)
+                if ended is None:  # `ll answer` answered a waiting branch: it goes on now
+                    todo.extendleft(reversed(self._take_answered(ends)))
+                    continue
+                del running[ended.item.key]
+                ends[ended.item.key] = self._complete(ended.item, self._end(ended))
                 if not stopping and self._decided(ends):
                     stopping = True
                     for other, _ in running.values():
@@ -185,13 +191,38 @@ class Fork:
         finally:
             self.done.put(job)
 
-    def _wait(self) -> Job:
+    def _wait(self, ends: dict[str, BranchEnd] | None) -> Job | None:
+        """The next branch to end, or None as soon as a waiting branch of `ends` has its
+        answer."""
         while True:
             try:
                 with GATE.interruptible():  # a signal (or, in a branch, a stop) ends the wait
                     return self.done.get(timeout=0.2)
             except queue.Empty:
+                if ends is not None and self._answered(ends):
+                    return None
+
+    def _answered(self, ends: dict[str, BranchEnd]) -> list[Item]:
+        """Waiting branches whose every question has its answer recorded (`ll answer`)."""
+        root = qs.tree_root(self.root)
+        found = []
+        for item in self.items:
+            end = ends.get(item.key)
+            if end is None or end.verdict != SUSPENDED:
                 continue
+            asked = [q for q in end.record.get("pending") or () if isinstance(q, dict)]
+            # For this very question (an answer left for an earlier one with the same id, a
+            # child called again, is not: the branch would only ask again).
+            if asked and all(qs.recorded_answer(root, q) is not None for q in asked):
+                found.append(item)
+        return found
+
+    def _take_answered(self, ends: dict[str, BranchEnd]) -> list[Item]:
+        """Those branches, no longer counted as waiting: they run on, taking their answers."""
+        found = self._answered(ends)
+        for item in found:
+            del ends[item.key]
+        return found
 
     def _finished(self, item: Item) -> BranchEnd | None:
         """A branch that ended before the fork stopped: read back, never run again."""

@@ -259,8 +259,8 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
             return self._finish("interrupted", p.current, "interrupted (SIGINT)", EXIT_INTERRUPTED)
         except Terminated:
             return self._finish("interrupted", p.current, "terminated (SIGTERM)", EXIT_TERMINATED)
-        except OSError as exc:  # the machine said no: disk full, a file made unwritable
-            return self._finish("error", p.current, _os_error(exc))
+        except OSError as exc:  # the machine said no (a full disk): freed, the run resumes
+            return self._finish("interrupted", p.current, _os_error(exc), EXIT_RUN_ERROR)
         except Exception as exc:  # a bug in ll: recorded as ended in error, never "running"
             from little_loops.crash import one_line
 

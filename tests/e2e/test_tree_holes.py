@@ -893,11 +893,40 @@ def test_a_cycle_error_says_its_reason_once(project: Project, tmp_path: Path, co
 # -- issue 23, medium and low: `ll answer` on a live run does what it says ----------------------
 
 
+def _answer_while_running(project: Project, tmp_path: Path, top: Path) -> tuple[str, Any]:
+    """`ll answer` given to the live run of `top` (no terminal) as soon as it has a question,
+    and the run's own end."""
+    proc = subprocess.Popen(
+        [*LL, "run", str(top)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, "CI": "true"},
+    )  # fmt: skip
+    try:
+        told = None
+        for _ in range(200):
+            runs = tmp_path / ".loops" / "runs"
+            ids = sorted(p.name for p in runs.iterdir()) if runs.is_dir() else []
+            if ids:
+                given = project.ll("answer", ids[0], "approve", env={"CI": "true"})
+                if given.returncode == 0:
+                    told = given.stdout
+                    break
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert told is not None, out + err
+    return told, (proc.returncode, out, err)
+
+
 def test_ll_answer_to_a_live_run_is_taken_by_that_run(project: Project, tmp_path: Path) -> None:
     """A fork: one branch asks at once (no terminal: it cannot wait at a prompt), the other
     works 4 s. `ll answer` meanwhile said "the running run takes it", and the run then
-    suspended (6) without it. What it says now is what happens: the run suspends, and
-    `ll resume` takes the recorded answer."""
+    suspended (6) without it. Now the fork takes the answer while its other branch works:
+    the asking branch goes on, the run ends 0, and `ll answer` says what it saw happen."""
     write(
         tmp_path,
         "asker.yaml",
@@ -909,7 +938,7 @@ def test_ll_answer_to_a_live_run_is_taken_by_that_run(project: Project, tmp_path
             ask: Ship it?
             choices: [approve, reject]
             route: {approve: done, reject: refused}
-          done: {terminal: true}
+          done: {action: echo shipped >> shipped.txt, terminal: true}
           refused: {terminal: true, outcome: failure}
         """,
     )
@@ -929,38 +958,248 @@ def test_ll_answer_to_a_live_run_is_taken_by_that_run(project: Project, tmp_path
           failed: {terminal: true, outcome: failure}
         """,
     )
-    env = {**os.environ, "CI": "true"}
-    proc = subprocess.Popen(
-        [*LL, "run", str(top)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
+    told, (code, out, err) = _answer_while_running(project, tmp_path, top)
+    assert told.rstrip().endswith("; the running run took it"), told
+    assert code == 0, (told, out, err)  # taken by the live run, as it said
+    assert (tmp_path / "shipped.txt").read_text() == "shipped\n"
+
+
+def test_ll_answer_to_a_busy_run_says_it_is_not_taken_yet(project: Project, tmp_path: Path) -> None:
+    """One branch at a time (`max_concurrency: 1`): the asking branch waits while the other
+    works 6 s, so the run cannot take the answer at once. `ll answer` says so plainly (not
+    "took it"), and the run takes it when the slot frees, as it said."""
+    write(
+        tmp_path,
+        "asker.yaml",
+        """
+        name: asker
+        initial: approve
+        states:
+          approve: {ask: Ship it?, choices: [approve], route: {approve: done}}
+          done: {action: echo shipped >> shipped.txt, terminal: true}
+        """,
     )
+    top = write(
+        tmp_path,
+        "top.yaml",
+        """
+        name: top
+        initial: fan
+        states:
+          fan:
+            parallel:
+              ask: {loop: asker.yaml}
+              work: {action: sleep 6}
+            max_concurrency: 1
+            route: {success: done, _: failed}
+          done: {terminal: true}
+          failed: {terminal: true, outcome: failure}
+        """,
+    )
+    told, (code, out, err) = _answer_while_running(project, tmp_path, top)
+    assert "took it" not in told, told
+    assert "the run is busy in another process and has not taken it yet" in told, told
+    assert "or else on: ll resume " in told, told
+    assert code == 0, (told, out, err)
+    assert (tmp_path / "shipped.txt").read_text() == "shipped\n"
+
+
+def test_a_stale_answer_with_the_same_id_does_not_wake_a_waiting_branch(tmp_path: Path) -> None:
+    """An answer left in `answers/` for an earlier occurrence of the same question id (a child
+    called again) is not this question's: the fork does not run the asking branch again on it
+    (it would only ask again, forever); the run suspends when its other work is done."""
+    write(
+        tmp_path,
+        "asker.yaml",
+        """
+        name: asker
+        initial: approve
+        states:
+          approve: {ask: Ship it?, choices: [approve], route: {approve: done}}
+          done: {terminal: true}
+        """,
+    )
+    top = write(
+        tmp_path,
+        "top.yaml",
+        """
+        name: top
+        initial: fan
+        states:
+          fan:
+            parallel:
+              ask: {loop: asker.yaml}
+              work: {action: sleep 3}
+            route: {success: done, _: failed}
+          done: {terminal: true}
+          failed: {terminal: true, outcome: failure}
+        """,
+    )
+    proc = subprocess.Popen(
+        [*LL, "run", str(top)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, "CI": "true"},
+    )  # fmt: skip
     try:
-        told = None
-        for _ in range(100):
-            runs = tmp_path / ".loops" / "runs"
-            ids = sorted(p.name for p in runs.iterdir()) if runs.is_dir() else []
-            if ids:
-                given = project.ll("answer", ids[0], "approve", env={"CI": "true"})
-                if given.returncode == 0:
-                    told = given.stdout
-                    break
-            if proc.poll() is not None:
+        runs = tmp_path / ".loops" / "runs"
+        for _ in range(300):
+            if runs.is_dir() and any(runs.iterdir()):
                 break
-            time.sleep(0.1)
+            time.sleep(0.01)
+        (run,) = runs.iterdir()
+        stale = {"id": "fan/ask/approve@1", "answer": "approve", "asked_at": "2000-01-01T00:00:00Z"}
+        (run / "answers").mkdir(exist_ok=True)
+        (run / "answers" / "fan~ask~approve@1.json").write_text(json.dumps(stale))
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert told is not None, out + err
-    assert "the running run takes it" not in told
-    assert "still running" in told, told
-    assert proc.returncode == 6, (told, out, err)  # it suspended: as the message said
-    run_id = told.split(" of run ")[1].split(";")[0]
-    assert f"ll resume {run_id}" in told, told
-    resumed = project.ll("resume", run_id, env={"CI": "true"})
+    assert proc.returncode == 6, out + err
+    assert "waiting for an answer to fan/ask/approve@1" in out + err
+
+
+# -- issue 23, medium and low: a full disk inside a branch is resumable once space is freed ---
+
+BIG_OUTPUT = "head -c 300000 /dev/zero | tr '\\\\0' x; echo ${item.value} >> ran.txt"
+
+WRITES_BIG = {
+    "for_each": f"""
+        name: fan
+        initial: each
+        states:
+          each:
+            for_each: [a, b]
+            action: "{BIG_OUTPUT}"
+            on_success: done
+            on_failure: failed
+          done: {{terminal: true}}
+          failed: {{terminal: true, outcome: failure}}
+        """,
+    "loop": """
+        name: fan
+        initial: each
+        states:
+          each:
+            for_each: [a, b]
+            loop: big.yaml
+            with: {name: "${item.value}"}
+            on_success: done
+            on_failure: failed
+          done: {terminal: true}
+          failed: {terminal: true, outcome: failure}
+        """,
+    "plain": f"""
+        name: fan
+        initial: each
+        states:
+          each:
+            action: "{BIG_OUTPUT.replace("${item.value}", "a")}"
+            next: done
+          done: {{terminal: true}}
+        """,
+}
+
+BIG_CHILD = f"""
+name: big
+initial: write
+context: {{name: ""}}
+states:
+  write:
+    action: "{BIG_OUTPUT.replace("${item.value}", "${context.name}")}"
+    next: done
+  done: {{terminal: true}}
+"""
+
+
+@pytest.mark.parametrize("shape", ["for_each", "loop", "plain"])
+def test_a_write_that_fails_inside_a_branch_stops_the_run_resumably(
+    project: Project, tmp_path: Path, shape: str
+) -> None:
+    """The machine refuses a write of the tree's records (here a file size limit, EFBIG, as a
+    full disk or a quota would with ENOSPC or EDQUOT): the run stops, exit 3, naming the file;
+    it is not the branch's verdict. Once the limit is gone, `ll resume` runs the branch again
+    and the run ends as it would have."""
+    import resource
+
+    loop = write(tmp_path, "loop.yaml", WRITES_BIG[shape])
+    write(tmp_path, "big.yaml", BIG_CHILD)
+
+    def small_files() -> None:  # python ignores SIGXFSZ: a write past the limit is EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, resource.RLIM_INFINITY))
+
+    proc = subprocess.run(
+        [*LL, "run", str(loop)], cwd=tmp_path, capture_output=True, text=True, timeout=90,
+        preexec_fn=small_files,
+    )  # fmt: skip
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 3, said
+    assert "Traceback" not in said
+    assert "File too large; raise the file size limit (ulimit -f) and resume the run" in said
+    assert " error " not in said, said  # no branch verdict
+    assert "failure" not in said, said
+    (run,) = (tmp_path / ".loops" / "runs").iterdir()
+    state = json.loads((run / "state.json").read_text())
+    assert (state["status"], state["current"]) == ("interrupted", "each")
+    resumed = project.ll("resume", run.name)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    ran = set((tmp_path / "ran.txt").read_text().split())
+    assert ran == ({"a"} if shape == "plain" else {"a", "b"})
+
+
+def test_a_full_disk_inside_a_branch_stops_the_run_resumably(tmp_path: Path) -> None:
+    """A real full disk (a 2 MiB tmpfs in a user namespace): branch `a` prints 300 kB where
+    about 250 kB are free. The run stops as interrupted, exit 3, in one line naming the file;
+    once the space is freed `ll resume` runs `a` again and the run ends 0 (`b`, finished, is
+    read back, never run again)."""
+    import shutil
+
+    if shutil.which("unshare") is None or sys.platform != "linux":
+        pytest.skip("needs unshare(1) to mount a tiny tmpfs")
+    if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0:
+        pytest.skip("user namespaces are not available here")
+    write(
+        tmp_path,
+        "loop.yaml",
+        """
+        name: fan
+        initial: each
+        states:
+          each:
+            for_each: [a, b]
+            action: >-
+              if [ ${item.value} = a ]; then head -c 300000 /dev/zero | tr '\\0' x; fi;
+              echo ${item.value} >> ran.txt
+            on_success: done
+            on_failure: failed
+          done: {terminal: true}
+          failed: {terminal: true, outcome: failure}
+        """,
+    )
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    ll_cmd = " ".join(LL)
+    script = (
+        f"mount -t tmpfs -o size=2m tmpfs {mnt} && cp loop.yaml {mnt}/ && cd {mnt} && "
+        f"head -c {2 * 1024 * 1024 - 300_000} /dev/zero > filler && "
+        f"{{ {ll_cmd} run loop.yaml; echo rc=$?; }} && cat .loops/runs/*/state.json && "
+        f"rm filler && echo && echo RESUME && "
+        f"{{ {ll_cmd} resume $(ls .loops/runs); echo rc=$?; }} && cat ran.txt"
+    )
+    proc = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script], cwd=tmp_path, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    said = proc.stdout + proc.stderr
+    assert "Traceback" not in said
+    first, _, second = proc.stdout.partition("RESUME")
+    assert "rc=3" in first, said
+    assert [x for x in proc.stderr.splitlines() if x.startswith("ll: error")] == [], said
+    stopped = next(x for x in first.splitlines() if x.startswith("ll: interrupted at 'each'"))
+    assert "No space left on device; free some space and resume the run" in stopped
+    assert f"{mnt}{os.sep}.loops{os.sep}runs{os.sep}" in stopped  # names the file
+    state = json.loads(first.split("rc=3\n", 1)[1])
+    assert (state["status"], state["current"]) == ("interrupted", "each")
+    assert "rc=0" in second, said
+    ran = second.split("rc=0", 1)[1].split()
+    assert ran[-1] == "a"  # run again on resume (its cut attempt may have got this far too)
+    assert ran.count("b") == 1  # finished: read back, never run again
