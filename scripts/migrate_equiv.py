@@ -19,7 +19,8 @@ path).
 A scenario behaves the same when the states visited (the migration's added states left out:
 stall checks, classify decisions, generated terminals), the final state and the outcome
 (success or not) are equal. When upstream stopped at its step limit, `ll`'s path must begin
-with upstream's.
+with upstream's first STEP_LIMIT states (what its `on_max_steps` did after the harness's limit
+is not compared).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,8 +78,48 @@ def sandbox(root: Path) -> tuple[Path, dict[str, str]]:
     return cwd, env
 
 
+def declared_context(path: Path, seen: frozenset[Path] = frozenset()) -> dict[str, Any]:
+    """The loop's `context:` merged over the contexts of the files it inherits (`from:`),
+    as upstream merges them: the keys that have a value before any input is given."""
+    import yaml
+
+    doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    merged: dict[str, Any] = {}
+    base = doc.get("from")
+    if isinstance(base, str):  # named from this file's folder or one above (upstream's loops)
+        for folder in (path.parent, path.parent.parent):
+            found = [c for c in (folder / f"{base}.yaml", folder / base) if c.is_file()]
+            if found and found[0].resolve() not in seen:
+                merged = declared_context(found[0], seen | {path.resolve()})
+                break
+    own = doc.get("context")
+    if isinstance(own, dict):
+        merged.update(own)
+    return merged
+
+
+def _texts(node: Any) -> Iterator[str]:
+    """Every string of a loop, less `description:` (prose that may name a key in passing)."""
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key != "description":
+                yield from _texts(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _texts(value)
+
+
+# a value each runner accepts for a required input of a declared type
+TYPED_VALUE = {"integer": "1", "number": "1", "boolean": "true"}
+
+
 def inputs_of(path: Path) -> dict[str, str]:
-    """Values for the inputs a loop requires (the same for both runners)."""
+    """Values for the inputs a loop leaves without a value (the same for both runners):
+    `demo`, or `1` / `true` for an input declared as a number or a boolean."""
+    import re
+
     import yaml
 
     doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -87,20 +129,22 @@ def inputs_of(path: Path) -> dict[str, str]:
     if isinstance(doc.get("required_inputs"), list):
         keys += [str(k) for k in doc["required_inputs"]]
     params = doc.get("parameters")
+    typed: dict[str, str] = {}
     if isinstance(params, dict):
-        keys += [str(k) for k, v in params.items() if isinstance(v, dict) and v.get("required")]
-    import re
-
-    declared = doc.get("context")
-    context: dict[str, Any] = declared if isinstance(declared, dict) else {}
-    for m in re.finditer(r"\$\{context\.([^}.]+)", path.read_text(encoding="utf-8")):
-        raw = m.group(1)
-        if ":default=" in raw or raw.endswith("?"):
-            continue
-        raw = raw.removesuffix(":shell")
-        if raw not in context:
-            keys.append(raw)
-    return {k: "demo" for k in dict.fromkeys(keys) if k != "run_dir"}
+        for k, v in params.items():
+            if isinstance(v, dict) and v.get("required"):
+                keys.append(str(k))
+                typed[str(k)] = TYPED_VALUE.get(str(v.get("type")), "demo")
+    context = declared_context(path)
+    for text in _texts(doc):
+        for m in re.finditer(r"\$\{context\.([^}.]+)", text):
+            raw = m.group(1)
+            if ":default=" in raw or raw.endswith("?"):
+                continue
+            raw = raw.removesuffix(":shell")
+            if raw not in context:
+                keys.append(raw)
+    return {k: typed.get(k, "demo") for k in dict.fromkeys(keys) if k != "run_dir"}
 
 
 def without_backoff(src: Path, dst: Path) -> None:
@@ -177,12 +221,9 @@ def run_upstream(ll_loop: Path, loops: Path, rel: str, verdict: str) -> Run:
 
 def record(ll_loop: Path, corpus: Path, out: Path, only: list[str] | None = None) -> None:
     scenarios = []
-    if only and out.is_file():
-        scenarios = [
-            s
-            for s in json.loads(out.read_text(encoding="utf-8"))["scenarios"]
-            if s["file"] not in only
-        ]
+    before = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
+    if only:
+        scenarios = [s for s in before.get("scenarios", []) if s["file"] not in only]
     for file in corpus_files(corpus):
         rel = str(file.relative_to(corpus))
         if only and rel not in only:
@@ -198,7 +239,9 @@ def record(ll_loop: Path, corpus: Path, out: Path, only: list[str] | None = None
         "how": (
             "Recorded by `python scripts/migrate_equiv.py record --ll-loop "
             "/tmp/upvenv/bin/ll-loop`: upstream's `ll-loop run FILE -n "
-            f"{STEP_LIMIT} --no-lock [--context KEY=demo]` from a scratch virtualenv "
+            f"{STEP_LIMIT} --no-lock [--context KEY=VALUE]` (VALUE: `demo`, or `1`/`true` "
+            "for a required input declared as a number/boolean, for each input the loop and "
+            "the files it inherits (`from:`) leave without a value) from a scratch virtualenv "
             "(`python3 -m venv /tmp/upvenv && /tmp/upvenv/bin/pip install "
             "UPSTREAM/scripts`) holding BrennonTWilliams/little-loops at commit "
             f"{UPSTREAM_COMMIT}, on a copy of ../shared/upstream-loops less `backoff:`, in the "
@@ -209,6 +252,11 @@ def record(ll_loop: Path, corpus: Path, out: Path, only: list[str] | None = None
         "step_limit": STEP_LIMIT,
         "scenarios": scenarios,
     }
+    for key in ("floor", "floor_how", "rerecorded"):
+        if key in before:
+            data[key] = before[key]
+    if only:
+        data["rerecorded"] = sorted({*before.get("rerecorded", []), *only})
     out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
@@ -233,12 +281,14 @@ def run_ll(migrated: Path, source: Path, verdict: str, limit: int) -> Run:
             EQ_VERDICT=verdict,
             LL_MODEL="claude://sonnet",
             LL_CLAUDE=str(Path(scratch) / "bin" / "claude"),
-            PYTHONPATH=str(REPO),
         )
+        # this repository on `ll`'s own path only: a step's `python3` must not find our
+        # package (upstream's side has no `little_loops` either)
         args = [
             sys.executable,
-            "-m",
-            "little_loops",
+            "-c",
+            f"import runpy, sys; sys.path.insert(0, {str(REPO)!r}); "
+            "runpy.run_module('little_loops', run_name='__main__', alter_sys=True)",
             "run",
             str(migrated),
             "--json",
@@ -288,7 +338,10 @@ def same(
     mine = [s for i, s in enumerate(ours.path) if s in states]
     mine = [s for i, s in enumerate(mine) if s not in terminals or i == len(mine) - 1]
     if up["outcome"] == "limit":
-        ok = mine[: len(up["path"])] == up["path"]
+        # upstream's `-n` limit is the harness's, not the loop's: the state its
+        # `on_max_steps` went to after it is left out (ll runs on, to a higher limit)
+        head = up["path"][:STEP_LIMIT]
+        ok = mine[: len(head)] == head
         return ok, "" if ok else f"path {mine} vs upstream {up['path']}"
     final = mine[-1] if mine else None
     if mine != up["path"]:

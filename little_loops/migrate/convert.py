@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ruamel.yaml.comments import CommentedMap
 
+from little_loops.migrate.evals import split_exit_check
 from little_loops.migrate.expand import (
     ROOT,
     Unreadable,
@@ -142,6 +143,7 @@ def _migrate(paths: list[Path], out: Path | None) -> Migration:
             wanted += _convert(item, loaded)
     for child, capture, parent, line in wanted:
         _add_output(loaded.get(child), capture, parent, line)
+    _child_step_limits(loaded)
     if out is not None:
         clash = next((m for m in loaded.values() if (out / m.rel).resolve() == m.source), None)
         if clash is not None:
@@ -229,7 +231,8 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
     states = doc.get("states")
     longest = 0  # the most states added after one state: steps one upstream step may take
     if isinstance(states, CommentedMap):
-        for name, state in list(states.items()):
+        upstream_states = list(states.items())
+        for name, state in upstream_states:
             if isinstance(state, CommentedMap):
                 line = line_of(states, name)
                 pos = list(states).index(name)
@@ -239,6 +242,15 @@ def _convert(item: Migrated, loaded: dict[Path, Migrated]) -> list[tuple[Path, s
                     states.insert(pos, new_name, new)
                     convert_state(new_name, new, line, notes, links)
                 longest = max(longest, len(added))
+        for name, state in upstream_states:  # not the states added above
+            if not isinstance(state, CommentedMap):
+                continue
+            found = split_exit_check(
+                str(name), state, {str(n) for n in states}, line_of(states, name), notes
+            )
+            if found is not None:
+                states.insert(list(states).index(name) + 1, *found)
+                longest = max(longest, 1)
         if longest:
             _more_steps(doc, 1 + longest, notes)
     _bash(doc, notes)
@@ -487,6 +499,66 @@ def _children_given_run_dir(loaded: dict[Path, Migrated]) -> set[Path]:
             if passes and child is not None:
                 found.add(child.resolve())
     return found
+
+
+LIMIT_STATE = "max_steps_reached"
+
+
+def _child_step_limits(loaded: dict[Path, Migrated]) -> None:
+    """Upstream's parent sends a sub-loop that ran out of steps to its `on_timeout`, else its
+    `on_no`; here such a child gives `error`. A child with no `on_max_iterations` gets one,
+    a terminal the parent routes by name where upstream went."""
+    for item in loaded.values():
+        states = item.doc.get("states")
+        for name, state in states.items() if isinstance(states, dict) else []:
+            if not isinstance(state, CommentedMap) or not isinstance(state.get("loop"), str):
+                continue
+            table = state.get("route") if isinstance(state.get("route"), dict) else {}
+            target = state.get("on_timeout", table.get("timeout"))
+            if target is None:
+                target = state.get("on_failure", table.get("failure"))
+            found = resolve(str(state["loop"]), item.source.parent)
+            child = loaded.get(found.resolve()) if found is not None else None
+            if target is None or child is None:
+                continue
+            limit = _limit_terminal(child)
+            if limit is None:
+                continue
+            from little_loops.migrate.routes import _as_route
+
+            _as_route(state).setdefault(limit, target)
+            item.notes.carried(
+                line_of(states, name),
+                f"state '{name}': upstream went to '{target}' when the sub-loop ran out of "
+                f"steps; the child ends at '{limit}' then, routed here by that name",
+            )
+
+
+def _limit_terminal(child: Migrated) -> str | None:
+    """The child's `on_max_iterations` terminal, added when it has none."""
+    doc, states = child.doc, child.doc.get("states")
+    if not isinstance(states, CommentedMap):
+        return None
+    if "on_max_iterations" in doc:
+        named = states.get(doc["on_max_iterations"])
+        is_terminal = isinstance(named, dict) and named.get("terminal")
+        return str(doc["on_max_iterations"]) if is_terminal else None
+    name = LIMIT_STATE
+    while name in states:
+        name += "_"
+    states[name] = CommentedMap(
+        description="upstream's caller took its failure route when this loop ran out of steps",
+        terminal=True,
+        outcome="failure",
+    )
+    doc.insert(_top_pos(doc), "on_max_iterations", name)
+    child.notes.carried(
+        line_of(doc, "states"),
+        f"`on_max_iterations: {name}` (a terminal): a caller routes a run that ran out of "
+        "steps by that name, where upstream's caller went on `no` (here the run's outcome "
+        "stays `max_iterations`, exit 4)",
+    )
+    return name
 
 
 def _declare_run_dir(item: Migrated) -> None:

@@ -9,6 +9,9 @@ read git or a history file. Evaluators here never start processes (docs/architec
 contract 5), so each becomes a short POSIX shell check, judged by `exit_code`: exit 0 is
 `success` (progress, upstream's `yes`), exit 1 is `failure` (stalled, upstream's `no`). Its
 count lives in `${loop.run_dir}`, so `ll resume` keeps it.
+
+Upstream's output evaluators gave `error` on a non-zero exit before reading the output; a shell
+step judged by one is routed by its exit code first, and a new state judges its output.
 """
 
 from __future__ import annotations
@@ -116,7 +119,8 @@ def convert_classify(
         capture = str(state.setdefault("capture", name))
         source = "${captured." + capture + ".output}"
     fallback = route.get("_")
-    errors = route.get("_error") or route.get("error") or fallback
+    # upstream: a verdict with no entry of its own goes to `_` first, `_error` only without it
+    errors = route.get("error") or fallback or route.get("_error")
     tokens = [str(k) for k in route if str(k) not in ("_", "_error", "error")]
     names = [f"{name}_{re.sub(r'[^A-Za-z0-9_-]', '_', t).lower()}" for t in tokens]
     added: list[tuple[str, CommentedMap]] = []
@@ -182,3 +186,60 @@ def convert_keyed_numeric(
         "routes (one more step per visit)",
     )
     return [(f"{name}_value", check)]
+
+
+# Upstream gives `error` for a non-zero exit before these evaluators read the output.
+EXIT_BLIND = ("output_contains", "output_numeric", "output_json", "convergence")
+_ROUTE_KEYS = ("on_success", "on_failure", "route")
+
+
+def split_exit_check(
+    name: str, state: CommentedMap, taken: set[str], at: int, notes: Notes
+) -> tuple[str, CommentedMap] | None:
+    """A shell step judged on its output: upstream's verdict was `error` on any non-zero
+    exit, whatever the output said; here the evaluator reads the output alone. The step
+    keeps its action and is routed by its exit code (0 on to a new check state, anything
+    else where upstream sent `error`); the check state evaluates the captured output with
+    the step's routes. Nothing is added where `error` went where every verdict went."""
+    spec = state.get("evaluate")
+    if (
+        not isinstance(spec, dict)
+        or spec.get("type") not in EXIT_BLIND
+        or state.get("action_type") == "slash"
+        or not isinstance(state.get("action"), str)
+        or state.get("terminal")
+        or "retry" in state
+        or "next" in state
+    ):
+        return None
+    table = state.get("route")
+    route = table if isinstance(table, dict) else {}
+    error = state.get("on_error", route.get("_error", route.get("error")))
+    others = [state[k] for k in ("on_success", "on_failure") if k in state]
+    others += [v for k, v in route.items() if k not in ("_error", "error", "timeout")]
+    if error is not None and all(t == error for t in others):
+        return None
+    check_name = f"{name}_output"
+    while check_name in taken:
+        check_name += "_"
+    check = CommentedMap()
+    check["description"] = f"upstream judged '{name}' on its output only when the step exited 0"
+    spec = state.pop("evaluate")
+    if "source" not in spec:
+        capture = str(state.setdefault("capture", name))
+        spec.insert(1, "source", "${captured." + capture + ".output}")
+    check["evaluate"] = spec
+    for key in (*_ROUTE_KEYS, "on_error"):
+        if key in state:
+            check[key] = state.pop(key)
+    state["next"] = check_name
+    if error is not None:
+        state["on_error"] = error
+    notes.carried(
+        at,
+        f"state '{name}': upstream's `{spec.get('type')}` gave `error` on a non-zero exit "
+        "before reading the output; the step is routed by its exit code (a non-zero exit "
+        f"goes where `error` went) and a new state '{check_name}' judges the output with "
+        "the step's routes (one more step per visit)",
+    )
+    return check_name, check

@@ -81,6 +81,22 @@ def _route_defaults(name: str, state: CommentedMap, line: int, notes: Notes) -> 
     route = state["route"]
     if (
         "_" in route
+        and "_error" in route
+        and "error" not in route
+        and route["_"] != route["_error"]
+    ):
+        # upstream tries `_` before `_error`, so its `_error` never caught anything there
+        kept = state.setdefault("x-upstream", CommentedMap()).setdefault("route", CommentedMap())
+        kept["_error"] = route["_error"]
+        route["_error"] = route["_"]
+        notes.carried(
+            line,
+            "`_` and `_error` in one route: upstream sent `error` to `_` (it reads `_error` "
+            "only when there is no `_`); written `_error` to the same state, the old target "
+            "kept under `x-upstream`",
+        )
+    if (
+        "_" in route
         and not any(k in route for k in ("error", "_error"))
         and "on_error" not in state
     ):

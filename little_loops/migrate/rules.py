@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from little_loops.migrate.evals import (
     STALL_TYPES,
@@ -245,6 +246,18 @@ def _inputs(doc: CommentedMap, notes: Notes) -> None:
         for key, spec in params.items():
             context[key] = _parameter(spec, context.get(key))
         notes.carried(line_of(doc, "parameters"), "`parameters:` are context inputs here")
+        run_dir = context.get("run_dir")
+        if "run_dir" in params and (run_dir is None or _no_default(run_dir)):
+            # upstream's runner sets `run_dir` itself when nobody gives it, required or not
+            filled = CommentedMap(default="${loop.run_dir}")
+            if isinstance(run_dir, dict) and run_dir.get("description"):
+                filled["description"] = run_dir["description"]
+            context["run_dir"] = filled
+            notes.carried(
+                line_of(params, "run_dir"),
+                "parameter `run_dir`: upstream's runner filled it when no caller gave it; "
+                "here it defaults to `${loop.run_dir}`",
+            )
         del doc["parameters"]
     required = doc.get("required_inputs")
     if isinstance(required, list):
@@ -268,6 +281,20 @@ def _inputs(doc: CommentedMap, notes: Notes) -> None:
         del doc["input_key"]
     if context and "context" not in doc:
         doc.insert(_after(doc, ("initial", "description", "name")), "context", context)
+    numbers = [
+        k for k, v in context.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    ]
+    for name in numbers:
+        # upstream's context values are untyped: a number here would type its key, and a
+        # caller's `with:` or `--set` that upstream took (`0.6` for `90`) would be refused
+        context[name] = DoubleQuotedScalarString(str(context[name]))
+    if numbers:
+        notes.carried(
+            line_of(doc, "context"),
+            f"context {', '.join(f'`{k}`' for k in numbers)}: upstream's context values have "
+            "no type, so a number is written as text here (a plain number would make its key "
+            "an integer or a number, refusing other values given with `with:` or `--set`)",
+        )
     for name, value in list(context.items()):
         if isinstance(value, list | dict) and not _is_input_spec(value):
             import json
@@ -299,6 +326,10 @@ def _parameter(spec: Any, existing: Any) -> Any:
     if spec.get("description"):
         out["description"] = spec["description"]
     return out if out else None
+
+
+def _no_default(value: Any) -> bool:
+    return isinstance(value, dict) and ("default" not in value or value["default"] == "")
 
 
 def _is_input_spec(value: Any) -> bool:

@@ -1,226 +1,168 @@
-"""The `ask` state as the runner runs it (`AskCalls`, mixed into `Runner`): ask, find an answer,
-or suspend the run.
+"""The `ask` step kind: ask, find an answer, or suspend the run.
 
 An answer comes, in this order, from a file under the root run's `answers/` (`ll answer`,
 `ll resume --answer`), a preset (`ll run --answer`), the simulation's script, or the terminal
 prompt the command line hands in (`RunOptions.prompt`). With none, the question stays pending
-and the run suspends (`Suspended`; exit 6). A question past its `expires_at` completes with
-verdict `timeout`. Time is the run's clock, so a simulation can move past a deadline.
+and the run suspends (`Suspended`, which ends the run through `Runner._finish` like any other
+end; exit 6). A question past its `expires_at` completes with verdict `timeout`. Time is the
+run's clock (`RunContext.now`), so a simulation can move past a deadline.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from little_loops.errors import (
-    EXIT_SUSPENDED,
-    LoopError,
-)
+from little_loops.errors import LoopError
 from little_loops.model.loop import (
-    Loop,
     State,
     Verdict,
-)
-from little_loops.model.progress import (
-    Progress,
-    RunOptions,
-    RunResult,
 )
 from little_loops.record import events as ev
 from little_loops.record import questions as qs
 from little_loops.record.questions import Suspended
-from little_loops.record.store import RunDir
+from little_loops.run.context import RunContext
 from little_loops.run.gate import GATE
-from little_loops.run.session import RunSession
 from little_loops.run.steps import (
-    StepPipeline,
     StepResult,
     output_record,
 )
-from little_loops.run.subloop import Parent
 
 
-class AskCalls:
-    """The run's side of an `ask` state; mixed into `Runner`, whose attributes it reads."""
+class AskStep:
+    """An `ask` state: its question asked once (persisted as pending), then answered or not."""
 
-    loop: Loop
-    options: RunOptions
-    parent: Parent | None
-    progress: Progress
-    session: RunSession
-    steps: StepPipeline
-    run_dir: RunDir
-    env: Any
-    _epoch: tuple[float, float] | None = None  # (wall epoch, monotonic) at the first look
-
-    def _now(self) -> float:
-        """Wall-clock seconds on the run's clock: a simulated clock moves it on too."""
-        clock = self.session.clock
-        if self._epoch is None:
-            self._epoch = (qs.epoch(clock.wall()) or 0.0, clock.monotonic())
-        wall, mono = self._epoch
-        return wall + (clock.monotonic() - mono)
-
-    def _call(self, step: int, state: State) -> StepResult:
-        raise NotImplementedError  # `ChildCalls._call`, beside this in `Runner`
-
-    def _fork(self, step: int, state: State) -> StepResult:
-        raise NotImplementedError  # `ForkCalls._fork`, beside this in `Runner`
-
-    def _dispatch(self, step: int, state: State) -> StepResult:
-        """The step of `state`: its action's, its child run's (`loop:`), its branches' (a
-        fork), or its question's."""
-        if state.is_loop or state.is_fork:
-            result = self._fork(step, state) if state.is_fork else self._call(step, state)
-            # The children's questions were answered (or dropped with them): none is ours now.
-            inside = "/".join((*(self.parent.path if self.parent else ()), state.name)) + "/"
-            pending = self.progress.pending
-            self.progress.pending = [q for q in pending if not str(q.get("id")).startswith(inside)]
-            return result
-        if state.is_ask:
-            return self._ask(step, state)
-        return self.steps.run(step, state)
-
-    def _ask(self, step: int, state: State) -> StepResult:
+    def run(self, ctx: RunContext, step: int, state: State) -> StepResult:
         assert state.ask is not None
-        p = self.progress
-        path = (*(self.parent.path if self.parent else ()), state.name)
-        qid = qs.question_id(path, step)
+        p = ctx.progress
+        qid = qs.question_id((*ctx.path, state.name), step)
         question = next((q for q in p.pending if q.get("id") == qid), None)
         if question is None:  # asked now (a resumed run asked it before: not asked again)
-            prompt = self.steps.templates.render(state.ask, step, state, 1, shell=False)
+            prompt = ctx.steps.templates.render(state.ask, step, state, 1, shell=False)
             question = qs.new_question(
-                qid, state.name, step, prompt, state.choices, self._now(), state.timeout
+                qid, state.name, step, prompt, state.choices, ctx.now(), state.timeout
             )
             p.pending.append(question)
-            self.session.emit(
+            redactor = ctx.session.redactor
+            ctx.session.emit(
                 ev.Ask(
                     step=step,
                     state=state.name,
                     question_id=qid,
-                    prompt=self._redacted(prompt),
+                    prompt=redactor.text(prompt) if redactor else prompt,
                     choices=state.choices,
                     asked_at=question["asked_at"],
                     expires_at=question["expires_at"],
                 )
             )
-            self.session.persist(p)
-        answer = self._find_answer(question, state.name)
-        if answer is None and not qs.expired(question, self._now()):
-            prompt_hook = self.options.prompt
+            ctx.session.persist(p)
+        answer = _find_answer(ctx, question, state.name)
+        if answer is None and not qs.expired(question, ctx.now()):
+            prompt_hook = ctx.options.prompt
             if prompt_hook is not None:
-                root = qs.tree_root(self.run_dir.root)
-                self.session.flush()  # the question is in the log before anyone reads it
+                root = qs.tree_root(ctx.run_dir.root)
+                ctx.session.flush()  # the question is in the log before anyone reads it
                 with GATE.interruptible():  # Ctrl-C at the prompt stops the run (resumable)
-                    answer = prompt_hook(question, lambda: self._poll(question, root))
-        if answer is None and not qs.expired(question, self._now()):
+                    answer = prompt_hook(question, lambda: _poll(ctx, question, root))
+        if answer is None and not qs.expired(question, ctx.now()):
             raise Suspended([question])
-        return self._answered(step, state, question, answer)
+        return _answered(ctx, step, state, question, answer)
 
-    def _redacted(self, text: str) -> str:
-        redactor = self.session.redactor
-        return redactor.text(text) if redactor else text
 
-    def _find_answer(self, question: dict[str, Any], state_name: str) -> dict[str, Any] | None:
-        qid = str(question["id"])
-        root = qs.tree_root(self.run_dir.root)
-        found = self._take(root, question)
-        if found is not None:
-            # Answered before it expired (the command line refuses later ones).
-            at, expires = qs.epoch(found.get("at")), qs.epoch(question.get("expires_at"))
-            if expires is None or at is None or at < expires:
-                return found
-        for pattern, value in self.options.answers.items():
-            if qs.matches(pattern, qid):
-                by = qs.default_by(self.env)
-                return qs.answer_record(qid, value, note=None, by=by, via="preset", now=self._now())
-        simulated = self.steps.actions.stub_answer(state_name)
-        if simulated is not None:
-            self.session.clock.sleep(float(simulated.get("duration_ms") or 0) / 1000.0)
-            if qs.expired(question, self._now()):
-                return None
-            value = str(simulated.get("verdict") or "success")
-            if value == "timeout":
-                return None  # the script says nobody answered in time
-            note = simulated.get("note") or None
-            return qs.answer_record(
-                qid, value, note=note, by="simulation", via="simulate", now=self._now()
+def _find_answer(
+    ctx: RunContext, question: dict[str, Any], state_name: str
+) -> dict[str, Any] | None:
+    qid = str(question["id"])
+    root = qs.tree_root(ctx.run_dir.root)
+    found = _take(ctx, root, question)
+    if found is not None:
+        # Answered before it expired (the command line refuses later ones).
+        at, expires = qs.epoch(found.get("at")), qs.epoch(question.get("expires_at"))
+        if expires is None or at is None or at < expires:
+            return found
+    for pattern, value in ctx.options.answers.items():
+        if qs.matches(pattern, qid):
+            by = qs.default_by(ctx.env)
+            return qs.answer_record(qid, value, note=None, by=by, via="preset", now=ctx.now())
+    simulated = ctx.steps.actions.stub_answer(state_name)
+    if simulated is not None:
+        ctx.session.clock.sleep(float(simulated.get("duration_ms") or 0) / 1000.0)
+        if qs.expired(question, ctx.now()):
+            return None
+        value = str(simulated.get("verdict") or "success")
+        if value == "timeout":
+            return None  # the script says nobody answered in time
+        note = simulated.get("note") or None
+        return qs.answer_record(
+            qid, value, note=note, by="simulation", via="simulate", now=ctx.now()
+        )
+    return None
+
+
+def _poll(ctx: RunContext, question: dict[str, Any], root: Path) -> dict[str, Any] | None:
+    """For the prompt while it waits: an answer `ll answer` recorded, or `{"expired": ...}`."""
+    if qs.expired(question, ctx.now()):
+        return {"expired": True}
+    if qs.waiting_answer(root, str(question["id"])):
+        return _take(ctx, root, question)
+    return None
+
+
+def _take(ctx: RunContext, root: Path, question: dict[str, Any]) -> dict[str, Any] | None:
+    """An answer recorded for `question`; its used copy written by this run's session."""
+    session = ctx.session
+    return qs.take_answer(root, question, keep=session.write_record, read=session.read_record)
+
+
+def _answered(
+    ctx: RunContext,
+    step: int,
+    state: State,
+    question: dict[str, Any],
+    answer: dict[str, Any] | None,
+) -> StepResult:
+    p = ctx.progress
+    qid = str(question["id"])
+    if answer is not None and answer.get("expired"):
+        answer = None
+    if answer is None:  # expired
+        verdict = Verdict("timeout", {"question_id": qid})
+        reason = f"question {qid} expired at {question.get('expires_at')} without an answer"
+        record = {**output_record(state, None), "by": None}
+    else:
+        value = str(answer.get("answer", ""))
+        if state.choices and value not in state.choices:
+            raise LoopError(
+                f"'{value}' is not an answer to {qid}: choose one of {', '.join(state.choices)}"
             )
-        return None
-
-    def _poll(self, question: dict[str, Any], root: Any) -> dict[str, Any] | None:
-        """For the prompt while it waits: an answer `ll answer` recorded, or `{"expired": ...}`."""
-        if qs.expired(question, self._now()):
-            return {"expired": True}
-        if qs.waiting_answer(root, str(question["id"])):
-            return self._take(root, question)
-        return None
-
-    def _take(self, root: Any, question: dict[str, Any]) -> dict[str, Any] | None:
-        """An answer recorded for `question`; its used copy written by this run's session."""
-        session = self.session
-        return qs.take_answer(root, question, keep=session.write_record, read=session.read_record)
-
-    def _answered(
-        self, step: int, state: State, question: dict[str, Any], answer: dict[str, Any] | None
-    ) -> StepResult:
-        p = self.progress
-        qid = str(question["id"])
-        if answer is not None and answer.get("expired"):
-            answer = None
-        if answer is None:  # expired
-            verdict = Verdict("timeout", {"question_id": qid})
-            reason = f"question {qid} expired at {question.get('expires_at')} without an answer"
-            record = {**output_record(state, None), "by": None}
-        else:
-            value = str(answer.get("answer", ""))
-            if state.choices and value not in state.choices:
-                raise LoopError(
-                    f"'{value}' is not an answer to {qid}: choose one of {', '.join(state.choices)}"
-                )
-            note = answer.get("note")
-            by = answer.get("by")
-            self.session.emit(
-                ev.Answer(
-                    step=step,
-                    state=state.name,
-                    question_id=qid,
-                    answer=value,
-                    note=note if isinstance(note, str) else None,
-                    by=by if isinstance(by, str) else None,
-                    via=str(answer.get("via") or "answer"),
-                )
-            )
-            verdict = Verdict(value if state.choices else "success", {"question_id": qid, "by": by})
-            reason = None
-            text = note if state.choices else value
-            record = {**output_record(state, None), "output": text or "", "by": by}
-        self.session.emit(
-            ev.Evaluate(
+        note = answer.get("note")
+        by = answer.get("by")
+        ctx.session.emit(
+            ev.Answer(
                 step=step,
                 state=state.name,
-                type="ask",
-                verdict=verdict.verdict,
-                details=dict(verdict.details),
-                reason=reason,
+                question_id=qid,
+                answer=value,
+                note=note if isinstance(note, str) else None,
+                by=by if isinstance(by, str) else None,
+                via=str(answer.get("via") or "answer"),
             )
         )
-        p.pending = [q for q in p.pending if q.get("id") != qid]
-        if state.capture:
-            p.captured[state.capture] = record
-        return StepResult(verdict, None, reason, record)
-
-    def _finish(
-        self, outcome: str, final_state: str, error: str | None, exit_code: int | None = None
-    ) -> RunResult:
-        raise NotImplementedError  # `Runner._finish`: every end goes through it
-
-    def _suspend(self, pending: list[dict[str, Any]]) -> RunResult:
-        """Nothing can go on without an answer: the run ends `suspended` (exit 6), holding
-        every question the tree below waits on, and no other."""
-        p = self.progress
-        p.pending = list(pending)
-        shown = ", ".join(str(q.get("id")) for q in pending)
-        return self._finish(
-            "suspended", p.current, f"waiting for an answer to {shown}", EXIT_SUSPENDED
+        verdict = Verdict(value if state.choices else "success", {"question_id": qid, "by": by})
+        reason = None
+        text = note if state.choices else value
+        record = {**output_record(state, None), "output": text or "", "by": by}
+    ctx.session.emit(
+        ev.Evaluate(
+            step=step,
+            state=state.name,
+            type="ask",
+            verdict=verdict.verdict,
+            details=dict(verdict.details),
+            reason=reason,
         )
+    )
+    p.pending = [q for q in p.pending if q.get("id") != qid]
+    if state.capture:
+        p.captured[state.capture] = record
+    return StepResult(verdict, None, reason, record)

@@ -16,12 +16,9 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from little_loops.errors import (
-    EXIT_RUN_ERROR,
-    EXIT_SUSPENDED,
-    EXIT_TERMINATED,
     LoopError,
     RecordError,
 )
@@ -35,42 +32,31 @@ from little_loops.model.fork import (
 )
 from little_loops.model.loop import (
     Join,
-    Loop,
     State,
 )
-from little_loops.model.progress import (
-    Progress,
-    RunResult,
-)
+from little_loops.model.progress import RunResult
 from little_loops.record import events as ev
 from little_loops.record import questions as qs
 from little_loops.record.events import read_events
 from little_loops.record.questions import Suspended
 from little_loops.record.store import RunDir
+from little_loops.run import children
 from little_loops.run.action_layer import Processes
 from little_loops.run.branch_layer import (
     BranchActions,
     Scope,
     TreeSlots,
 )
+from little_loops.run.children import Child
+from little_loops.run.context import RunContext
 from little_loops.run.gate import (
     GATE,
     Terminated,
 )
-from little_loops.run.session import RunSession
-from little_loops.run.steps import StepPipeline
 from little_loops.run.subloop import ChildEnd
 
 SUSPENDED = "suspended"  # a branch waiting for an answer (an `ask`): not an end yet
 RESULT = "result.json"  # a finished branch's record, beside its state.json
-
-
-class BranchRun(Protocol):
-    """A branch's run as the fork sees it (a `Runner`)."""
-
-    progress: Progress
-
-    def run(self) -> RunResult: ...
 
 
 @dataclasses.dataclass
@@ -79,11 +65,9 @@ class Job:
 
     item: Item
     root: Path
-    run_id: str
-    runner: BranchRun
+    child: Child  # started through the run's one door (`RunContext.start_child`)
     scope: Scope
     action: bool  # an inline action (a one-step run) rather than a `loop:` child
-    child: Loop
     result: RunResult | None = None
     error: BaseException | None = None
 
@@ -92,33 +76,27 @@ class Job:
 Prepare = Callable[[Item, "BranchActions | TreeSlots", int], "Job | BranchEnd"]
 
 
-@dataclasses.dataclass(frozen=True)
-class ForkHost:
-    """What a fork takes from the run that forks, and nothing more: its session (events and
-    records), its step pipeline (the action layer, spending), the tree's `--jobs`, how a
-    branch is prepared, and the budget check that may end the run."""
-
-    session: RunSession
-    steps: StepPipeline
-    jobs: int
-    prepare: Prepare
-    check_budget: Callable[[str], None]
-
-
 class Fork:
     """One fork's scheduling, in the thread of the run that forks."""
 
     def __init__(
-        self, host: ForkHost, step: int, state: State, root: Path, items: list[Item], join: Join
+        self,
+        ctx: RunContext,
+        step: int,
+        state: State,
+        root: Path,
+        items: list[Item],
+        join: Join,
+        prepare: Prepare,
     ) -> None:
-        self.host, self.step, self.state, self.root = host, step, state, root
-        self.items, self.join = items, join
-        base = host.steps.actions
+        self.ctx, self.step, self.state, self.root = ctx, step, state, root
+        self.items, self.join, self.prepare = items, join, prepare
+        base = ctx.steps.actions
         self.base: BranchActions | TreeSlots
         if isinstance(base, BranchActions):
             self.base = base
         else:  # the outermost fork: the tree's slots
-            self.base = TreeSlots(base, threading.Semaphore(max(1, host.jobs)))
+            self.base = TreeSlots(base, threading.Semaphore(max(1, ctx.options.jobs)))
         raw = base.inner if isinstance(base, BranchActions) else base
         # A simulation runs branches one at a time, in item order: the same result each time.
         self.limit = concurrency(state, len(items)) if isinstance(raw, Processes) else 1
@@ -137,7 +115,7 @@ class Fork:
                     item = todo.popleft()
                     end = self._finished(item)
                     if end is None:
-                        job = self.host.prepare(item, self.base, len(self.items))
+                        job = self.prepare(item, self.base, len(self.items))
                         if isinstance(job, Job):
                             thread = threading.Thread(
                                 target=self._work, args=(job,), name=f"ll-{item.key}", daemon=True
@@ -150,7 +128,7 @@ class Fork:
                     stopping = stopping or self._decided(ends)
                 if not running:
                     continue
-                self.host.session.flush()  # `ll logs -f` shows the branches started and ended
+                self.ctx.session.flush()  # `ll logs -f` shows the branches started and ended
                 ended = self._wait(None if stopping else ends)
                 if ended is None:  # `ll answer` answered a waiting branch: it goes on now
                     todo.extendleft(reversed(self._take_answered(ends)))
@@ -185,7 +163,7 @@ class Fork:
     def _work(self, job: Job) -> None:
         GATE.adopt(job.scope.gate)
         try:
-            job.result = job.runner.run()
+            job.result = job.child.run()
         except BaseException as exc:
             job.error = exc
         finally:
@@ -227,18 +205,16 @@ class Fork:
     def _finished(self, item: Item) -> BranchEnd | None:
         """A branch that ended before the fork stopped: read back, never run again."""
         root = self.root / item.key
-        if not (root / "state.json").is_file():
-            return None
         try:
-            data = RunDir(root).read_state()
+            data = children.finished(root)
         except RecordError:
             raise
         except LoopError as exc:  # corrupt: the run stops, and resumes once it is repaired
             raise RecordError(exc.message) from None
-        if data.get("status") != "finished":
+        if data is None:
             return None
         try:
-            record = self.host.session.read_record(root / RESULT)
+            record = self.ctx.session.read_record(root / RESULT)
         except (OSError, ValueError):  # killed between its end and its record: from its files
             record = self._read_back(item, root, data)
             self._write_result(root, record)
@@ -262,31 +238,27 @@ class Fork:
         result = job.result
         if job.error is not None or result is None:
             raise job.error or RuntimeError("a branch ended without a result")
-        runner = job.runner
-        waits = result.outcome == "suspended" or (
-            result.outcome == "interrupted" and result.exit_code == EXIT_SUSPENDED
-        )
-        if waits and job.scope.stopped is None:  # it waits for an answer: kept, not counted
-            pending = list(runner.progress.pending)
-            return BranchEnd(SUSPENDED, SUSPENDED, {"run_id": job.run_id, "pending": pending})
-        if result.outcome == "interrupted":
-            if job.scope.stopped is None and result.exit_code == EXIT_RUN_ERROR:
-                raise RecordError(result.error or "a branch's record cannot be read")
-            if job.scope.stopped is None:  # not ours: the whole run stops, and resumes it
-                raise Terminated() if result.exit_code == EXIT_TERMINATED else KeyboardInterrupt()
+        stopped = job.scope.stopped is not None
+        if stopped and result.outcome == "interrupted":
             _mark_cancelled(job.root)
             record: dict[str, Any] = {
                 "verdict": CANCELLED,
                 "outcome": CANCELLED,
-                "run_id": job.run_id,
+                "run_id": job.child.plan.run_id,
             }
             record.update(key=job.item.key, index=job.item.index, item=job.item.text)
             self._write_result(job.root, record)
             return BranchEnd(CANCELLED, CANCELLED, record)
-        end = ChildEnd.of_run(job.run_id, result, runner.progress, job.child)
+        try:
+            end = job.child.end(result, stopped=stopped)
+        except Suspended as waiting:  # it waits for an answer: kept, not counted
+            pending = list(waiting.pending)
+            return BranchEnd(
+                SUSPENDED, SUSPENDED, {"run_id": job.child.plan.run_id, "pending": pending}
+            )
         record = loop_record(end, job.item)
         verdict = end.verdict
-        prev = runner.progress.prev
+        prev = job.child.runner.progress.prev
         if job.action and prev.get("state") == job.item.key and prev.get("verdict"):
             verdict = str(prev["verdict"])  # the action's own verdict, as its evaluator gave
             record["output"] = str(prev.get("output") or "")[-OUTPUT_CHARS:]
@@ -297,14 +269,14 @@ class Fork:
 
     def _write_result(self, root: Path, record: dict[str, Any]) -> None:
         """A branch's end, kept beside its run (`result.json`) by the forking run's session."""
-        self.host.session.write_record(root / RESULT, record)
+        self.ctx.session.write_record(root / RESULT, record)
 
     def _complete(self, item: Item, end: BranchEnd) -> BranchEnd:
         """A branch's end, told: its event, and its cost spent by the run."""
-        host = self.host
+        ctx = self.ctx
         record = end.record
         cost = float(record.get("cost_usd") or 0.0)
-        host.session.emit(
+        ctx.session.emit(
             ev.ChildComplete(
                 step=self.step,
                 state=self.state.name,
@@ -321,8 +293,8 @@ class Fork:
                 reason=_reason(end),
             )
         )
-        host.steps.spend(cost)
-        host.check_budget(self.state.name)  # spent: the other branches stop, the run ends
+        ctx.steps.spend(cost)
+        ctx.check_budget(self.state.name)  # spent: the other branches stop, the run ends
         return end
 
 

@@ -3,8 +3,8 @@
 The runner never prints and never exits; it reports through events and returns a RunResult.
 What a run holds open (lock, run directory, event sink, clock) is its `RunSession`; one
 state's step (render, act, evaluate, retry) is the `StepPipeline`; everything a resumed run
-needs lives in `Progress`, written to state.json once per step. Just over 400 lines: the
-steps of other kinds already live beside it (`calls`: a child run, `asking`: a question).
+needs lives in `Progress`, written to state.json once per step. A step is run by its kind
+(`kinds.KINDS`: an action, a child run, a fork, a question), given the run's `RunContext`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import dataclasses
 import os
 import random
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from little_loops.errors import (
     EXIT_INTERNAL,
@@ -54,13 +53,15 @@ from little_loops.run.action_layer import (
     ActionLayer,
     Processes,
 )
-from little_loops.run.asking import AskCalls
-from little_loops.run.branches import ForkCalls
-from little_loops.run.calls import ChildCalls
+from little_loops.run.context import RunContext
 from little_loops.run.gate import (
     GATE,
     Terminated,
     signals_as_exceptions,
+)
+from little_loops.run.kinds import (
+    KINDS,
+    kind_of,
 )
 from little_loops.run.session import (
     Clock,
@@ -91,7 +92,7 @@ __all__ = [
 ]
 
 
-class Runner(ChildCalls, ForkCalls, AskCalls):
+class Runner:
     """Runs one loop to its end, or to a limit, writing every step to the run directory."""
 
     def __init__(
@@ -213,6 +214,19 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
             action_layer=action_layer or Processes(),
             rng=rng or random.Random(),
         )
+        # What every kind of step is given instead of the runner.
+        self.ctx = RunContext(
+            loop=loop,
+            options=self.options,
+            progress=progress,
+            session=self.session,
+            steps=self.steps,
+            parent=parent,
+            redactor=self.redactor,
+            listeners=self._listeners,
+            env=self.env,
+            new_run=Runner,
+        )
 
     # -- the run -------------------------------------------------------------------------
 
@@ -250,7 +264,10 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
         except Finish as end:
             return self._finish(end.outcome, end.final_state, end.error)
         except Suspended as waiting:  # a question (here, in a child or a fork's branch) waits
-            return self._suspend(waiting.pending)
+            p.pending = list(waiting.pending)  # every question the tree below waits on
+            shown = ", ".join(str(q.get("id")) for q in p.pending)
+            why = f"waiting for an answer to {shown}"
+            return self._finish("suspended", p.current, why, EXIT_SUSPENDED)
         except RecordError as exc:  # a file of the run cannot be read: repaired, it resumes
             return self._finish("interrupted", p.current, exc.message, EXIT_RUN_ERROR)
         except LoopError as exc:
@@ -294,7 +311,7 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
     def _next_step(self) -> None:
         """One step, in the order things happen."""
         step, state = self._enter()
-        result = self._dispatch(step, state)  # an action, a child run, a fork, or a question
+        result = KINDS[kind_of(state)].run(self.ctx, step, state)
         self._remember(step, state, result)
         route = self._route(state, result)
         self._record(step, state, route)
@@ -320,7 +337,7 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
         """Where the run goes next; `Finish` when it ends here."""
         verdict = result.verdict.verdict
         if state.is_loop or state.is_fork:
-            self._check_budget(state.name)  # the child's cost, or an ancestor's budget, ends us
+            self.ctx.check_budget(state.name)  # the child's cost, or an ancestor's budget, ends us
         if self.steps.ends_run(state):
             return self._after_terminal(state, result)
         # A child's terminal routes as its outcome when it has no route of its own.
@@ -376,7 +393,7 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
         p.last_route = route
         p.current = route["to"]
         self.session.persist(p)
-        self._check_budget(state.name)
+        self.ctx.check_budget(state.name)
         if self.loop.backoff > 0:
             remaining = self.session.remaining(self.loop.timeout)
             with GATE.interruptible():
@@ -407,8 +424,19 @@ class Runner(ChildCalls, ForkCalls, AskCalls):
         if judged and real and not details.get("fail_open") and isinstance(reason, str) and reason:
             p.prior_reasons[state.name] = str(reason)
 
-    def _child_runner(self, child: Loop, options: RunOptions, **kwargs: Any) -> Runner:
-        return Runner(child, options, **kwargs)
+    def _outputs(self, final_state: str) -> dict[str, str]:
+        """The loop's `outputs:`, rendered in its scope at its end; one that cannot be rendered
+        (a capture this path never made) is left out."""
+        state = self.loop.states.get(final_state) or self.loop.states[self.loop.initial]
+        out: dict[str, str] = {}
+        for name, template in self.loop.outputs.items():
+            try:
+                out[name] = self.steps.templates.render(
+                    template, self.progress.step, state, 1, shell=False
+                )
+            except LoopError:
+                continue
+        return out
 
     # -- the end ---------------------------------------------------------------------------
 

@@ -504,7 +504,7 @@ def test_no_corpus_file_makes_migrate_raise(tmp_path: Path) -> None:
         # (as upstream's ll-loop ran it, tests/migrate/equiv/expected.json)
         (
             "rl-bandit.yaml",
-            ["--max-iterations", "6"],
+            ["--max-iterations", "9"],  # 6 upstream steps and 3 `reward_output` checks
             ["explore", "reward", "exploit", "reward", "exploit", "reward"],
             4,
         ),
@@ -538,12 +538,14 @@ def test_pure_shell_corpus_loops_run_the_path_upstream_documents(
     args = [a.replace("RUN", str(tmp_path / "rundir")) for a in args]
     proc = project.ll("run", corpus_out / loop, *args, cwd=tmp_path)
     visited = path_of(proc)
-    # the checks `ll migrate` added for upstream's `classify` stand between upstream's states
-    # and the check that reads `output_numeric`'s `key:` (run_test_value)
+    # the checks `ll migrate` added for upstream's `classify` stand between upstream's states,
+    # the check that reads `output_numeric`'s `key:` (run_test_value), and the states that
+    # judge a step's output once it exited 0 (`NAME_output`)
     added = {
         s
         for s in visited
-        if s not in upstream_path and (s.startswith("aggregate_") or s.endswith("_value"))
+        if s not in upstream_path
+        and (s.startswith("aggregate_") or s.endswith(("_value", "_output")))
     }
     assert [s for s in visited if s not in added] == upstream_path, proc.stderr
     assert proc.returncode == code, proc.stderr

@@ -264,7 +264,8 @@ def test_convergence_without_previous_never_stalls_as_upstream(tmp_path: Path) -
     )
     path, _, _ = run(loop, tmp_path)
     assert "stuck" not in path
-    assert path[:3] == ["measure"] * 3
+    # `measure_output` judges the output once the step exited 0 (upstream's error otherwise)
+    assert path[:6] == ["measure", "measure_output"] * 3
     assert "written as `route:` entries" in notes
 
 
@@ -304,3 +305,194 @@ def test_a_capture_no_state_makes_is_empty_with_a_true_note(tmp_path: Path) -> N
     path, code, _ = run(loop, tmp_path)
     assert path == ["a", "b", "done"]
     assert code == 0
+
+
+def test_a_non_zero_exit_under_an_output_evaluator_is_upstreams_error(tmp_path: Path) -> None:
+    """Upstream's `output_contains` (and numeric, json, convergence) gave `error` on a non-zero
+    exit before reading the output: a step that prints the pattern and fails goes to
+    `on_error`, as upstream sent it."""
+    text = """
+        name: gate
+        initial: check
+        states:
+          check:
+            action: "echo READY; exit ${context.code}"
+            evaluate: {type: output_contains, pattern: READY}
+            on_yes: done
+            on_no: check
+            on_error: failed
+          done: {terminal: true}
+          failed: {terminal: true}
+        context: {code: 0}
+        """
+    loop, notes = convert(tmp_path, text)
+    path, code, _ = run(loop, tmp_path, "--set", "code=1")
+    assert (path, code) == (["check", "failed"], 1)
+    path, code, _ = run(loop, tmp_path)
+    assert (path, code) == (["check", "check_output", "done"], 0)
+    assert "gave `error` on a non-zero exit before reading the output" in notes
+    assert "max_iterations: 100" in loop.read_text()
+    assert ll("validate", "--strict", loop, cwd=tmp_path).returncode == 0
+
+
+def test_an_output_evaluator_whose_error_goes_where_all_else_goes_is_left(
+    tmp_path: Path,
+) -> None:
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: gate
+        initial: check
+        states:
+          check:
+            action: "echo READY; exit 1"
+            evaluate: {type: output_contains, pattern: READY}
+            on_yes: done
+            on_no: done
+            on_error: done
+          done: {terminal: true}
+        """,
+    )
+    assert "check_output" not in loop.read_text()
+    assert "non-zero exit" not in notes
+    assert run(loop, tmp_path)[:2] == (["check", "done"], 0)
+
+
+def test_a_required_run_dir_parameter_is_filled_as_upstreams_runner_did(
+    tmp_path: Path,
+) -> None:
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: oracle
+        initial: check
+        parameters:
+          run_dir: {type: path, required: true, description: "where files go"}
+        states:
+          check:
+            action: 'test -d "${context.run_dir}" && echo "in ${context.run_dir}"'
+            next: done
+          done: {terminal: true}
+        """,
+    )
+    path, code, out = run(loop, tmp_path)
+    assert (path, code) == (["check", "done"], 0), out
+    assert "parameter `run_dir`: upstream's runner filled it" in notes
+    elsewhere = tmp_path / "given"
+    elsewhere.mkdir()
+    assert run(loop, tmp_path, "--set", f"run_dir={elsewhere}")[:2] == (["check", "done"], 0)
+    assert ll("validate", "--strict", loop, cwd=tmp_path).returncode == 0
+
+
+def test_an_error_goes_to_the_default_route_before_the_error_route(tmp_path: Path) -> None:
+    """Upstream reads a route's `_` before its `_error`: an `error` went to `_`."""
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: gate
+        initial: check
+        states:
+          check:
+            action: "exit 3"
+            evaluate: {type: exit_code}
+            route: {yes: done, _: fallback, _error: unused}
+          fallback: {terminal: true}
+          unused: {terminal: true}
+          done: {terminal: true}
+        """,
+    )
+    path, code, _ = run(loop, tmp_path)
+    assert (path, code) == (["check", "fallback"], 0)
+    assert "upstream sent `error` to `_`" in notes
+    assert ll("validate", "--strict", loop, cwd=tmp_path).returncode == 0
+
+
+def test_classify_sends_a_failing_step_to_the_default_route(tmp_path: Path) -> None:
+    loop, _ = convert(
+        tmp_path,
+        """
+        name: gate
+        initial: pick
+        states:
+          pick:
+            action: "echo fast; exit 1"
+            evaluate: {type: classify}
+            route: {fast: done, _: slow, _error: unused}
+          slow: {terminal: true}
+          unused: {terminal: true}
+          done: {terminal: true}
+        """,
+    )
+    assert run(loop, tmp_path)[:2] == (["pick", "slow"], 0)
+
+
+def test_context_numbers_take_any_value_as_upstream_took_them(tmp_path: Path) -> None:
+    """Upstream's context has no types: a caller may pass `0.6` where the child says `90`."""
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: caller
+        initial: call
+        context: {rate: 0.6}
+        states:
+          call:
+            loop: child
+            with: {rate: "${context.rate}"}
+            on_yes: done
+            on_no: failed
+          done: {terminal: true}
+          failed: {terminal: true}
+        """,
+        child="""
+        name: child
+        initial: show
+        context: {rate: 90}
+        states:
+          show:
+            action: echo "rate ${context.rate}"
+            next: ok
+          ok: {terminal: true}
+        """,
+    )
+    path, code, out = run(loop, tmp_path)
+    assert (path, code) == (["call", "done"], 0), out
+    assert "upstream's context values have no type" in notes
+    assert run(loop.parent / "child.yaml", tmp_path, "--set", "rate=high")[:2] == (
+        ["show", "ok"],
+        0,
+    )
+
+
+def test_a_sub_loop_out_of_steps_takes_the_callers_no_route(tmp_path: Path) -> None:
+    loop, notes = convert(
+        tmp_path,
+        """
+        name: caller
+        initial: call
+        states:
+          call:
+            loop: child
+            on_yes: done
+            on_no: retry_later
+            on_error: broken
+          done: {terminal: true}
+          retry_later: {terminal: true}
+          broken: {terminal: true}
+        """,
+        child="""
+        name: child
+        initial: spin
+        max_steps: 3
+        states:
+          spin:
+            action: "true"
+            next: spin
+          ok: {terminal: true}
+        """,
+    )
+    path, code, out = run(loop, tmp_path)
+    assert (path, code) == (["call", "retry_later"], 0), out
+    assert "when the sub-loop ran out of steps" in notes
+    child = (loop.parent / "child.yaml").read_text()
+    assert "on_max_iterations: max_steps_reached" in child
+    assert run(loop.parent / "child.yaml", tmp_path)[1] == 4  # alone: still the limit's exit

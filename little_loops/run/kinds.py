@@ -1,0 +1,49 @@
+"""The table of step kinds: what a state's step is, chosen by what the state is.
+
+Each kind is a small class with one method, `run(ctx, step, state) -> StepResult`, given the
+run's `RunContext` and never the runner: an action (`StepPipeline`), a child run (`loop:`),
+a fork's branches and their join (`parallel:`/`for_each:`), a question (`ask:`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from little_loops.model.loop import State
+from little_loops.run.asking import AskStep
+from little_loops.run.branches import ForkStep
+from little_loops.run.calls import LoopStep
+from little_loops.run.context import RunContext
+from little_loops.run.steps import StepResult
+
+
+class StepKind(Protocol):
+    """One kind of step."""
+
+    def run(self, ctx: RunContext, step: int, state: State) -> StepResult: ...
+
+
+class ActionStep:
+    """A state with an action (or none): render -> act -> evaluate, with its retries."""
+
+    def run(self, ctx: RunContext, step: int, state: State) -> StepResult:
+        return ctx.steps.run(step, state)
+
+
+KINDS: dict[str, StepKind] = {
+    "action": ActionStep(),
+    "loop": LoopStep(),
+    "fork": ForkStep(),
+    "ask": AskStep(),
+}
+
+
+def kind_of(state: State) -> str:
+    """The name of `state`'s kind in `KINDS`."""
+    if state.is_fork:
+        return "fork"
+    if state.is_loop:
+        return "loop"
+    if state.is_ask:
+        return "ask"
+    return "action"
