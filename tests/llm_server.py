@@ -11,6 +11,7 @@ import contextlib
 import json
 import re
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -391,6 +392,16 @@ def judge_checks(
     return check
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that resets its connection (a judge giving up on a reply too large) is no
+    error of the server's: no traceback on stderr, which an in-process `ll` shares."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
+
 class LlmServer:
     """The server: a queue of scripted replies, then a default one, and a log of requests."""
 
@@ -463,7 +474,7 @@ class LlmServer:
                 except OSError:  # the client gave up (timeout) and closed the socket
                     self.close_connection = True
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self._thread = threading.Thread(

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,18 +46,19 @@ class Project:
         self,
         *args: str | Path,
         cwd: Path | None = None,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
         process: bool = False,
         timeout: float = 120,
     ) -> Result:
-        """`ll ARGS` in `cwd` (the project by default), with `env` added to the environment."""
+        """`ll ARGS` in `cwd` (the project by default), with `env` added to the environment
+        (a name given None is taken out of it)."""
         argv = [str(arg) for arg in args]
         where = cwd if cwd is not None else self.path
         if process:
             proc = subprocess.run(
                 [sys.executable, "-m", "little_loops", *argv],
                 cwd=where,
-                env={**os.environ, **env} if env else None,
+                env=_environ(env) if env else None,
                 capture_output=True,
                 text=True,
                 timeout=timeout,
@@ -69,7 +71,12 @@ class Project:
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
 
 
-def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str] | None) -> Result:
+def _environ(env: Mapping[str, str | None]) -> dict[str, str]:
+    full = {**os.environ, **env}
+    return {name: value for name, value in full.items() if value is not None}
+
+
+def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str | None] | None) -> Result:
     from click.testing import CliRunner
 
     from little_loops.cli.main import main
@@ -84,15 +91,63 @@ def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str] | None) -> Re
     # It also adopts its actions' orphans and, after each step, kills every child of the
     # process but its guard: in the test's process that would be the test's own children (a
     # `sleep` standing for a live owner), so the adoption ends with the command.
+    # The adoption is the kernel's too (a child subreaper keeps the orphans of everything the
+    # test starts later, as zombies nobody collects), so that bit is put back as well.
     from little_loops.actions.reaper import ORPHANS
 
     adopted = ORPHANS.enabled
+    reaper = subreaper()
+    # The first action marks the process's environment (LL_ACTION_OWNER, for the guard that
+    # kills a dead runner's actions); a test's later subprocesses must not inherit that mark.
+    environ = dict(os.environ)
     os.chdir(cwd)
     try:
-        result = runner.invoke(main, argv, prog_name="ll", env=dict(env) if env else None)
+        # pytest turns every warning into an error (pyproject's filterwarnings); `ll` runs
+        # under Python's own defaults, as it does for a user, where a library's
+        # DeprecationWarning (an SDK's about a model) is not shown, let alone raised.
+        with warnings.catch_warnings():
+            _python_defaults()
+            result = runner.invoke(main, argv, prog_name="ll", env=dict(env) if env else None)
     finally:
         os.chdir(before)
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         ORPHANS.enabled = adopted
+        if reaper is not None and subreaper() != reaper:
+            _set_subreaper(reaper)
+        for name in set(os.environ) - set(environ):
+            del os.environ[name]
+        os.environ.update((k, v) for k, v in environ.items() if os.environ.get(k) != v)
     return Result(result.exit_code, result.stdout, result.stderr)
+
+
+def _python_defaults() -> None:
+    """The warning filters a Python process starts with (no -W, no PYTHONWARNINGS)."""
+    warnings.resetwarnings()
+    warnings.filterwarnings("ignore", category=ResourceWarning)
+    warnings.filterwarnings("ignore", category=ImportWarning)
+    warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+
+
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+def subreaper() -> bool | None:
+    """Whether this process is a child subreaper (Linux); None where that cannot be asked."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    flag = ctypes.c_int(0)
+    if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
+        return None
+    return bool(flag.value)
+
+
+def _set_subreaper(on: bool) -> None:
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)

@@ -4,10 +4,14 @@ stay behind for the tests that run next in the same worker."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
+import warnings
 
-from project import Project
+import pytest
+from project import Project, subreaper
 
 from little_loops.actions.reaper import ORPHANS
 
@@ -33,3 +37,38 @@ def test_an_in_process_run_leaves_the_process_as_it_found_it(project: Project) -
     child = subprocess.Popen(["sleep", "30"])
     child.terminate()
     assert child.wait(timeout=10) == -signal.SIGTERM
+
+
+def test_an_in_process_run_leaves_the_environment_and_the_kernel_as_it_found_them(
+    project: Project,
+) -> None:
+    project.write("once.yaml", LOOP)
+    environ = dict(os.environ)
+    reaper = subreaper()
+    cwd = os.getcwd()
+    filters = list(warnings.filters)  # ll runs under Python's defaults, pytest's come back
+    result = project.ll("run", "once.yaml", env={"LL_EXTRA": "1"})
+    assert result.returncode == 0, result.stderr
+    # The action marked the environment for the guard (LL_ACTION_OWNER) while it ran; it and
+    # the test's own variables are gone again, and the process is no child subreaper.
+    assert dict(os.environ) == environ
+    assert subreaper() == reaper
+    assert os.getcwd() == cwd
+    assert warnings.filters == filters
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="child subreapers are Linux's")
+def test_an_orphan_started_after_an_in_process_run_is_not_ours(project: Project) -> None:
+    project.write("once.yaml", LOOP)
+    assert project.ll("run", "once.yaml").returncode == 0
+    # A shell that leaves a child behind: the child goes to init, not to the test's process.
+    shell = subprocess.run(
+        ["sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True
+    )
+    orphan = int(shell.stdout)
+    try:
+        with open(f"/proc/{orphan}/stat", encoding="utf-8") as fh:
+            parent = int(fh.read().rpartition(")")[2].split()[1])
+        assert parent != os.getpid()
+    finally:
+        os.kill(orphan, signal.SIGTERM)

@@ -1,4 +1,5 @@
-"""The real `ll` process: every exit code of SPEC section 8, output modes and signals."""
+"""The real `ll`: every exit code of SPEC section 8, output modes and signals. It runs in process
+(the `project` fixture) except where a signal or a terminal is under test."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from llm_server import LlmServer, message
 from llm_server import llm_server_fixture as llm_server_fixture  # the llm_server fixture
+from project import Project
 
 from little_loops.record.store import pid_alive
 
@@ -28,19 +30,6 @@ def loop_file(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "loop.yaml"
     path.write_text(textwrap.dedent(text), encoding="utf-8")
     return path
-
-
-def ll(
-    *args: str | Path, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*LL, *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
 
 
 SIMPLE = """
@@ -59,34 +48,34 @@ states:
 """
 
 
-def test_exit_0_success(tmp_path: Path) -> None:
-    proc = ll("run", loop_file(tmp_path, SIMPLE), cwd=tmp_path)
+def test_exit_0_success(project: Project, tmp_path: Path) -> None:
+    proc = project.ll("run", loop_file(tmp_path, SIMPLE))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1].startswith("ll: success at 'good' after 2 steps")
     assert "\x1b[" not in proc.stdout
 
 
-def test_exit_1_failure_terminal(tmp_path: Path) -> None:
-    proc = ll("run", loop_file(tmp_path, SIMPLE), "--set", "code=1", cwd=tmp_path)
+def test_exit_1_failure_terminal(project: Project, tmp_path: Path) -> None:
+    proc = project.ll("run", loop_file(tmp_path, SIMPLE), "--set", "code=1")
     assert proc.returncode == 1
     assert "ll: failure at 'bad'" in proc.stdout
 
 
-def test_exit_2_invalid_file_and_usage(tmp_path: Path) -> None:
+def test_exit_2_invalid_file_and_usage(project: Project, tmp_path: Path) -> None:
     bad = loop_file(tmp_path, "name: x\ninitial: nowhere\nstates:\n  a: {terminal: true}\n")
-    proc = ll("run", bad, cwd=tmp_path)
+    proc = project.ll("run", bad)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert f"{bad}:2:" in proc.stderr
-    proc = ll("run", loop_file(tmp_path, SIMPLE), "--set", "nokey", cwd=tmp_path)
+    proc = project.ll("run", loop_file(tmp_path, SIMPLE), "--set", "nokey")
     assert proc.returncode == 2
     assert "KEY=VALUE" in proc.stderr
-    proc = ll("run", tmp_path / "missing.yaml", cwd=tmp_path)
+    proc = project.ll("run", tmp_path / "missing.yaml")
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
 
 
-def test_exit_3_run_error(tmp_path: Path) -> None:
+def test_exit_3_run_error(project: Project, tmp_path: Path) -> None:
     path = loop_file(
         tmp_path,
         """
@@ -98,12 +87,12 @@ def test_exit_3_run_error(tmp_path: Path) -> None:
           z: {terminal: true}
         """,
     )
-    proc = ll("run", path, cwd=tmp_path)
+    proc = project.ll("run", path)
     assert proc.returncode == 3
     assert "undefined variable '${env.LL_SURELY_UNDEFINED_VAR}' in state 'a'" in proc.stdout
 
 
-def test_exit_3_shell_cannot_start(tmp_path: Path) -> None:
+def test_exit_3_shell_cannot_start(project: Project, tmp_path: Path) -> None:
     path = loop_file(
         tmp_path,
         """
@@ -116,12 +105,12 @@ def test_exit_3_shell_cannot_start(tmp_path: Path) -> None:
           z: {terminal: true}
         """,
     )
-    proc = ll("run", path, cwd=tmp_path)
+    proc = project.ll("run", path)
     assert proc.returncode == 3
     assert "/nonexistent/shell" in proc.stdout
 
 
-def test_exit_4_max_iterations(tmp_path: Path) -> None:
+def test_exit_4_max_iterations(project: Project, tmp_path: Path) -> None:
     path = loop_file(
         tmp_path,
         """
@@ -133,12 +122,12 @@ def test_exit_4_max_iterations(tmp_path: Path) -> None:
           z: {terminal: true}
         """,
     )
-    proc = ll("run", path, "--max-iterations", "3", cwd=tmp_path)
+    proc = project.ll("run", path, "--max-iterations", "3")
     assert proc.returncode == 4
     assert "ll: max_iterations at 'a' after 3 steps" in proc.stdout
 
 
-def test_exit_124_loop_timeout(tmp_path: Path) -> None:
+def test_exit_124_loop_timeout(project: Project, tmp_path: Path) -> None:
     path = loop_file(
         tmp_path,
         """
@@ -152,7 +141,7 @@ def test_exit_124_loop_timeout(tmp_path: Path) -> None:
         """,
     )
     started = time.monotonic()
-    proc = ll("run", path, cwd=tmp_path)
+    proc = project.ll("run", path)
     assert proc.returncode == 124
     assert time.monotonic() - started < 25  # not the 30 s sleep
 
@@ -193,8 +182,8 @@ def test_signals_stop_the_run_and_its_children(tmp_path: Path, sig: int, code: i
     assert state["current"] == "a"
 
 
-def test_json_streams_events(tmp_path: Path) -> None:
-    proc = ll("run", loop_file(tmp_path, SIMPLE), "--json", cwd=tmp_path)
+def test_json_streams_events(project: Project, tmp_path: Path) -> None:
+    proc = project.ll("run", loop_file(tmp_path, SIMPLE), "--json")
     assert proc.returncode == 0
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert events[0]["event"] == "loop_start"
@@ -203,13 +192,13 @@ def test_json_streams_events(tmp_path: Path) -> None:
     assert events[-1]["exit_code"] == 0
 
 
-def test_quiet_prints_only_the_final_line(tmp_path: Path) -> None:
-    proc = ll("run", loop_file(tmp_path, SIMPLE), "--quiet", cwd=tmp_path)
+def test_quiet_prints_only_the_final_line(project: Project, tmp_path: Path) -> None:
+    proc = project.ll("run", loop_file(tmp_path, SIMPLE), "--quiet")
     assert proc.returncode == 0
     assert len(proc.stdout.splitlines()) == 1
 
 
-def test_verbose_streams_action_output(tmp_path: Path) -> None:
+def test_verbose_streams_action_output(project: Project, tmp_path: Path) -> None:
     path = loop_file(
         tmp_path,
         """
@@ -221,11 +210,11 @@ def test_verbose_streams_action_output(tmp_path: Path) -> None:
           z: {terminal: true}
         """,
     )
-    assert "streamed-42-line" not in ll("run", path, cwd=tmp_path).stdout
-    assert "streamed-42-line" in ll("run", path, "--verbose", cwd=tmp_path).stdout
+    assert "streamed-42-line" not in project.ll("run", path).stdout
+    assert "streamed-42-line" in project.ll("run", path, "--verbose").stdout
 
 
-def test_dry_run_runs_nothing(tmp_path: Path) -> None:
+def test_dry_run_runs_nothing(project: Project, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     path = loop_file(
         tmp_path,
@@ -242,7 +231,7 @@ def test_dry_run_runs_nothing(tmp_path: Path) -> None:
           z: {{terminal: true}}
         """,
     )
-    proc = ll("run", path, "--dry-run", "--set", "who=there", cwd=tmp_path)
+    proc = project.ll("run", path, "--dry-run", "--set", "who=there")
     assert proc.returncode == 0, proc.stderr
     assert not marker.exists()
     assert f"shell action: touch {marker} && echo hello there" in proc.stdout
@@ -314,8 +303,8 @@ def test_second_ctrl_c_ends_at_once(tmp_path: Path) -> None:
     assert b"Traceback" not in err
 
 
-def test_set_rejects_a_key_the_loop_does_not_have(tmp_path: Path) -> None:
-    proc = ll("run", loop_file(tmp_path, SIMPLE), "--set", "cod=1", cwd=tmp_path)
+def test_set_rejects_a_key_the_loop_does_not_have(project: Project, tmp_path: Path) -> None:
+    proc = project.ll("run", loop_file(tmp_path, SIMPLE), "--set", "cod=1")
     assert proc.returncode == 2
     assert "the loop has no context key 'cod'; did you mean 'code'?" in proc.stderr
     assert not (tmp_path / ".loops").exists()
@@ -345,14 +334,18 @@ states:
     ],
 )
 def test_claude_permission_flags_are_configurable(
-    tmp_path: Path, args: list[str], env: dict[str, str], flags: list[str]
+    project: Project, tmp_path: Path, args: list[str], env: dict[str, str], flags: list[str]
 ) -> None:
     fake = Path(__file__).parents[1] / "fake_claude.py"
     argv_log = tmp_path / "argv.jsonl"
-    proc = ll(
-        "run", loop_file(tmp_path, SLASH), "--claude", str(fake), *args,
-        cwd=tmp_path, env={"FAKE_CLAUDE_ARGV_LOG": str(argv_log), **env},
-    )  # fmt: skip
+    proc = project.ll(
+        "run",
+        loop_file(tmp_path, SLASH),
+        "--claude",
+        str(fake),
+        *args,
+        env={"FAKE_CLAUDE_ARGV_LOG": str(argv_log), **env},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     argv = json.loads(argv_log.read_text().splitlines()[0])["argv"]
     tail = argv[argv.index("--verbose") + 1 :]
@@ -380,8 +373,8 @@ states:
 """
 
 
-def test_a_failed_step_shows_why_and_what_it_printed(tmp_path: Path) -> None:
-    proc = ll("run", loop_file(tmp_path, FAILING), cwd=tmp_path)
+def test_a_failed_step_shows_why_and_what_it_printed(project: Project, tmp_path: Path) -> None:
+    proc = project.ll("run", loop_file(tmp_path, FAILING))
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     fetch = lines.index(next(line for line in lines if "1/50  fetch" in line))
@@ -396,13 +389,13 @@ def test_a_failed_step_shows_why_and_what_it_printed(tmp_path: Path) -> None:
     )
     assert "neither 0 nor 1" not in proc.stdout
     # The same lines come back from the run's events.
-    logs = ll("logs", cwd=tmp_path)
+    logs = project.ll("logs")
     assert "               curl: (6) Could not resolve host: example.invalid" in logs.stdout
     assert "ll logs " in logs.stderr
     assert "--step N" in logs.stderr
 
 
-def test_logs_step_prints_every_attempt_of_a_step(tmp_path: Path) -> None:
+def test_logs_step_prints_every_attempt_of_a_step(project: Project, tmp_path: Path) -> None:
     path = loop_file(
         tmp_path,
         """
@@ -421,9 +414,9 @@ def test_logs_step_prints_every_attempt_of_a_step(tmp_path: Path) -> None:
           done: {terminal: true}
         """,
     )
-    assert ll("run", path, cwd=tmp_path).returncode == 0
+    assert project.ll("run", path).returncode == 0
     run_id = next((tmp_path / ".loops" / "runs").iterdir()).name
-    proc = ll("logs", run_id, "--step", "1", cwd=tmp_path)
+    proc = project.ll("logs", run_id, "--step", "1")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
         "== step 1 (try), attempt 1 ==",
@@ -433,17 +426,17 @@ def test_logs_step_prints_every_attempt_of_a_step(tmp_path: Path) -> None:
         "attempt 2 out",
         "attempt 2 err",
     ]
-    silent = ll("logs", "--step", "2", cwd=tmp_path)
+    silent = project.ll("logs", "--step", "2")
     assert (silent.returncode, silent.stdout) == (0, "")
     assert silent.stderr == "ll: step 2 (quiet) attempt 1 printed nothing\n"
-    missing = ll("logs", run_id, "--step", "9", cwd=tmp_path)
+    missing = project.ll("logs", run_id, "--step", "9")
     assert missing.returncode == 2
     assert missing.stderr == (
         f"ll: error: run {run_id} has no step 9; its steps are 1 to 3 (see 'll logs {run_id}')\n"
     )
 
 
-def test_heartbeat_lines_in_piped_output(tmp_path: Path) -> None:
+def test_heartbeat_lines_in_piped_output(project: Project, tmp_path: Path) -> None:
     path = loop_file(
         tmp_path,
         """
@@ -454,15 +447,15 @@ def test_heartbeat_lines_in_piped_output(tmp_path: Path) -> None:
           done: {terminal: true}
         """,
     )
-    proc = ll("run", path, "--heartbeat", "1", cwd=tmp_path)
+    proc = project.ll("run", path, "--heartbeat", "1")
     assert proc.returncode == 0, proc.stderr
     beats = [line for line in proc.stdout.splitlines() if line.startswith("… build still")]
     assert beats, proc.stdout
     assert beats[0] == "… build still running (1s): compiling"
     assert len(beats) <= 4
-    quiet = ll("run", path, "--heartbeat", "0", cwd=tmp_path)
+    quiet = project.ll("run", path, "--heartbeat", "0")
     assert "still running" not in quiet.stdout
-    assert "--heartbeat SECONDS" in ll("resume", "--help", cwd=tmp_path).stdout
+    assert "--heartbeat SECONDS" in project.ll("resume", "--help").stdout
 
 
 def test_terminal_view_spins_with_elapsed_time_and_the_latest_line(tmp_path: Path) -> None:
@@ -488,7 +481,9 @@ def test_terminal_view_spins_with_elapsed_time_and_the_latest_line(tmp_path: Pat
     assert "               bad" in text
 
 
-def test_the_on_max_iterations_step_is_counted_as_the_limit(tmp_path: Path) -> None:
+def test_the_on_max_iterations_step_is_counted_as_the_limit(
+    project: Project, tmp_path: Path
+) -> None:
     path = loop_file(
         tmp_path,
         """
@@ -501,31 +496,31 @@ def test_the_on_max_iterations_step_is_counted_as_the_limit(tmp_path: Path) -> N
           report: {action: echo gave up, terminal: true}
         """,
     )
-    proc = ll("run", path, cwd=tmp_path)
+    proc = project.ll("run", path)
     assert proc.returncode == 4, proc.stderr
     assert " limit  report  echo gave up" in proc.stdout.splitlines()
     assert "3/2" not in proc.stdout
 
 
-def test_loops_dir_gets_a_gitignore_on_first_use(tmp_path: Path) -> None:
+def test_loops_dir_gets_a_gitignore_on_first_use(project: Project, tmp_path: Path) -> None:
     path = loop_file(tmp_path, SIMPLE)
-    assert ll("run", path, cwd=tmp_path).returncode == 0
+    assert project.ll("run", path).returncode == 0
     ignore = tmp_path / ".loops" / ".gitignore"
     assert ignore.read_text().splitlines()[-1] == "*"
     ignore.write_text("runs/\n")
-    assert ll("run", path, cwd=tmp_path).returncode == 0
+    assert project.ll("run", path).returncode == 0
     assert ignore.read_text() == "runs/\n"  # never overwritten
 
 
-def test_list_and_history_agree_on_the_order(tmp_path: Path) -> None:
+def test_list_and_history_agree_on_the_order(project: Project, tmp_path: Path) -> None:
     path = loop_file(tmp_path, SIMPLE)
     for _ in range(2):
-        assert ll("run", path, cwd=tmp_path).returncode == 0
+        assert project.ll("run", path).returncode == 0
     runs = (tmp_path / ".loops" / "runs").iterdir()
     # Oldest first by start time: two runs in the same second have ids that sort at random.
     ids = [p.name for p in sorted(runs, key=lambda p: _state(p)["started_at"])]
-    listed = [line.split()[0] for line in ll("list", cwd=tmp_path).stdout.splitlines()[1:]]
-    history = [line.split()[2] for line in ll("history", cwd=tmp_path).stdout.splitlines()[1:]]
+    listed = [line.split()[0] for line in project.ll("list").stdout.splitlines()[1:]]
+    history = [line.split()[2] for line in project.ll("history").stdout.splitlines()[1:]]
     assert listed == history == ids[::-1]
 
 
@@ -543,7 +538,7 @@ states:
 
 
 def test_judging_is_shown_and_counted_in_the_step_time(
-    tmp_path: Path, llm_server: LlmServer
+    project: Project, tmp_path: Path, llm_server: LlmServer
 ) -> None:
     """A slow judge: heartbeat lines while judging, and the step's time includes the call."""
     import dataclasses
@@ -552,7 +547,7 @@ def test_judging_is_shown_and_counted_in_the_step_time(
     llm_server.script(dataclasses.replace(message(verdict), delay=2.5))
     env = {"ANTHROPIC_API_KEY": "sk-test-not-real", "ANTHROPIC_BASE_URL": llm_server.url}
     path = loop_file(tmp_path, JUDGED)
-    proc = ll("run", path, "--heartbeat", "1", "--no-cache", cwd=tmp_path, env=env)
+    proc = project.ll("run", path, "--heartbeat", "1", "--no-cache", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     beats = [line for line in proc.stdout.splitlines() if line.startswith("… review still")]
     assert beats, proc.stdout
@@ -560,7 +555,7 @@ def test_judging_is_shown_and_counted_in_the_step_time(
     result = next(line for line in proc.stdout.splitlines() if "-> done" in line)
     seconds = float(re.search(r" ([0-9.]+) s -> done", result).group(1))  # type: ignore[union-attr]
     assert seconds >= 2.4, result  # the judge's 2.5 s, not the action's few ms
-    events = ll("logs", "--json", cwd=tmp_path).stdout
+    events = project.ll("logs", "--json").stdout
     judge_start = [json.loads(e) for e in events.splitlines() if '"judge_start"' in e]
     assert judge_start[0]["model"] == "claude-test-judge"
     assert (judge_start[0]["step"], judge_start[0]["state"]) == (1, "review")

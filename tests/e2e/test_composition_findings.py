@@ -16,23 +16,10 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
+from project import Project
 
 REPO = Path(__file__).resolve().parents[2]
 LL = [sys.executable, "-m", "little_loops"]
-
-
-def ll(
-    cwd: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*LL, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
 
 
 @pytest.fixture
@@ -49,13 +36,21 @@ def write(path: Path, text: str) -> Path:
 # -- 2. JUnit and the summary of a failure terminal ------------------------------------------
 
 
-def test_junit_red_case_carries_cause_terminal_output_and_branches(work: Path) -> None:
+def test_junit_red_case_carries_cause_terminal_output_and_branches(
+    project: Project, work: Path
+) -> None:
     summary = work / "summary.md"
     env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
-    done = ll(
-        work, "run", "loops/rollout.yaml", "--set", "failing=ap-south", "--junit-xml", "r.xml",
+    done = project.ll(
+        "run",
+        "loops/rollout.yaml",
+        "--set",
+        "failing=ap-south",
+        "--junit-xml",
+        "r.xml",
         env=env,
-    )  # fmt: skip
+        cwd=work,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     root = ET.parse(work / "r.xml").getroot()
     red = [c for c in root.iter("testcase") if c.find("failure") is not None]
@@ -77,11 +72,11 @@ def test_junit_red_case_carries_cause_terminal_output_and_branches(work: Path) -
 # -- 3. forks and questions can be found -----------------------------------------------------
 
 
-def test_composition_is_shipped_and_documented(work: Path) -> None:
+def test_composition_is_shipped_and_documented(project: Project, work: Path) -> None:
     for name in ("rollout", "gate", "publish", "release"):
         assert (work / "loops" / f"{name}.yaml").is_file()
     scripts = sorted(str(p.relative_to(work)) for p in (work / "loops" / "tests").glob("*.yaml"))
-    done = ll(work, "test", *scripts)
+    done = project.ll("test", *scripts, cwd=work)
     assert done.returncode == 0, done.stdout + done.stderr
     for name in ("rollout", "gate", "publish"):
         assert f"PASS  loops/tests/{name}" in done.stdout
@@ -102,8 +97,8 @@ def test_composition_is_shipped_and_documented(work: Path) -> None:
     assert "`ask:`" in readme
 
 
-def test_plan_matrix_help_example_names_a_fork(work: Path) -> None:
-    done = ll(work, "plan-matrix", "loops/rollout.yaml", "rollout")
+def test_plan_matrix_help_example_names_a_fork(project: Project, work: Path) -> None:
+    done = project.ll("plan-matrix", "loops/rollout.yaml", "rollout", cwd=work)
     assert done.returncode == 0, done.stderr
     keys = [row["key"] for row in json.loads(done.stdout)["include"]]
     assert keys == ["eu-west", "us-east", "ap-south"]
@@ -112,42 +107,44 @@ def test_plan_matrix_help_example_names_a_fork(work: Path) -> None:
 # -- 4. a loop: state's verdicts are its child's terminals -------------------------------------
 
 
-def test_graph_and_dry_run_never_stop_a_loop_state_on_success(work: Path) -> None:
-    graph = ll(work, "graph", "loops/release.yaml")
+def test_graph_and_dry_run_never_stop_a_loop_state_on_success(project: Project, work: Path) -> None:
+    graph = project.ll("graph", "loops/release.yaml", cwd=work)
     assert graph.returncode == 0, graph.stderr
     assert '-.->|"success"| ll_stop_1' not in graph.stdout
     assert "stops (exit 1)" not in graph.stdout
-    plan = ll(work, "run", "loops/release.yaml", "--dry-run")
+    plan = project.ll("run", "loops/release.yaml", "--dry-run", cwd=work)
     assert plan.returncode == 0, plan.stderr
     assert "--success--> stops" not in plan.stdout
     summary = work / "summary.md"
     env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
-    assert ll(work, "run", "loops/release.yaml", env=env).returncode == 0
+    assert project.ll("run", "loops/release.yaml", env=env, cwd=work).returncode == 0
     assert "stops (exit 1)" not in summary.read_text(encoding="utf-8")
 
 
 # -- 5. a suspended run: its status after ll answer, its summary --------------------------------
 
 
-def test_status_after_answer_and_the_summary_of_a_suspended_run(work: Path) -> None:
+def test_status_after_answer_and_the_summary_of_a_suspended_run(
+    project: Project, work: Path
+) -> None:
     summary = work / "summary.md"
     env = {"CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
-    asked = ll(work, "run", "loops/publish.yaml", env=env)
+    asked = project.ll("run", "loops/publish.yaml", env=env, cwd=work)
     assert asked.returncode == 6, asked.stdout + asked.stderr
     (run_id,) = os.listdir(work / ".loops" / "runs")
     shown = summary.read_text(encoding="utf-8")
     assert "#### Waiting for an answer" in shown
     assert "Publish release 1.4.0?" in shown
     assert f"ll resume {run_id} --answer approve|reject [--note TEXT]" in shown
-    before = ll(work, "status", run_id)
+    before = project.ll("status", run_id, cwd=work)
     assert "waiting for an answer" in before.stdout
-    assert ll(work, "answer", run_id, "approve", "--by", "ana").returncode == 0
-    after = ll(work, "status", run_id)
+    assert project.ll("answer", run_id, "approve", "--by", "ana", cwd=work).returncode == 0
+    after = project.ll("status", run_id, cwd=work)
     assert after.returncode == 0
     assert "waiting for an answer" not in after.stdout
     assert f"answered; continue it with: ll resume {run_id}" in after.stdout
     assert "answered: approve by ana" in after.stdout
-    resumed = ll(work, "resume", run_id)
+    resumed = project.ll("resume", run_id, cwd=work)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert (work / "public" / "index.html").is_file()
 
@@ -170,7 +167,9 @@ states:
 
 
 @pytest.mark.slow
-def test_a_fork_has_a_heartbeat_and_its_log_shows_finished_branches(tmp_path: Path) -> None:
+def test_a_fork_has_a_heartbeat_and_its_log_shows_finished_branches(
+    project: Project, tmp_path: Path
+) -> None:
     write(tmp_path / "fork.yaml", SLOW_FORK)
     proc = subprocess.Popen(
         [*LL, "run", "fork.yaml", "--heartbeat", "1"],
@@ -189,7 +188,7 @@ def test_a_fork_has_a_heartbeat_and_its_log_shows_finished_branches(tmp_path: Pa
         # the quick branch's end is in the run's log while the slow one still runs
         assert '"branch":"quick"' in seen
         assert proc.poll() is None
-        logs_out = ll(tmp_path, "logs")
+        logs_out = project.ll("logs")
         assert "quick" in logs_out.stdout
         out, _ = proc.communicate(timeout=60)
     finally:
@@ -203,7 +202,9 @@ def test_a_fork_has_a_heartbeat_and_its_log_shows_finished_branches(tmp_path: Pa
 # -- 7. a terminal reached on the last allowed step ------------------------------------------
 
 
-def test_terminal_reached_by_the_last_allowed_step_runs_and_decides(tmp_path: Path) -> None:
+def test_terminal_reached_by_the_last_allowed_step_runs_and_decides(
+    project: Project, tmp_path: Path
+) -> None:
     write(
         tmp_path / "last.yaml",
         """\
@@ -222,7 +223,7 @@ states:
   done: {terminal: true}
 """,
     )
-    done = ll(tmp_path, "run", "last.yaml")
+    done = project.ll("run", "last.yaml")
     assert done.returncode == 1, done.stdout
     assert "the report" in done.stdout
     assert "ll: failure at 'report' after 2 steps" in done.stdout
@@ -231,7 +232,9 @@ states:
 # -- 8. messages --------------------------------------------------------------------------
 
 
-def test_unquoted_yes_no_choices_is_one_message_saying_quote_them(tmp_path: Path) -> None:
+def test_unquoted_yes_no_choices_is_one_message_saying_quote_them(
+    project: Project, tmp_path: Path
+) -> None:
     write(
         tmp_path / "ask.yaml",
         """\
@@ -246,7 +249,7 @@ states:
   stop: {terminal: true, outcome: failure}
 """,
     )
-    done = ll(tmp_path, "validate", "ask.yaml")
+    done = project.ll("validate", "ask.yaml")
     assert done.returncode == 2
     lines = done.stdout.strip().splitlines() + done.stderr.strip().splitlines()
     lines = [line for line in lines if line.strip()]
@@ -255,21 +258,21 @@ states:
     assert 'quote them: choices: ["yes", "no"]' in lines[0]
 
 
-def test_a_tab_and_a_wrong_indent_are_named(tmp_path: Path) -> None:
+def test_a_tab_and_a_wrong_indent_are_named(project: Project, tmp_path: Path) -> None:
     write(tmp_path / "tab.yaml", "name: t\ninitial: a\nstates:\n  a:\n\taction: echo\n")
-    tab = ll(tmp_path, "validate", "tab.yaml")
+    tab = project.ll("validate", "tab.yaml")
     assert tab.returncode == 2
     assert "tab.yaml:5:1: error: invalid YAML: line 5 is indented with a tab" in tab.stdout
     write(
         tmp_path / "indent.yaml",
         "name: t\ninitial: a\nstates:\n  a:\n    action: echo hi\n     next: done\n",
     )
-    indent = ll(tmp_path, "validate", "indent.yaml")
+    indent = project.ll("validate", "indent.yaml")
     assert indent.returncode == 2
     assert "check the indentation: line 6 is indented 5 spaces, line 5 4" in indent.stdout
 
 
-def test_join_over_a_shorter_literal_list_is_refused(tmp_path: Path) -> None:
+def test_join_over_a_shorter_literal_list_is_refused(project: Project, tmp_path: Path) -> None:
     write(
         tmp_path / "fan.yaml",
         """\
@@ -286,12 +289,12 @@ states:
   done: {terminal: true}
 """,
     )
-    done = ll(tmp_path, "validate", "fan.yaml")
+    done = project.ll("validate", "fan.yaml")
     assert done.returncode == 2
     assert "waits for 7 branches but its for_each list has 5 items" in done.stdout
 
 
-def test_ll_test_reports_every_script_mistake_in_one_run(work: Path) -> None:
+def test_ll_test_reports_every_script_mistake_in_one_run(project: Project, work: Path) -> None:
     write(
         work / "loops" / "tests" / "bad.test.yaml",
         """\
@@ -304,7 +307,7 @@ expect:
   pathh: [rollout]
 """,
     )
-    done = ll(work, "test", "loops/tests/bad.test.yaml")
+    done = project.ll("test", "loops/tests/bad.test.yaml", cwd=work)
     assert done.returncode == 2
     for said in (
         "bad.test.yaml:3: the loop has no state 'rolout' (did you mean 'rollout'?)",
@@ -318,8 +321,8 @@ expect:
 # -- a bug met on the way: ll step --until the initial state ---------------------------------
 
 
-def test_step_until_the_initial_state_pauses_before_it(work: Path) -> None:
-    done = ll(work, "step", "loops/rollout.yaml", "--until", "rollout")
+def test_step_until_the_initial_state_pauses_before_it(project: Project, work: Path) -> None:
+    done = project.ll("step", "loops/rollout.yaml", "--until", "rollout", cwd=work)
     assert done.returncode == 6, done.stdout + done.stderr
     assert "paused at 'rollout' after 0 steps" in done.stdout + done.stderr
     (run_id,) = os.listdir(work / ".loops" / "runs")
@@ -330,13 +333,13 @@ def test_step_until_the_initial_state_pauses_before_it(work: Path) -> None:
 # -- 10. drift ------------------------------------------------------------------------------
 
 
-def test_documented_valid_keys_are_what_ll_prints(tmp_path: Path) -> None:
+def test_documented_valid_keys_are_what_ll_prints(project: Project, tmp_path: Path) -> None:
     write(
         tmp_path / "demo.yaml",
         "name: demo\ninitial: check\nstates:\n  check:\n    action: echo hi\n"
         "    on_falure: done\n    on_success: done\n  done: {terminal: true}\nmax_iteration: 3\n",
     )
-    done = ll(tmp_path, "validate", "demo.yaml")
+    done = project.ll("validate", "demo.yaml")
     said = [line.split("valid keys: ", 1)[1] for line in done.stdout.splitlines()]
     assert len(said) == 2
     for doc in ("editors.md", "troubleshooting.md"):
@@ -348,8 +351,10 @@ def test_documented_valid_keys_are_what_ll_prints(tmp_path: Path) -> None:
         assert set(shown) <= set(said), doc
 
 
-def test_completion_list_and_readme_table_name_every_command(tmp_path: Path) -> None:
-    listed = ll(tmp_path, "--help").stdout.split("Commands:", 1)[1].splitlines()
+def test_completion_list_and_readme_table_name_every_command(
+    project: Project, tmp_path: Path
+) -> None:
+    listed = project.ll("--help").stdout.split("Commands:", 1)[1].splitlines()
     commands = {line.split()[0] for line in listed if line.startswith("  ") and line.strip()}
     completing = subprocess.run(
         [*LL],
@@ -417,11 +422,11 @@ states:
 """
 
 
-def test_migrated_file_passes_validate_strict(tmp_path: Path) -> None:
+def test_migrated_file_passes_validate_strict(project: Project, tmp_path: Path) -> None:
     write(tmp_path / "tidy.yaml", UPSTREAM_TIDY)
-    converted = ll(tmp_path, "migrate", "tidy.yaml", "--out", "out")
+    converted = project.ll("migrate", "tidy.yaml", "--out", "out")
     assert converted.returncode == 0, converted.stdout + converted.stderr
-    strict = ll(tmp_path, "validate", "--strict", "out/tidy.yaml")
+    strict = project.ll("validate", "--strict", "out/tidy.yaml")
     assert strict.returncode == 0, strict.stdout + strict.stderr
-    run = ll(tmp_path, "run", "out/tidy.yaml")
+    run = project.ll("run", "out/tidy.yaml")
     assert run.returncode == 0, run.stdout + run.stderr

@@ -14,6 +14,7 @@ from llm_server import (
     llm_server_fixture,  # noqa: F401  (the llm_server fixture)
     message,
 )
+from project import Project
 from test_judge_e2e import ll_run, loop_file
 
 from little_loops.providers import MAX_REPLY_BYTES
@@ -22,13 +23,15 @@ HUGE = MAX_REPLY_BYTES + 2 * 1024 * 1024
 CAP = f"{MAX_REPLY_BYTES // (1024 * 1024)} MiB"
 
 
-def test_a_claude_judge_printing_without_end_is_cut_at_the_cap(tmp_path: Path) -> None:
+def test_a_claude_judge_printing_without_end_is_cut_at_the_cap(
+    project: Project, tmp_path: Path
+) -> None:
     """The CLI prints more than the cap and keeps running: the group is killed at once,
     the verdict is `error` naming the cap, and the run does not wait for the CLI."""
     loop = loop_file(tmp_path, "model: claude://sonnet\ntimeout: 60")
     started = time.monotonic()
     run = ll_run(
-        tmp_path, loop, None, "--no-cache", FAKE_JUDGE_MODE="huge", FAKE_JUDGE_HUGE=str(HUGE)
+        project, loop, None, "--no-cache", FAKE_JUDGE_MODE="huge", FAKE_JUDGE_HUGE=str(HUGE)
     )
     assert time.monotonic() - started < 25
     (judged,) = run.judged()
@@ -38,11 +41,11 @@ def test_a_claude_judge_printing_without_end_is_cut_at_the_cap(tmp_path: Path) -
 
 
 def test_an_anthropic_judge_reply_larger_than_the_cap_is_an_error(
-    tmp_path: Path, llm_server: LlmServer
+    project: Project, tmp_path: Path, llm_server: LlmServer
 ) -> None:
     loop = loop_file(tmp_path, "timeout: 30")
     llm_server.script(then=message({"verdict": "success"}, text="x" * HUGE))
-    run = ll_run(tmp_path, loop, llm_server, "--no-cache")
+    run = ll_run(project, loop, llm_server, "--no-cache")
     (judged,) = run.judged()
     assert judged["verdict"] == "error"
     assert f"more than {CAP}" in judged["details"]["error"], judged["details"]
@@ -50,11 +53,11 @@ def test_an_anthropic_judge_reply_larger_than_the_cap_is_an_error(
 
 
 def test_an_openai_judge_reply_larger_than_the_cap_is_an_error(
-    tmp_path: Path, llm_server: LlmServer
+    project: Project, tmp_path: Path, llm_server: LlmServer
 ) -> None:
     loop = loop_file(tmp_path, "model: openai://gpt-4o\ntimeout: 30")
     llm_server.script(then=chat("x" * HUGE))
-    run = ll_run(tmp_path, loop, llm_server, "--no-cache")
+    run = ll_run(project, loop, llm_server, "--no-cache")
     (judged,) = run.judged()
     assert judged["verdict"] == "error"
     assert f"more than {CAP}" in judged["details"]["error"], judged["details"]
@@ -65,7 +68,7 @@ def test_an_openai_judge_reply_larger_than_the_cap_is_an_error(
     ("retry_after", "on_error"), [("1", "check"), ("10", "check"), ("10", None)]
 )
 def test_a_529_storm_under_a_loop_timeout_ends_as_a_timeout(
-    tmp_path: Path, llm_server: LlmServer, retry_after: str, on_error: str | None
+    project: Project, tmp_path: Path, llm_server: LlmServer, retry_after: str, on_error: str | None
 ) -> None:
     """The API answers 529 every time; the loop's `timeout: 8` runs out while the judge
     retries (or while it would wait): outcome timeout, exit 124, never an error (3)."""
@@ -79,7 +82,7 @@ def test_a_529_storm_under_a_loop_timeout_ends_as_a_timeout(
     text = text.replace("      error: broken\n", f"      error: {on_error}\n" if on_error else "")
     loop.write_text(text, encoding="utf-8")
     started = time.monotonic()
-    run = ll_run(tmp_path, loop, llm_server, "--no-cache")
+    run = ll_run(project, loop, llm_server, "--no-cache")
     assert run.code == 124, (run.code, run.stderr, [e["event"] for e in run.events])
     assert time.monotonic() - started < 40  # the loop's 8 s, and a busy machine's start-up
     assert len(llm_server.requests) >= 1

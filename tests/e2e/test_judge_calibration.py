@@ -6,38 +6,37 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+import pytest
 from llm_server import (
     LlmServer,
     Reply,
     chat,
     llm_server_fixture,  # noqa: F401  (the llm_server fixture)
 )
+from project import Project, Result
 
 REPO = Path(__file__).resolve().parents[2]
 LOOP = REPO / "loops" / "judge-release-notes.yaml"
 CASES = REPO / "loops" / "judge-release-notes.cases.jsonl"
 CASSETTE = REPO / "loops" / "judge-release-notes.cases.cassette.jsonl"
-LL = [sys.executable, "-m", "little_loops"]
 
 
-def ll(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "LL_MODEL"))}
-    full.update(env)
-    proc = subprocess.run(
-        [*LL, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=full
-    )
+def ll(project: Project, *args: str, **env: str) -> Result:
+    """`ll ARGS` in process, with no Anthropic or model settings but those in `env`."""
+    unset: dict[str, str | None] = {
+        name: None for name in os.environ if name.startswith(("ANTHROPIC", "LL_MODEL"))
+    }
+    proc = project.ll(*args, env={**unset, **env})
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 
 
-def shipped(cwd: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def shipped(project: Project, *extra: str) -> Result:
     return ll(
-        cwd, "judge", "test", str(CASES), "--loop", str(LOOP), "--judge", "release_notes",
+        project, "judge", "test", str(CASES), "--loop", str(LOOP), "--judge", "release_notes",
         "--replay", str(CASSETTE), *extra,
     )  # fmt: skip
 
@@ -54,13 +53,13 @@ high edge, which belongs to the next one, except 1.00)
 """
 
 
-def test_calibration_of_the_shipped_worked_example(tmp_path: Path) -> None:
+def test_calibration_of_the_shipped_worked_example(project: Project, tmp_path: Path) -> None:
     """By hand: confidences 0.58 (wrong), 0.88, and six from 0.90 up (all right, mean 0.932);
     ECE = (1 * 0.58 + 1 * 0.12 + 6 * 0.068) / 8 = 0.138."""
-    proc = shipped(tmp_path)
+    proc = shipped(project)
     assert proc.returncode == 0, proc.stderr
     assert "\n\n" + CALIBRATION + "\ndisagreements\n" in proc.stdout
-    found = json.loads(shipped(tmp_path, "--json").stdout)
+    found = json.loads(shipped(project, "--json").stdout)
     cal = found["calibration"]
     assert cal["answered"] == 8
     assert cal["ece"] == 0.1375
@@ -71,8 +70,8 @@ def test_calibration_of_the_shipped_worked_example(tmp_path: Path) -> None:
     ]
 
 
-def test_suggested_min_confidence_and_its_effect(tmp_path: Path) -> None:
-    proc = shipped(tmp_path, "--suggest-min-confidence")
+def test_suggested_min_confidence_and_its_effect(project: Project, tmp_path: Path) -> None:
+    proc = shipped(project, "--suggest-min-confidence")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.endswith(
         "suggested min_confidence: 0.70 (agreement: trusted verdicts right, doubted ones wrong)\n"
@@ -91,7 +90,7 @@ def test_suggested_min_confidence_and_its_effect(tmp_path: Path) -> None:
     )
     assert "min_confidence: 0.5" in loose.read_text(encoding="utf-8")
     proc = ll(
-        tmp_path, "judge", "test", str(CASES), "--loop", str(loose), "--judge", "release_notes",
+        project, "judge", "test", str(CASES), "--loop", str(loose), "--judge", "release_notes",
         "--replay", str(CASSETTE), "--suggest-min-confidence", "--json",
     )  # fmt: skip
     advice = json.loads(proc.stdout)["suggestion"]
@@ -105,10 +104,10 @@ def test_suggested_min_confidence_and_its_effect(tmp_path: Path) -> None:
     assert [(c["line"], c["becomes"]) for c in advice["changed"]] == [(8, "uncertain")]
     # A success precision nobody can reach says so; a bad value is one line, exit 2.
     assert "suggested min_confidence: 0.73 (precision of success at least 100 %)" in ll(
-        tmp_path, "judge", "test", str(CASES), "--loop", str(loose), "--judge", "release_notes",
+        project, "judge", "test", str(CASES), "--loop", str(loose), "--judge", "release_notes",
         "--replay", str(CASSETTE), "--suggest-min-confidence", "100%",
     ).stdout  # fmt: skip
-    bad = shipped(tmp_path, "--suggest-min-confidence", "lots")
+    bad = shipped(project, "--suggest-min-confidence", "lots")
     assert bad.returncode == 2
     assert bad.stderr.strip().endswith(
         "--suggest-min-confidence: 'lots' is not a number; write a fraction (0.9) or a "
@@ -116,32 +115,33 @@ def test_suggested_min_confidence_and_its_effect(tmp_path: Path) -> None:
     )
 
 
-def test_baseline_drift_fails_with_exit_3(tmp_path: Path) -> None:
+def test_baseline_drift_fails_with_exit_3(project: Project, tmp_path: Path) -> None:
     stored = tmp_path / "baseline.json"
-    stored.write_text(shipped(tmp_path, "--json").stdout, encoding="utf-8")
-    same = shipped(tmp_path, "--baseline", str(stored))
+    stored.write_text(shipped(project, "--json").stdout, encoding="utf-8")
+    same = shipped(project, "--baseline", str(stored))
     assert same.returncode == 0, same.stderr
     assert "  accuracy  0.875 (was 0.875)  ok\n" in same.stdout
     better = json.loads(stored.read_text(encoding="utf-8"))
     better.update(accuracy=1.0, kappa=1.0, calibration={**better["calibration"], "ece": 0.05})
     stored.write_text(json.dumps(better), encoding="utf-8")
-    worse = shipped(tmp_path, "--baseline", str(stored))
+    worse = shipped(project, "--baseline", str(stored))
     assert worse.returncode == 3
     assert worse.stderr == (
         f"ll: accuracy, kappa, ece got worse than in {stored} by more than 0.05\n"
     )
     assert "  kappa     0.750 (was 1.000)  WORSE\n" in worse.stdout
     assert "  ece       0.138 (was 0.050)  WORSE\n" in worse.stdout
-    assert shipped(tmp_path, "--baseline", str(stored), "--margin", "0.3").returncode == 0
+    assert shipped(project, "--baseline", str(stored), "--margin", "0.3").returncode == 0
     stored.write_text("not json", encoding="utf-8")
-    bad = shipped(tmp_path, "--baseline", str(stored))
+    bad = shipped(project, "--baseline", str(stored))
     assert bad.returncode == 2
     assert "not a stored judge test result (JSON)" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # it waits out 400 answers of 100 ms each (20 s serial) by design
 def test_jobs_judges_200_cases_in_a_quarter_of_the_serial_time(
-    tmp_path: Path, llm_server: LlmServer
+    project: Project, tmp_path: Path, llm_server: LlmServer
 ) -> None:
     """Each answer takes 100 ms, as a fast API would. --jobs 8 asks 8 at once (never more)
     and judges the 200 cases in at most a quarter of the serial time; same verdicts."""
@@ -165,7 +165,7 @@ def test_jobs_judges_200_cases_in_a_quarter_of_the_serial_time(
 
     def measure(*extra: str) -> dict[str, object]:
         proc = ll(
-            tmp_path, "judge", "test", str(cases), "--loop", str(loop), "--judge", "quick",
+            project, "judge", "test", str(cases), "--loop", str(loop), "--judge", "quick",
             "--json", *extra, **env,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from llm_server import (
     judge_checks,
     llm_server_fixture,  # noqa: F401  (the llm_server fixture)
 )
+from project import Project, Result
 
 from little_loops.errors import LoopError
 from little_loops.evaluators.agreement import (
@@ -29,28 +28,27 @@ REPO = Path(__file__).resolve().parents[2]
 LOOP = REPO / "loops" / "judge-release-notes.yaml"
 CASES = REPO / "loops" / "judge-release-notes.cases.jsonl"
 CASSETTE = REPO / "loops" / "judge-release-notes.cases.cassette.jsonl"
-LL = [sys.executable, "-m", "little_loops"]
 
 
-def ll(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "LL_MODEL"))}
-    full.update(env)
-    proc = subprocess.run(
-        [*LL, *args], cwd=cwd, capture_output=True, text=True, timeout=120, env=full
-    )
+def ll(project: Project, *args: str, **env: str) -> Result:
+    """`ll ARGS` in process, with no Anthropic or model settings but those in `env`."""
+    unset: dict[str, str | None] = {
+        name: None for name in os.environ if name.startswith(("ANTHROPIC", "LL_MODEL"))
+    }
+    proc = project.ll(*args, env={**unset, **env})
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 
 
-def shipped(cwd: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def shipped(project: Project, *extra: str) -> Result:
     return ll(
-        cwd, "judge", "test", str(CASES), "--loop", str(LOOP), "--judge", "release_notes",
+        project, "judge", "test", str(CASES), "--loop", str(LOOP), "--judge", "release_notes",
         "--replay", str(CASSETTE), *extra,
     )  # fmt: skip
 
 
-def test_the_shipped_judge_measured_on_its_cases(tmp_path: Path) -> None:
-    proc = shipped(tmp_path)
+def test_the_shipped_judge_measured_on_its_cases(project: Project, tmp_path: Path) -> None:
+    proc = shipped(project)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == (
         f"judge test: judge release_notes (claude-sonnet-5-5), 8 cases from {CASES}\n"
@@ -81,15 +79,17 @@ def test_the_shipped_judge_measured_on_its_cases(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("given", "code"), [("90%", 1), ("0.9", 1), ("80%", 0), ("0.875", 0)])
-def test_min_agreement_guards_the_judge(tmp_path: Path, given: str, code: int) -> None:
-    proc = shipped(tmp_path, "--min-agreement", given)
+def test_min_agreement_guards_the_judge(
+    project: Project, tmp_path: Path, given: str, code: int
+) -> None:
+    proc = shipped(project, "--min-agreement", given)
     assert proc.returncode == code
     if code:
         assert proc.stderr == "ll: agreement 87.5 % is below --min-agreement 90.0 %\n"
 
 
-def test_json_holds_every_measure(tmp_path: Path) -> None:
-    found = json.loads(shipped(tmp_path, "--json").stdout)
+def test_json_holds_every_measure(project: Project, tmp_path: Path) -> None:
+    found = json.loads(shipped(project, "--json").stdout)
     assert (found["cases"], found["agreed"], found["kappa"], found["errors"]) == (8, 7, 0.75, 0)
     assert found["confusion"]["failure"] == {
         "success": 1,
@@ -124,7 +124,7 @@ JUDGED = textwrap.dedent("""\
 
 
 def test_a_state_judge_measured_live_recorded_then_replayed(
-    tmp_path: Path, llm_server: LlmServer
+    project: Project, tmp_path: Path, llm_server: LlmServer
 ) -> None:
     (tmp_path / "loop.yaml").write_text(JUDGED, encoding="utf-8")
     cases = [
@@ -141,7 +141,7 @@ def test_a_state_judge_measured_live_recorded_then_replayed(
     )
     env = {"OPENAI_BASE_URL": llm_server.url + "/v1", "OPENAI_API_KEY": "sk-test"}
     args = ["judge", "test", "cases.jsonl", "--loop", "loop.yaml", "--state", "check", "--json"]
-    live = ll(tmp_path, *args, "--record", "rec.jsonl", **env)
+    live = ll(project, *args, "--record", "rec.jsonl", **env)
     assert live.returncode == 0, live.stderr
     found = json.loads(live.stdout)
     assert (found["judge"], found["model"], found["agreed"]) == (
@@ -153,7 +153,7 @@ def test_a_state_judge_measured_live_recorded_then_replayed(
     assert found["disagreements"][0]["got"] == "success"
     assert found["kappa"] == 0.4
     assert "Did the tests of demo pass?" in llm_server.requests[0].body["messages"][1]["content"]
-    replayed = ll(tmp_path, *args, "--replay", "rec.jsonl")
+    replayed = ll(project, *args, "--replay", "rec.jsonl")
     assert json.loads(replayed.stdout)["agreed"] == 2
     assert len(llm_server.requests) == 3  # the replay asked nothing
 
@@ -185,24 +185,26 @@ def test_a_state_judge_measured_live_recorded_then_replayed(
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(
-    tmp_path: Path, cases: str, args: list[str], message: str
+    project: Project, tmp_path: Path, cases: str, args: list[str], message: str
 ) -> None:
     (tmp_path / "loop.yaml").write_text(JUDGED, encoding="utf-8")
     (tmp_path / "cases.jsonl").write_text(cases, encoding="utf-8")
     args = args or ["--judge", "tests"]
-    proc = ll(tmp_path, "judge", "test", "cases.jsonl", "--loop", "loop.yaml", *args)
+    proc = ll(project, "judge", "test", "cases.jsonl", "--loop", "loop.yaml", *args)
     assert proc.returncode == 2
     assert proc.stderr == f"ll: error: {message}\n"
     assert proc.stdout == ""
 
 
-def test_a_template_a_case_cannot_fill_is_refused_before_any_request(tmp_path: Path) -> None:
+def test_a_template_a_case_cannot_fill_is_refused_before_any_request(
+    project: Project, tmp_path: Path
+) -> None:
     text = JUDGED.replace("${context.project}", "${captured.build.output}").replace(
         'action: echo "2 passed"', 'action: echo "2 passed"\n    capture: build'
     )
     (tmp_path / "loop.yaml").write_text(text, encoding="utf-8")
     (tmp_path / "cases.jsonl").write_text('{"output": "x", "verdict": "success"}\n')
-    proc = ll(tmp_path, "judge", "test", "cases.jsonl", "--loop", "loop.yaml", "--judge", "tests")
+    proc = ll(project, "judge", "test", "cases.jsonl", "--loop", "loop.yaml", "--judge", "tests")
     assert proc.returncode == 2
     assert proc.stderr == (
         "ll: error: cases.jsonl:1: the judge's prompt reads '${captured.build.output}', which "
@@ -220,13 +222,13 @@ def test_kappa_and_shares() -> None:
         parse_share("lots")
 
 
-def test_explain_shows_what_a_replayed_step_sent_and_got(tmp_path: Path) -> None:
+def test_explain_shows_what_a_replayed_step_sent_and_got(project: Project, tmp_path: Path) -> None:
     run = ll(
-        tmp_path, "run", str(LOOP), "--replay",
+        project, "run", str(LOOP), "--replay",
         str(REPO / "loops" / "judge-release-notes.cassette.jsonl"), "--quiet",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
-    proc = ll(tmp_path, "judge", "explain", "--step", "1")
+    proc = ll(project, "judge", "explain", "--step", "1")
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
     assert text.startswith("run ")
@@ -239,15 +241,15 @@ def test_explain_shows_what_a_replayed_step_sent_and_got(tmp_path: Path) -> None
     assert "<action_output>\nRelease 1.2: various improvements.\n" in text
     assert '"required": [\n    "reason",\n    "verdict",\n    "confidence"\n  ]' in text
     assert "verdict:      failure (confidence 0.93, confident)\n" in text
-    latest = json.loads(ll(tmp_path, "judge", "explain", "--json").stdout)
+    latest = json.loads(ll(project, "judge", "explain", "--json").stdout)
     assert (latest["step"], latest["verdict"]) == (2, "success")
-    missing = ll(tmp_path, "judge", "explain", "--step", "3")
+    missing = ll(project, "judge", "explain", "--step", "3")
     assert missing.returncode == 2
     assert "step 3 of run" in missing.stderr
     assert missing.stderr.endswith("asked no judge; judged steps: 1, 2\n")
 
 
-def test_explain_keeps_secrets_out(tmp_path: Path, llm_server: LlmServer) -> None:
+def test_explain_keeps_secrets_out(project: Project, tmp_path: Path, llm_server: LlmServer) -> None:
     text = textwrap.dedent("""\
         name: secret
         initial: check
@@ -265,9 +267,9 @@ def test_explain_keeps_secrets_out(tmp_path: Path, llm_server: LlmServer) -> Non
     """)
     (tmp_path / "loop.yaml").write_text(text, encoding="utf-8")
     env = {"ANTHROPIC_BASE_URL": llm_server.url, "ANTHROPIC_API_KEY": "sk-test"}
-    run = ll(tmp_path, "run", "loop.yaml", "--set", "token=hunter2-secret", "--quiet", **env)
+    run = ll(project, "run", "loop.yaml", "--set", "token=hunter2-secret", "--quiet", **env)
     assert run.returncode == 0, run.stderr
-    shown = ll(tmp_path, "judge", "explain")
+    shown = ll(project, "judge", "explain")
     assert shown.returncode == 0, shown.stderr
     assert "Did the deploy with *** work?" in shown.stdout
     assert "hunter2-secret" not in shown.stdout
@@ -282,7 +284,7 @@ def test_the_docs_show_the_real_output_of_the_worked_example() -> None:
     shown = doc.split("<!-- judge-test-output -->\n```text\n", 1)[1].split("```", 1)[0]
     args = command.split()
     assert args[:3] == ["ll", "judge", "test"]
-    proc = ll(REPO, *args[1:])
+    proc = ll(Project(REPO), *args[1:])  # in the repository, as the docs say
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == shown
 

@@ -6,7 +6,6 @@ request (examples fenced, reason first, the temperature) and refuses what the re
 from __future__ import annotations
 
 import json
-import subprocess
 import textwrap
 import urllib.error
 import urllib.request
@@ -21,7 +20,8 @@ from llm_server import (
     llm_server_fixture,  # noqa: F401  (the llm_server fixture)
     message,
 )
-from test_judge_e2e import LL, body, ll_run, user_text
+from project import Project
+from test_judge_e2e import body, ll_run, user_text
 
 from little_loops.evaluators.votes import Sample, panel
 
@@ -67,11 +67,11 @@ def answer(verdict: str, confidence: float, reason: str = "because") -> dict[str
 
 
 def test_a_named_judge_with_a_rubric_file_and_examples_decides_a_run(
-    tmp_path: Path, llm_server: LlmServer
+    project: Project, tmp_path: Path, llm_server: LlmServer
 ) -> None:
     llm_server.expect(judge_checks(examples=2, temperature=None))
     llm_server.script(message(answer("success", 0.7)))
-    run = ll_run(tmp_path, write(tmp_path, NAMED), llm_server)
+    run = ll_run(project, write(tmp_path, NAMED), llm_server)
     assert run.code == 0, run.stderr
     [judged] = run.judged()
     # The state's min_confidence (0.5) overrides the judge's (0.9): 0.7 is confident.
@@ -95,12 +95,12 @@ def test_a_named_judge_with_a_rubric_file_and_examples_decides_a_run(
 
 
 def test_the_server_refuses_a_request_its_checks_find_wrong(
-    tmp_path: Path, llm_server: LlmServer
+    project: Project, tmp_path: Path, llm_server: LlmServer
 ) -> None:
     # Without the examples the request is not what the check wants: a 400, verdict error.
     llm_server.expect(judge_checks(examples=2))
     loop = write(tmp_path, NAMED.replace("judge: notes", "prompt: Ready?"))
-    run = ll_run(tmp_path, loop, llm_server)
+    run = ll_run(project, loop, llm_server)
     [judged] = run.judged()
     assert judged["verdict"] == "error"
     assert (
@@ -110,7 +110,7 @@ def test_the_server_refuses_a_request_its_checks_find_wrong(
 
 
 def test_a_custom_schema_and_examples_from_a_judge_reach_the_judge_frozen(
-    tmp_path: Path, llm_server: LlmServer
+    project: Project, tmp_path: Path, llm_server: LlmServer
 ) -> None:
     """The loader's frozen mappings (a judge's schema and examples) are sent and recorded."""
     text = textwrap.dedent("""\
@@ -137,15 +137,15 @@ def test_a_custom_schema_and_examples_from_a_judge_reach_the_judge_frozen(
     llm_server.expect(judge_checks(examples=1, reason_first=False))
     llm_server.script(message({"verdict": "found", "confidence": 0.8}))
     cassette = tmp_path / "c.jsonl"
-    run = ll_run(tmp_path, write(tmp_path, text), llm_server, "--record", str(cassette))
+    run = ll_run(project, write(tmp_path, text), llm_server, "--record", str(cassette))
     assert run.verdicts() == ["found"], run.stderr
     assert json.loads(cassette.read_text())["response"]["verdict"] == "found"
-    again = ll_run(tmp_path, write(tmp_path, text), None, "--replay", str(cassette))
+    again = ll_run(project, write(tmp_path, text), None, "--replay", str(cassette))
     assert again.verdicts() == ["found"]
 
 
 def test_temperature_is_sent_to_openai_judges_and_dropped_for_models_that_refuse_it(
-    tmp_path: Path, llm_server: LlmServer
+    project: Project, tmp_path: Path, llm_server: LlmServer
 ) -> None:
     text = textwrap.dedent("""\
         name: warm
@@ -174,7 +174,7 @@ def test_temperature_is_sent_to_openai_judges_and_dropped_for_models_that_refuse
           done: {terminal: true}
     """)
     llm_server.script(then=chat(json.dumps(answer("success", 0.9))))
-    run = ll_run(tmp_path, write(tmp_path, text), llm_server)
+    run = ll_run(project, write(tmp_path, text), llm_server)
     assert run.verdicts() == ["success"] * 5, run.stderr
     sent = [r.body.get("temperature", "none") for r in llm_server.requests]
     # 0 by default, 1 for samples, as set, then gpt-5 refuses 0 (400) and is asked without;
@@ -236,7 +236,7 @@ PANEL = textwrap.dedent("""\
 
 
 def test_a_panel_asks_every_model_and_takes_the_majority(
-    tmp_path: Path, llm_server: LlmServer
+    project: Project, tmp_path: Path, llm_server: LlmServer
 ) -> None:
     port = llm_server.url.rsplit(":", 1)[1]
     llm_server.script(
@@ -244,7 +244,7 @@ def test_a_panel_asks_every_model_and_takes_the_majority(
         chat(json.dumps(answer("failure", 0.8, "b"))),
         chat(json.dumps(answer("success", 0.6, "c"))),
     )
-    run = ll_run(tmp_path, write(tmp_path, PANEL.replace("PORT", port)), llm_server)
+    run = ll_run(project, write(tmp_path, PANEL.replace("PORT", port)), llm_server)
     [judged] = run.judged()
     assert judged["verdict"] == "success", run.stderr
     details = judged["details"]
@@ -263,22 +263,20 @@ def test_a_panel_asks_every_model_and_takes_the_majority(
     assert len(run.named("judge_request")) == 3
     [start] = run.named("judge_start")
     assert start["model"].count("://") == 3
-    shown = subprocess.run(
-        [*LL, "judge", "explain"], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
+    shown = project.ll("judge", "explain")
     assert "== panel member 3 of 3 ==\njudge:        ollama://" in shown.stdout
     assert "temperature:  0\n" in shown.stdout
     assert "  openai://gpt-4.1-mini: failure (0.80) b\n" in shown.stdout
 
 
 def test_a_panel_tie_goes_to_the_less_favourable_verdict(
-    tmp_path: Path, llm_server: LlmServer
+    project: Project, tmp_path: Path, llm_server: LlmServer
 ) -> None:
     text = PANEL.replace(', "ollama://127.0.0.1:PORT/qwen3:8b"', "")
     llm_server.script(
         chat(json.dumps(answer("success", 0.9))), chat(json.dumps(answer("partial", 0.9)))
     )
-    run = ll_run(tmp_path, write(tmp_path, text), llm_server)
+    run = ll_run(project, write(tmp_path, text), llm_server)
     assert run.verdicts() == ["partial"]
 
 
@@ -304,7 +302,7 @@ def test_panel_votes_count_like_samples() -> None:
 
 
 def test_a_reference_answer_is_fenced_and_neutralised(
-    tmp_path: Path, llm_server: LlmServer
+    project: Project, tmp_path: Path, llm_server: LlmServer
 ) -> None:
     text = textwrap.dedent("""\
         name: ref
@@ -323,7 +321,7 @@ def test_a_reference_answer_is_fenced_and_neutralised(
             route: {_: done, error: done}
           done: {terminal: true}
     """)
-    run = ll_run(tmp_path, write(tmp_path, text), llm_server)
+    run = ll_run(project, write(tmp_path, text), llm_server)
     assert run.verdicts()[-1] == "success", run.stderr
     user = user_text(llm_server)
     assert (
@@ -370,11 +368,11 @@ BAD = textwrap.dedent("""\
 """)
 
 
-def test_named_judge_mistakes_are_located_errors_before_any_step(tmp_path: Path) -> None:
+def test_named_judge_mistakes_are_located_errors_before_any_step(
+    project: Project, tmp_path: Path
+) -> None:
     write(tmp_path, BAD)
-    validated = subprocess.run(
-        [*LL, "validate", "loop.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
+    validated = project.ll("validate", "loop.yaml")
     assert validated.returncode == 2
     assert validated.stdout.splitlines() == [
         f"loop.yaml:5:18: error: 'judges.notes.rubric_file': 'missing.md' does not exist "
@@ -390,9 +388,7 @@ def test_named_judge_mistakes_are_located_errors_before_any_step(tmp_path: Path)
         "defined (did you mean 'notes'?); define it under 'judges:'",
         "loop.yaml:23:64: error: 'evaluate.temperature' of state 'b' must be at most 2, not 5",
     ]
-    ran = subprocess.run(
-        [*LL, "run", "loop.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
+    ran = project.ll("run", "loop.yaml")
     assert ran.returncode == 2
     assert "Traceback" not in ran.stderr
     assert not (tmp_path / ".loops" / "runs").exists()
@@ -434,14 +430,14 @@ def test_a_state_overrides_a_judge_key_by_key_and_pairs_whole(tmp_path: Path) ->
     assert loop.judges["j"].judge is None
 
 
-def test_validating_named_judges_imports_neither_the_sdk_nor_jsonschema(tmp_path: Path) -> None:
+def test_validating_named_judges_imports_neither_the_sdk_nor_jsonschema(
+    project: Project, tmp_path: Path
+) -> None:
     from test_judge_e2e import _imported_by_validate
 
     text = NAMED.replace("min_confidence: 0.9", "min_confidence: 0.9\n    temperature: 0.1")
     loaded = _imported_by_validate(tmp_path, write(tmp_path, text))
     assert not {"jsonschema", "anthropic"} & loaded
-    helped = subprocess.run(
-        [*LL, "judge", "test", "--help"], capture_output=True, text=True, timeout=60
-    )
+    helped = project.ll("judge", "test", "--help")
     assert helped.returncode == 0
     assert "--min-agreement P" in helped.stdout

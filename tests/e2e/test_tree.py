@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
-LL = [sys.executable, "-m", "little_loops"]
+from project import Project, Result
 
 GRAND = """
 name: grand
@@ -60,25 +57,14 @@ states:
 """
 
 
-def ll(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> Any:
-    return subprocess.run(
-        [*LL, *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
-
-
 def tree(tmp_path: Path) -> Path:
     for name, text in (("grand.yaml", GRAND), ("child.yaml", CHILD), ("parent.yaml", PARENT)):
         (tmp_path / name).write_text(textwrap.dedent(text), encoding="utf-8")
     return tmp_path / "parent.yaml"
 
 
-def run_tree(tmp_path: Path, *extra: str | Path, env: dict[str, str] | None = None) -> Any:
-    done = ll("run", tree(tmp_path), *extra, cwd=tmp_path, env=env)
+def run_tree(project: Project, *extra: str | Path, env: dict[str, str] | None = None) -> Result:
+    done = project.ll("run", tree(project.path), *extra, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -88,8 +74,8 @@ def run_id(tmp_path: Path) -> str:
     return root.name
 
 
-def test_events_carry_every_calling_state_in_their_path(tmp_path: Path) -> None:
-    done = run_tree(tmp_path, "--json")
+def test_events_carry_every_calling_state_in_their_path(project: Project, tmp_path: Path) -> None:
+    done = run_tree(project, "--json")
     events = [json.loads(line) for line in done.stdout.splitlines()]
     by_path: dict[tuple[str, ...], set[str]] = {}
     for event in events:
@@ -115,11 +101,12 @@ def test_events_carry_every_calling_state_in_their_path(tmp_path: Path) -> None:
 
 
 def test_junit_and_the_github_summary_name_every_step_of_the_tree_by_path(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     summary = tmp_path / "summary.md"
     run_tree(
-        tmp_path,
+        project,
         "--junit-xml",
         tmp_path / "junit.xml",
         env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
@@ -160,8 +147,10 @@ def test_junit_and_the_github_summary_name_every_step_of_the_tree_by_path(
     assert "| 3.lint | `checks/lint` | success |" in text
 
 
-def test_ll_logs_and_status_take_a_run_id_a_child_id_or_a_directory(tmp_path: Path) -> None:
-    run_tree(tmp_path)
+def test_ll_logs_and_status_take_a_run_id_a_child_id_or_a_directory(
+    project: Project, tmp_path: Path
+) -> None:
+    run_tree(project)
     rid = run_id(tmp_path)
     root = tmp_path / ".loops" / "runs" / rid
     levels = {
@@ -174,16 +163,16 @@ def test_ll_logs_and_status_take_a_run_id_a_child_id_or_a_directory(tmp_path: Pa
         os.path.relpath(root / "sub" / "0002-regions" / "us-east", tmp_path): "ll: running child",
     }
     for target, first in levels.items():
-        shown = ll("logs", target, cwd=tmp_path)
+        shown = project.ll("logs", target)
         assert shown.returncode == 0, (target, shown.stdout + shown.stderr)
         assert shown.stdout.startswith(first), (target, shown.stdout)
-        status = ll("status", target, cwd=tmp_path)
+        status = project.ll("status", target)
         assert status.returncode == 0, (target, status.stdout + status.stderr)
         assert "status:  finished (success)" in status.stdout, status.stdout
-    status = ll("status", f"{rid}/0001-call/0001-inner", cwd=tmp_path)
+    status = project.ll("status", f"{rid}/0001-call/0001-inner")
     assert f"run:     {rid}/0001-call/0001-inner" in status.stdout
     assert "loop:    grand" in status.stdout
-    wrong = ll("logs", f"{rid}/0002-regions/nowhere", cwd=tmp_path)
+    wrong = project.ll("logs", f"{rid}/0002-regions/nowhere")
     assert wrong.returncode == 3, wrong.stdout + wrong.stderr  # as for an unknown run id
     assert wrong.stderr.strip().splitlines() == [
         f"ll: error: no child run '{rid}/0002-regions/nowhere' "
@@ -193,27 +182,28 @@ def test_ll_logs_and_status_take_a_run_id_a_child_id_or_a_directory(tmp_path: Pa
 
 
 def test_ll_logs_step_of_a_loop_or_fork_step_shows_what_each_child_printed(
+    project: Project,
     tmp_path: Path,
 ) -> None:
-    run_tree(tmp_path)
+    run_tree(project)
     rid = run_id(tmp_path)
-    call = ll("logs", rid, "--step", "1", cwd=tmp_path)
+    call = project.ll("logs", rid, "--step", "1")
     assert call.returncode == 0, call.stderr
     assert call.stdout == "== call/inner/s (step 1) ==\ngrand-says-top\n"
     assert "printed nothing" not in call.stderr
-    regions = ll("logs", rid, "--step", "2", cwd=tmp_path)
+    regions = project.ll("logs", rid, "--step", "2")
     assert regions.stdout == (
         "== regions/eu-west/inner/s (step 1) ==\ngrand-says-eu-west\n"
         "== regions/us-east/inner/s (step 1) ==\ngrand-says-us-east\n"
     )
-    checks = ll("logs", rid, "--step", "3", cwd=tmp_path)
+    checks = project.ll("logs", rid, "--step", "3")
     assert (
         checks.stdout
         == "== checks/lint (step 1) ==\nlint-ok\n== checks/unit (step 1) ==\nunit-ok\n"
     )
     # one level down: the child's `loop:` step, by the child's id
-    inner = ll("logs", f"{rid}/0001-call", "--step", "1", cwd=tmp_path)
+    inner = project.ll("logs", f"{rid}/0001-call", "--step", "1")
     assert inner.stdout == "== inner/s (step 1) ==\ngrand-says-top\n"
     # the grandchild's own step, as any run's
-    own = ll("logs", f"{rid}/0001-call/0001-inner", "--step", "1", cwd=tmp_path)
+    own = project.ll("logs", f"{rid}/0001-call/0001-inner", "--step", "1")
     assert own.stdout == "grand-says-top\n"

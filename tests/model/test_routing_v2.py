@@ -5,7 +5,6 @@ for a judge only when they branch on its answer (SPEC sections 3 and 6)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -17,23 +16,13 @@ from llm_server import (
     llm_server_fixture,  # noqa: F401  (the llm_server fixture)
     message,
 )
+from project import Project
 
 
 def write(tmp_path: Path, text: str, name: str = "loop.yaml") -> Path:
     path = tmp_path / name
     path.write_text(textwrap.dedent(text), encoding="utf-8")
     return path
-
-
-def run(ll_cmd: list[str], path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ll_cmd, "run", str(path), *args],
-        cwd=path.parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def events(path: Path) -> list[dict[str, Any]]:
@@ -62,14 +51,12 @@ FIRST = """\
 
 
 def test_a_first_check_fix_loop_validates_and_runs_to_done(
-    tmp_path: Path, ll_cmd: list[str]
+    tmp_path: Path, project: Project
 ) -> None:
     path = write(tmp_path, FIRST)
-    check = subprocess.run(
-        [*ll_cmd, "validate", str(path)], capture_output=True, text=True, timeout=60
-    )
+    check = project.ll("validate", str(path))
     assert (check.returncode, check.stdout, check.stderr) == (0, "", "")
-    proc = run(ll_cmd, path)
+    proc = project.ll("run", path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     end = completed(path)
     assert (end["final_state"], end["outcome"], end["steps"]) == ("done", "success", 4)
@@ -88,9 +75,9 @@ BUILD = """\
 """
 
 
-def test_a_failed_build_never_publishes(tmp_path: Path, ll_cmd: list[str]) -> None:
+def test_a_failed_build_never_publishes(tmp_path: Path, project: Project) -> None:
     path = write(tmp_path, BUILD)  # no Makefile here (and perhaps no make at all)
-    proc = run(ll_cmd, path)
+    proc = project.ll("run", path)
     shown = proc.stdout + proc.stderr
     assert proc.returncode == 3, shown
     assert not (tmp_path / "published").exists()
@@ -103,7 +90,7 @@ def test_a_failed_build_never_publishes(tmp_path: Path, ll_cmd: list[str]) -> No
 
 
 def test_a_next_state_whose_check_exits_1_stops_with_failure(
-    tmp_path: Path, ll_cmd: list[str]
+    tmp_path: Path, project: Project
 ) -> None:
     path = write(
         tmp_path,
@@ -119,7 +106,7 @@ def test_a_next_state_whose_check_exits_1_stops_with_failure(
             terminal: true
         """,
     )
-    proc = run(ll_cmd, path)
+    proc = project.ll("run", path)
     shown = proc.stdout + proc.stderr
     assert proc.returncode == 1, shown
     assert not (tmp_path / "deployed").exists()
@@ -131,7 +118,7 @@ def test_a_next_state_whose_check_exits_1_stops_with_failure(
     assert (end["final_state"], end["outcome"], end["exit_code"]) == ("check", "failure", 1)
 
 
-def test_a_failing_next_state_goes_to_the_loops_on_error(tmp_path: Path, ll_cmd: list[str]) -> None:
+def test_a_failing_next_state_goes_to_the_loops_on_error(tmp_path: Path, project: Project) -> None:
     path = write(
         tmp_path,
         """\
@@ -151,7 +138,7 @@ def test_a_failing_next_state_goes_to_the_loops_on_error(tmp_path: Path, ll_cmd:
             outcome: failure
         """,
     )
-    proc = run(ll_cmd, path)
+    proc = project.ll("run", path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert (tmp_path / "reported").exists()
     assert not (tmp_path / "deployed").exists()
@@ -164,7 +151,7 @@ def test_a_failing_next_state_goes_to_the_loops_on_error(tmp_path: Path, ll_cmd:
     )
 
 
-def test_on_failure_beside_next_takes_the_failure(tmp_path: Path, ll_cmd: list[str]) -> None:
+def test_on_failure_beside_next_takes_the_failure(tmp_path: Path, project: Project) -> None:
     path = write(
         tmp_path,
         """\
@@ -181,15 +168,15 @@ def test_on_failure_beside_next_takes_the_failure(tmp_path: Path, ll_cmd: list[s
           done: {terminal: true}
         """,
     )
-    proc = run(ll_cmd, path)
+    proc = project.ll("run", path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     hops = [(e["from"], e["to"], e["via"]) for e in events(path) if e["event"] == "route"]
     assert hops == [("try", "fix", "on_failure"), ("fix", "try", "next"), ("try", "done", "next")]
 
 
-def test_dry_run_and_graph_show_the_stops(tmp_path: Path, ll_cmd: list[str]) -> None:
+def test_dry_run_and_graph_show_the_stops(tmp_path: Path, project: Project) -> None:
     path = write(tmp_path, BUILD)
-    plan = run(ll_cmd, path, "--dry-run")
+    plan = project.ll("run", path, "--dry-run")
     assert plan.returncode == 0, plan.stderr
     assert plan.stdout.endswith(
         "routes:\n"
@@ -199,27 +186,18 @@ def test_dry_run_and_graph_show_the_stops(tmp_path: Path, ll_cmd: list[str]) -> 
         "  publish: terminal (success)\n"
     )
     assert not (tmp_path / ".loops").exists() or not list((tmp_path / ".loops").rglob("*.jsonl"))
-    graph = subprocess.run(
-        [*ll_cmd, "graph", str(path)], capture_output=True, text=True, timeout=60, check=False
-    )
+    graph = project.ll("graph", str(path))
     assert graph.returncode == 0, graph.stderr
     assert '-->|"success (next)"| s1' in graph.stdout
     assert '-.->|"failure"| ll_stop_1' in graph.stdout
     assert '-.->|"error / timeout"| ll_stop_3' in graph.stdout
 
 
-def test_graph_of_a_stopped_run_highlights_the_stop(tmp_path: Path, ll_cmd: list[str]) -> None:
+def test_graph_of_a_stopped_run_highlights_the_stop(tmp_path: Path, project: Project) -> None:
     path = write(tmp_path, BUILD)
-    assert run(ll_cmd, path).returncode == 3
+    assert project.ll("run", path).returncode == 3
     (run_dir,) = (tmp_path / ".loops" / "runs").iterdir()
-    graph = subprocess.run(
-        [*ll_cmd, "graph", str(path), "--run", run_dir.name],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    graph = project.ll("graph", str(path), "--run", run_dir.name)
     assert graph.returncode == 0, graph.stderr
     assert 's0 ==>|"error / timeout"| ll_stop_3' in graph.stdout
     assert 's0 -.->|"failure"| ll_stop_1' in graph.stdout  # drawn, not taken
@@ -245,7 +223,7 @@ def judge(llm_server: LlmServer, monkeypatch: pytest.MonkeyPatch) -> LlmServer:
 
 
 def test_a_slash_next_state_asks_no_judge(
-    tmp_path: Path, ll_cmd: list[str], fake_claude: FakeClaude, judge: LlmServer
+    tmp_path: Path, project: Project, fake_claude: FakeClaude, judge: LlmServer
 ) -> None:
     path = write(
         tmp_path,
@@ -261,7 +239,7 @@ def test_a_slash_next_state_asks_no_judge(
             terminal: true
         """,
     )
-    proc = run(ll_cmd, path)
+    proc = project.ll("run", path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert len(fake_claude.calls()) == 2
     assert judge.requests == []
@@ -270,7 +248,7 @@ def test_a_slash_next_state_asks_no_judge(
 
 
 def test_a_failing_slash_next_state_stops_in_error_without_a_judge(
-    tmp_path: Path, ll_cmd: list[str], fake_claude: FakeClaude, judge: LlmServer
+    tmp_path: Path, project: Project, fake_claude: FakeClaude, judge: LlmServer
 ) -> None:
     fake_claude.scenario("error_result")
     path = write(
@@ -285,7 +263,7 @@ def test_a_failing_slash_next_state_stops_in_error_without_a_judge(
           done: {terminal: true}
         """,
     )
-    proc = run(ll_cmd, path)
+    proc = project.ll("run", path)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "stopped at 'fix': verdict 'error'" in proc.stdout + proc.stderr
     assert len(fake_claude.calls()) == 1  # not retried until the step cap
@@ -293,7 +271,7 @@ def test_a_failing_slash_next_state_stops_in_error_without_a_judge(
 
 
 def test_a_branching_slash_state_asks_a_two_verdict_judge(
-    tmp_path: Path, ll_cmd: list[str], fake_claude: FakeClaude, judge: LlmServer
+    tmp_path: Path, project: Project, fake_claude: FakeClaude, judge: LlmServer
 ) -> None:
     path = write(
         tmp_path,
@@ -309,9 +287,7 @@ def test_a_branching_slash_state_asks_a_two_verdict_judge(
           done: {terminal: true}
         """,
     )
-    check = subprocess.run(
-        [*ll_cmd, "validate", "--strict", str(path)], capture_output=True, text=True, timeout=60
-    )
+    check = project.ll("validate", "--strict", str(path))
     # on_success + on_failure cover the judge; only error/timeout are left to --strict
     assert [line.split(": ", 2)[2] for line in check.stdout.splitlines()] == [
         "state 'review' can give verdict 'error', which nothing routes, so the run would stop "
@@ -319,7 +295,7 @@ def test_a_branching_slash_state_asks_a_two_verdict_judge(
         "state 'review' can give verdict 'timeout', which nothing routes, so the run would stop "
         "there (exit 3); add 'on_timeout: STATE' (or a loop-wide 'on_error')",
     ]
-    proc = run(ll_cmd, path)
+    proc = project.ll("run", path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert completed(path)["final_state"] == "rework"
     (request,) = judge.requests
@@ -328,7 +304,7 @@ def test_a_branching_slash_state_asks_a_two_verdict_judge(
 
 
 def test_a_written_out_judge_keeps_the_full_schema(
-    tmp_path: Path, ll_cmd: list[str], fake_claude: FakeClaude, judge: LlmServer
+    tmp_path: Path, project: Project, fake_claude: FakeClaude, judge: LlmServer
 ) -> None:
     path = write(
         tmp_path,
@@ -344,7 +320,7 @@ def test_a_written_out_judge_keeps_the_full_schema(
           done: {terminal: true}
         """,
     )
-    proc = run(ll_cmd, path)
+    proc = project.ll("run", path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (request,) = judge.requests
     enum = request.body["tools"][0]["input_schema"]["properties"]["verdict"]["enum"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from project import Project, Result
 
 REPO = Path(__file__).resolve().parents[2]
 LL = [sys.executable, "-m", "little_loops"]
@@ -26,17 +27,10 @@ ROLLOUT = REPO / "loops" / "deploy-tree.yaml"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def ll(
-    *args: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
-) -> Any:
-    return subprocess.run(
-        [*LL, *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
+def ll(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> Result:
+    """`ll ARGS` in `cwd`, in process (the `project` fixture's runner; module-scoped fixtures
+    here share one run, so the directory is given rather than the test's own)."""
+    return Project(cwd).ll(*args, env=env)
 
 
 def write(where: Path, name: str, text: str) -> Path:

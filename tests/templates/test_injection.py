@@ -8,13 +8,12 @@ every byte of the run directory.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 from fakes import FakeClaude, install_fake_claude
+from project import Project
 
 from little_loops.record import outputs
 
@@ -24,15 +23,6 @@ HOSTILE = "x; touch PWNED;"
 @pytest.fixture
 def claude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeClaude:
     return install_fake_claude(tmp_path / "fake-bin", monkeypatch)
-
-
-def run_ll(
-    ll_cmd: list[str], cwd: Path, *args: str, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | {"NO_COLOR": "1"}
-    return subprocess.run(
-        [*ll_cmd, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
-    )
 
 
 def write(path: Path, text: str) -> Path:
@@ -76,10 +66,10 @@ def capture_then(action: str, value: str = HOSTILE) -> str:
 # ------------------------------------------------------------------ 10: the quoting lexer
 
 
-def test_shift_in_arithmetic_is_not_a_here_document(tmp_path: Path, ll_cmd: list[str]) -> None:
+def test_shift_in_arithmetic_is_not_a_here_document(tmp_path: Path, project: Project) -> None:
     # the issue's case: `<<` in $((...)) once made the value after it go in unquoted
     loop = write(tmp_path / "l.yaml", capture_then("echo $((1<<2))\necho ${captured.p.output}"))
-    done = run_ll(ll_cmd, tmp_path, "run", str(loop), "--verbose")
+    done = project.ll("run", str(loop), "--verbose")
     assert done.returncode == 0, done.stderr
     assert captured(tmp_path, "q") == f"4\n{HOSTILE}"
     assert pwned(tmp_path) == []
@@ -98,10 +88,10 @@ def test_shift_in_arithmetic_is_not_a_here_document(tmp_path: Path, ll_cmd: list
     ],
 )
 def test_unsure_spots_are_a_run_error_naming_the_placeholder(
-    tmp_path: Path, ll_cmd: list[str], action: str, why: str
+    tmp_path: Path, project: Project, action: str, why: str
 ) -> None:
     loop = write(tmp_path / "l.yaml", capture_then(action))
-    done = run_ll(ll_cmd, tmp_path, "run", str(loop))
+    done = project.ll("run", str(loop))
     out = done.stdout + done.stderr
     assert done.returncode == 3, out
     assert "cannot safely place '${captured.p.output}' in state 'q'" in out
@@ -119,11 +109,11 @@ def test_unsure_spots_are_a_run_error_naming_the_placeholder(
     ],
 )
 def test_line_continuations_keep_values_quoted(
-    tmp_path: Path, ll_cmd: list[str], action: str
+    tmp_path: Path, project: Project, action: str
 ) -> None:
     value = "$(touch PWNED) `touch PWNED`; touch PWNED"
     loop = write(tmp_path / "l.yaml", capture_then(action, value))
-    done = run_ll(ll_cmd, tmp_path, "run", str(loop), "--verbose")
+    done = project.ll("run", str(loop), "--verbose")
     assert done.returncode == 0, done.stdout + done.stderr
     assert captured(tmp_path, "q").splitlines()[-1] == value
     assert pwned(tmp_path) == []
@@ -164,19 +154,12 @@ def run_dir_text(base: Path) -> str:
 
 
 def test_quoted_secrets_never_reach_terminal_events_junit_or_files(
-    tmp_path: Path, ll_cmd: list[str]
+    tmp_path: Path, project: Project
 ) -> None:
     loop = write(tmp_path / "l.yaml", SECRET_LOOP)
-    env = os.environ | {"MY_TOKEN": TOKEN}
+    env = {"MY_TOKEN": TOKEN}
     for args in (["--verbose"], ["--json"], []):
-        done = subprocess.run(
-            [*ll_cmd, "run", str(loop), "--junit-xml", str(tmp_path / "j.xml"), *args],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-        )
+        done = project.ll("run", str(loop), "--junit-xml", str(tmp_path / "j.xml"), *args, env=env)
         assert done.returncode == 1, done.stdout + done.stderr
         assert leaked(done.stdout + done.stderr) == [], done.stdout
         assert "echo '***'" in done.stdout or "echo '***'" in done.stdout.replace('\\"', '"')
@@ -187,17 +170,17 @@ def test_quoted_secrets_never_reach_terminal_events_junit_or_files(
         assert '  pw: "***"' in snapshot.read_text()
 
 
-def test_dry_run_masks_secrets(tmp_path: Path, ll_cmd: list[str]) -> None:
+def test_dry_run_masks_secrets(tmp_path: Path, project: Project) -> None:
     loop = write(tmp_path / "l.yaml", SECRET_LOOP)
-    done = run_ll(ll_cmd, tmp_path, "run", str(loop), "--dry-run", "--set", "pw=s3cret'value")
+    done = project.ll("run", str(loop), "--dry-run", "--set", "pw=s3cret'value")
     assert done.returncode == 0, done.stderr
     assert "echo '***' >/dev/null" in done.stdout
     assert "s3cret" not in done.stdout + done.stderr
 
 
-def test_validate_warns_about_a_literal_secret(tmp_path: Path, ll_cmd: list[str]) -> None:
+def test_validate_warns_about_a_literal_secret(tmp_path: Path, project: Project) -> None:
     loop = write(tmp_path / "l.yaml", SECRET_LOOP)
-    done = run_ll(ll_cmd, tmp_path, "validate", str(loop))
+    done = project.ll("validate", str(loop))
     assert done.returncode == 0, done.stdout + done.stderr
     assert (
         "l.yaml:4:7: warning: secret 'pw' has a literal value in the file, which is then "
@@ -205,24 +188,24 @@ def test_validate_warns_about_a_literal_secret(tmp_path: Path, ll_cmd: list[str]
         "(pw: ${env.NAME})"
     ) in done.stdout + done.stderr
     from_env = write(tmp_path / "e.yaml", SECRET_LOOP.replace('"hunter2\'xyz"', "${env.PW}"))
-    done = run_ll(ll_cmd, tmp_path, "validate", str(from_env))
+    done = project.ll("validate", str(from_env))
     assert "literal" not in done.stdout + done.stderr
 
 
-def test_a_masked_snapshot_still_resumes_unchanged_file(tmp_path: Path, ll_cmd: list[str]) -> None:
+def test_a_masked_snapshot_still_resumes_unchanged_file(tmp_path: Path, project: Project) -> None:
     # the snapshot differs from the file (masked), the change check uses the digest
     loop = write(tmp_path / "l.yaml", RESUME_LOOP.replace("pw: ''", "pw: 'file-secret-1'"))
-    first = run_ll(ll_cmd, tmp_path, "run", str(loop))
+    first = project.ll("run", str(loop), process=True)  # the loop SIGTERMs its own ll
     assert first.returncode == 143, first.stdout + first.stderr
     assert "file-secret-1" not in run_dir_text(tmp_path / ".loops")
     # a real change is still told apart from the masking, line for line
     original = loop.read_text()
     loop.write_text(original + "description: changed\n")
-    changed = run_ll(ll_cmd, tmp_path, "resume")
+    changed = project.ll("resume")
     assert changed.returncode == 3
     assert "(1 line(s) added, 0 removed, first change at line" in changed.stdout + changed.stderr
     loop.write_text(original)
-    again = run_ll(ll_cmd, tmp_path, "resume")
+    again = project.ll("resume")
     assert again.returncode == 0, again.stdout + again.stderr
     assert (tmp_path / "got.txt").read_text() == "dist/file-secret-1/app|file-secret-1"
 
@@ -252,27 +235,27 @@ states:
 
 
 def test_resume_refills_captured_secrets_and_asks_for_set_ones(
-    tmp_path: Path, ll_cmd: list[str]
+    tmp_path: Path, project: Project
 ) -> None:
     secret = "s3cr3t-Value"
     loop = write(tmp_path / "l.yaml", RESUME_LOOP)
-    first = run_ll(ll_cmd, tmp_path, "run", str(loop), "--set", f"pw={secret}")
+    first = project.ll("run", str(loop), "--set", f"pw={secret}", process=True)  # SIGTERMs its ll
     assert first.returncode == 143, first.stdout + first.stderr
     assert secret not in run_dir_text(tmp_path / ".loops")
     # not given again: refused, naming the key, rather than quietly using the file's ''
-    refused = run_ll(ll_cmd, tmp_path, "resume")
+    refused = project.ll("resume")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "secret pw given by --set" in refused.stdout + refused.stderr
     assert "--set pw=..." in refused.stdout + refused.stderr
     assert not (tmp_path / "got.txt").exists()
-    again = run_ll(ll_cmd, tmp_path, "resume", "--set", f"pw={secret}")
+    again = project.ll("resume", "--set", f"pw={secret}")
     assert again.returncode == 0, again.stdout + again.stderr
     assert (tmp_path / "got.txt").read_text() == f"dist/{secret}/app|{secret}"
     assert secret not in run_dir_text(tmp_path / ".loops")
 
 
 def test_resume_refuses_when_an_environment_secret_is_gone(
-    tmp_path: Path, ll_cmd: list[str]
+    tmp_path: Path, project: Project
 ) -> None:
     loop = write(
         tmp_path / "l.yaml",
@@ -280,18 +263,17 @@ def test_resume_refuses_when_an_environment_secret_is_gone(
             "printf 'dist/%s/app' \"${context.pw}\"", "printf '%s' \"$MY_TOKEN\""
         ).replace("pw: ''", "pw: 'x'"),
     )
-    env = os.environ | {"MY_TOKEN": "env-secret-42"}
-    first = subprocess.run(
-        [*ll_cmd, "run", str(loop)], cwd=tmp_path, capture_output=True, text=True, env=env
-    )
+    env = {"MY_TOKEN": "env-secret-42"}
+    # The loop ends its own `ll` with SIGTERM: that takes a process of its own.
+    first = project.ll("run", str(loop), env=env, process=True)
     assert first.returncode == 143, first.stdout + first.stderr
     assert "env-secret-42" not in run_dir_text(tmp_path / ".loops")
-    refused = run_ll(ll_cmd, tmp_path, "resume")
+    # In a process of its own: this refusal comes after the loop file's lock is taken, and in
+    # process the lock (and an open file) would stay held until the process ends.
+    refused = project.ll("resume", process=True)
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "env.MY_TOKEN" in refused.stdout + refused.stderr
-    again = subprocess.run(
-        [*ll_cmd, "resume"], cwd=tmp_path, capture_output=True, text=True, env=env
-    )
+    again = project.ll("resume", env=env)
     assert again.returncode == 0, again.stdout + again.stderr
     assert (tmp_path / "got.txt").read_text() == "env-secret-42|x"
 
@@ -315,10 +297,10 @@ states:
 
 @pytest.mark.parametrize("action", ["echo ${captured.a.output}", "/ll:fix ${captured.a.output}"])
 def test_a_nul_byte_in_a_value_is_a_run_error_naming_it(
-    tmp_path: Path, ll_cmd: list[str], claude: FakeClaude, action: str
+    tmp_path: Path, project: Project, claude: FakeClaude, action: str
 ) -> None:
     loop = write(tmp_path / "l.yaml", NUL_LOOP.replace("ACTION", action))
-    done = run_ll(ll_cmd, tmp_path, "run", str(loop))
+    done = project.ll("run", str(loop))
     out = done.stdout + done.stderr
     assert done.returncode == 3, out
     assert "'${captured.a.output}' in state 'b' holds a NUL byte" in out
@@ -349,11 +331,11 @@ states:
 
 
 def test_commands_and_prompts_of_any_length_run(
-    tmp_path: Path, ll_cmd: list[str], claude: FakeClaude
+    tmp_path: Path, project: Project, claude: FakeClaude
 ) -> None:
     # 300 KB, over the kernel's 128 KiB limit for one argument
     loop = write(tmp_path / "l.yaml", BIG_LOOP)
-    done = run_ll(ll_cmd, tmp_path, "run", str(loop))
+    done = project.ll("run", str(loop))
     assert done.returncode == 0, done.stdout + done.stderr
     assert captured(tmp_path, "shell").strip() == "300000"
     assert captured(tmp_path, "slash") == "fake claude: /ll:check " + "x" * 300000
