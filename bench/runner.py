@@ -215,12 +215,6 @@ class Answered:
     def resumed(self, events_path: Path) -> Answered:
         return self
 
-    def stub_child(self, state: str, child: Any) -> None:
-        return None
-
-    def stub_answer(self, state: str) -> None:
-        return None
-
 
 def runner_without_processes(steps: int, base: Path, fsync: bool) -> float:
     """The same loop with the action answered at once, in process: the runner's own work."""

@@ -1,11 +1,20 @@
-"""The seam between a step and what runs its action: real processes, or a simulation's answers."""
+"""The seam between a step and what runs its action: real processes, or a simulation's answers.
+
+`ActionLayer.run` takes an `ActionRequest` (a shell or slash action) and returns its
+`ActionResult`. A simulation is one more implementation of the same seam, typed by the optional
+`Simulation` protocol (checked with `isinstance`): it may stand in for a `loop:` state's whole
+child (`ChildRequest` -> `ChildStub`) or for the person who answers an `ask:` state
+(`AnswerRequest` -> `AnswerStub`), and it observes the run's events. `stub(layer, request)`
+asks any layer; a layer that is no `Simulation` answers None: the child runs, a person answers.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, overload, runtime_checkable
 
 from little_loops import actions
 from little_loops.actions import (
@@ -16,6 +25,50 @@ from little_loops.model.loop import Loop
 
 OutputHook = Callable[[str, bytes], None]  # (stream name, chunk), as the output arrives
 Window = Callable[[], AbstractContextManager[None]]  # where a signal may stop the wait
+
+
+@dataclass(frozen=True)
+class ChildRequest:
+    """Whether the child run of the `loop:` state (or fork branch) `state` runs: a
+    simulation may answer for the whole child (`ChildStub`)."""
+
+    state: str
+    loop: Loop
+
+
+@dataclass(frozen=True)
+class AnswerRequest:
+    """Whether anyone but a person answers the `ask:` state `state` (a simulation's script)."""
+
+    state: str
+
+
+@dataclass(frozen=True)
+class ChildStub:
+    """How a child run ends without running: what `ChildEnd` holds, but its run id."""
+
+    final_state: str
+    outcome: str
+    exit_code: int
+    steps: int = 0
+    duration_ms: int = 0
+    cost_usd: float = 0.0
+    outputs: Mapping[str, str] = field(default_factory=dict)
+    error: str | None = None
+    via_terminal: bool = True
+
+
+@dataclass(frozen=True)
+class AnswerStub:
+    """The answer to an `ask:` state without a person: the choice (`verdict`; None: the
+    default `success`, `timeout`: nobody answered), its note, and the time it took."""
+
+    verdict: str | None
+    note: str | None
+    duration_ms: int = 0
+
+
+Stubbed = ChildRequest | AnswerRequest
 
 
 class ActionLayer(Protocol):
@@ -36,13 +89,34 @@ class ActionLayer(Protocol):
         """This layer continuing a run that already wrote `events_path`."""
         ...
 
-    def stub_child(self, state: str, child: Loop) -> dict[str, Any] | None:
-        """How the child of `state` ends without running (a simulation's answer), or None."""
+
+@runtime_checkable
+class Simulation(Protocol):
+    """An action layer that may stand in for a whole child run or an `ask:` answer, and reads
+    its run's events (from `action_start` it learns which state the next action is)."""
+
+    @overload
+    def stub(self, request: ChildRequest) -> ChildStub | None: ...
+    @overload
+    def stub(self, request: AnswerRequest) -> AnswerStub | None: ...
+    def stub(self, request: Stubbed) -> ChildStub | AnswerStub | None:
+        """The stand-in for `request`, or None: the child runs, a person answers."""
         ...
 
-    def stub_answer(self, state: str) -> dict[str, Any] | None:
-        """The answer to the `ask` state `state` without a person (a simulation's), or None."""
-        ...
+    def observe(self, event: Mapping[str, Any]) -> None: ...
+
+
+@overload
+def stub(layer: ActionLayer, request: ChildRequest) -> ChildStub | None: ...
+@overload
+def stub(layer: ActionLayer, request: AnswerRequest) -> AnswerStub | None: ...
+def stub(layer: ActionLayer, request: Stubbed) -> ChildStub | AnswerStub | None:
+    """`layer`'s stand-in for `request` when it is a `Simulation`; None otherwise."""
+    if not isinstance(layer, Simulation):
+        return None
+    if isinstance(request, ChildRequest):
+        return layer.stub(request)
+    return layer.stub(request)
 
 
 class Processes:
@@ -59,9 +133,3 @@ class Processes:
 
     def resumed(self, events_path: Path) -> Processes:
         return self
-
-    def stub_child(self, state: str, child: Loop) -> None:
-        return None  # a real child runs
-
-    def stub_answer(self, state: str) -> None:
-        return None  # a person answers

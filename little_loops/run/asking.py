@@ -25,6 +25,7 @@ from little_loops.record.questions import (
     Question,
     Suspended,
 )
+from little_loops.run.action_layer import AnswerRequest, stub
 from little_loops.run.context import RunContext
 from little_loops.run.gate import GATE
 from little_loops.run.steps import (
@@ -87,15 +88,15 @@ def _find_answer(ctx: RunContext, question: Question, state_name: str) -> Answer
         if qs.matches(pattern, qid):
             by = qs.default_by(ctx.env)
             return qs.answer_record(qid, value, note=None, by=by, via="preset", now=ctx.now())
-    simulated = ctx.steps.actions.stub_answer(state_name)
+    simulated = stub(ctx.steps.actions, AnswerRequest(state_name))
     if simulated is not None:
-        ctx.session.clock.sleep(float(simulated.get("duration_ms") or 0) / 1000.0)
+        ctx.session.clock.sleep(float(simulated.duration_ms or 0) / 1000.0)
         if question.expired(ctx.now()):
             return None
-        value = str(simulated.get("verdict") or "success")
+        value = simulated.verdict or "success"
         if value == "timeout":
             return None  # the script says nobody answered in time
-        note = simulated.get("note") or None
+        note = simulated.note or None
         return qs.answer_record(
             qid, value, note=note, by="simulation", via="simulate", now=ctx.now()
         )

@@ -14,8 +14,9 @@ import dataclasses
 import os
 import signal
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from little_loops.actions import (
     ActionRequest,
@@ -26,7 +27,15 @@ from little_loops.record.events import (
     Event,
     Listener,
 )
-from little_loops.run.action_layer import ActionLayer
+from little_loops.run.action_layer import (
+    ActionLayer,
+    AnswerRequest,
+    AnswerStub,
+    ChildRequest,
+    ChildStub,
+    Simulation,
+    stub,
+)
 from little_loops.run.gate import (
     GATE,
     GateState,
@@ -128,15 +137,19 @@ class BranchActions:
     def resumed(self, events_path: Path) -> BranchActions:
         return BranchActions(self.inner.resumed(events_path), self.scope, self.jobs, self.verbose)
 
-    def stub_child(self, state: str, child: Loop) -> dict[str, Any] | None:
-        return self.inner.stub_child(state, child)
+    # A branch of a simulated run is as simulated as the layer under it (`Simulation`).
+    @overload
+    def stub(self, request: ChildRequest) -> ChildStub | None: ...
+    @overload
+    def stub(self, request: AnswerRequest) -> AnswerStub | None: ...
+    def stub(self, request: ChildRequest | AnswerRequest) -> ChildStub | AnswerStub | None:
+        if isinstance(request, ChildRequest):
+            return stub(self.inner, request)
+        return stub(self.inner, request)
 
-    def stub_answer(self, state: str) -> dict[str, Any] | None:
-        return self.inner.stub_answer(state)
-
-    def __call__(self, event: Any) -> None:
-        if callable(self.inner):  # a simulation learns which state acts from the events
-            self.inner(event)
+    def observe(self, event: Mapping[str, Any]) -> None:
+        if isinstance(self.inner, Simulation):
+            self.inner.observe(event)
 
 
 class Lines:

@@ -48,7 +48,7 @@ from little_loops.model.loop import (
 )
 from little_loops.record import events as ev
 from little_loops.run import subloop
-from little_loops.run.action_layer import ActionLayer
+from little_loops.run.action_layer import ActionLayer, ChildRequest, ChildStub, stub
 from little_loops.run.branch_layer import (
     BranchActions,
     Scope,
@@ -238,14 +238,14 @@ def _prepare(
         scope["item"] = item.scope()
     raw = base.inner  # the layer under the fork's own (`TreeSlots`, or its branch's)
     values: dict[str, str] = {}
-    stub: dict[str, Any] | None = None
+    stand_in: ChildStub | None = None
     try:
         if work.loop is not None:
             child = subloop.load_child(ctx.loop, work, len(path))
             values = {k: render(t, scope, shell=False, where=where) for k, t in work.with_.items()}
             subloop.bind_inputs(child, values, work.loop)
             layer = raw.child(state.name, None).child(item.key, child)
-            stub = raw.child(state.name, None).stub_child(item.key, child)
+            stand_in = stub(raw.child(state.name, None), ChildRequest(item.key, child))
         else:
             shell = work.action_type == "shell"
             assert work.action is not None
@@ -269,8 +269,8 @@ def _prepare(
         return BranchEnd("error", "error", record)
     child_root = root / item.key
     run_id = f"{ctx.progress.run_id}/{root.name}/{item.key}"
-    if stub is not None:
-        end = ChildEnd(run_id=run_id, **stub)
+    if stand_in is not None:
+        end = ChildEnd.stubbed(run_id, stand_in)
         return BranchEnd(end.verdict, end.outcome, loop_record(end, item))
     branch_scope = Scope(base.scope)
     # `--verbose` output goes to the root's hook, each line under this branch's path.

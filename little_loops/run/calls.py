@@ -19,6 +19,7 @@ from little_loops.run import (
     children,
     subloop,
 )
+from little_loops.run.action_layer import ChildRequest, stub
 from little_loops.run.children import ChildPlan
 from little_loops.run.context import RunContext
 from little_loops.run.steps import (
@@ -59,9 +60,11 @@ class LoopStep:
             run_id = f"{ctx.progress.run_id}/{root.name}"
             done = children.finished(root)
             end = ChildEnd.from_state(done, child) if done is not None else None
-            stub = ctx.steps.actions.stub_child(state.name, child) if end is None else None
-            if stub is not None:  # a simulation answers for the whole child
-                end = ChildEnd(run_id=run_id, **stub)
+            stand_in = (
+                stub(ctx.steps.actions, ChildRequest(state.name, child)) if end is None else None
+            )
+            if stand_in is not None:  # a simulation answers for the whole child
+                end = ChildEnd.stubbed(run_id, stand_in)
             elif end is None:
                 started = ctx.start_child(
                     ChildPlan(

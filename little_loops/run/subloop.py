@@ -26,6 +26,7 @@ from little_loops.record.events import (
     Listener,
 )
 from little_loops.record.store import RunDir
+from little_loops.run.action_layer import ChildStub
 from little_loops.templates.interpolate import reads_program_text
 
 MAX_DEPTH = 8  # runs in one tree, the root counting as 1 (as `ll validate` counts them)
@@ -177,6 +178,22 @@ class ChildEnd:
     outputs: Mapping[str, str]
     error: str | None = None
     via_terminal: bool = True  # it ended at a terminal (or its on_max_iterations state)
+
+    @classmethod
+    def stubbed(cls, run_id: str, stub: ChildStub) -> ChildEnd:
+        """How a child a simulation answered for (`stub`) ended, as run `run_id`."""
+        return cls(
+            run_id=run_id,
+            final_state=stub.final_state,
+            outcome=stub.outcome,
+            exit_code=stub.exit_code,
+            steps=stub.steps,
+            duration_ms=stub.duration_ms,
+            cost_usd=stub.cost_usd,
+            outputs=stub.outputs,
+            error=stub.error,
+            via_terminal=stub.via_terminal,
+        )
 
     @property
     def verdict(self) -> str:

@@ -101,7 +101,11 @@ def run_one(path: Path) -> Outcome:
                 replay=replay,
             )
             runner = Runner(
-                loop, options, listeners=[actions], clock=clock.clock(), action_layer=actions
+                loop,
+                options,
+                listeners=[actions.observe],
+                clock=clock.clock(),
+                action_layer=actions,
             )
             result = runner.run()
             outputs = runner.progress.outputs

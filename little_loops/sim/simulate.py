@@ -10,10 +10,11 @@ the state's own evaluator.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from little_loops.actions import (
     ActionRequest,
@@ -31,6 +32,12 @@ from little_loops.record.events import (
     Answer,
     Route,
     read_records,
+)
+from little_loops.run.action_layer import (
+    AnswerRequest,
+    AnswerStub,
+    ChildRequest,
+    ChildStub,
 )
 from little_loops.run.session import Clock
 from little_loops.sim.script import (
@@ -63,7 +70,8 @@ class SimulatedClock:
 class SimulatedActions:
     """The action layer of a simulation: every action answered from the script, none run.
 
-    It is also an event listener: `action_start` says which state (and so which entry) the
+    It is also a `Simulation`: it may answer for a whole child run or an `ask` state, and it
+    observes the run's events: `action_start` says which state (and so which entry) the
     next action belongs to. `prefix` addresses a child run's states (`deploy/`).
     """
 
@@ -98,15 +106,28 @@ class SimulatedActions:
                 self.visits[path] = self.visits.get(path, 0) + 1
         return self
 
-    def __call__(self, event: Mapping[str, Any]) -> None:
+    def observe(self, event: Mapping[str, Any]) -> None:
         # A child's events come forwarded with their `path`; the child's own layer reads them.
         if event.get("event") == "action_start" and "path" not in event:
             self._state = str(event.get("state"))
             self._step = int(event.get("step") or 0)
 
-    # -- the ActionLayer protocol ----------------------------------------------------------
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        """The same as `observe`: the layer is a run listener as it stands."""
+        self.observe(event)
 
-    def stub_child(self, state: str, child: Loop) -> dict[str, Any] | None:
+    # -- the ActionLayer protocol, and the Simulation one ---------------------------------
+
+    @overload
+    def stub(self, request: ChildRequest) -> ChildStub | None: ...
+    @overload
+    def stub(self, request: AnswerRequest) -> AnswerStub | None: ...
+    def stub(self, request: ChildRequest | AnswerRequest) -> ChildStub | AnswerStub | None:
+        if isinstance(request, ChildRequest):
+            return self._stub_child(request.state, request.loop)
+        return self._stub_answer(request.state)
+
+    def _stub_child(self, state: str, child: Loop) -> ChildStub | None:
         """How the child of `state` ends when the script answers `state` itself (its
         `final_state` or terminal `verdict`, `outputs`, `duration_ms`, `cost_usd`); None runs
         the child, its states answered under `state/`."""
@@ -116,17 +137,18 @@ class SimulatedActions:
             return None
         self.clock.sleep(entry.duration_ms / 1000.0)
         name = entry.final_state or entry.verdict or "success"
-        end: dict[str, Any] = {
-            "steps": 0,
-            "duration_ms": entry.duration_ms,
-            "cost_usd": entry.cost_usd,
-            "outputs": {str(k): str(v) for k, v in entry.outputs.items()},
-        }
+        spent = ChildStub(
+            final_state=child.initial,
+            outcome=name,
+            exit_code=EXIT_RUN_ERROR,
+            duration_ms=entry.duration_ms,
+            cost_usd=entry.cost_usd,
+            outputs={str(k): str(v) for k, v in entry.outputs.items()},
+        )
         if name in ("error", "timeout"):
             reason = entry.reason or f"simulated {name}"
             code = EXIT_TIMEOUT if name == "timeout" else EXIT_RUN_ERROR
-            return {**end, "final_state": child.initial, "outcome": name, "exit_code": code,
-                    "error": reason, "via_terminal": False}  # fmt: skip
+            return dataclasses.replace(spent, exit_code=code, error=reason, via_terminal=False)
         target = child.states.get(name)
         if target is None or not target.terminal:
             ends = ", ".join(sorted(n for n, s in child.states.items() if s.terminal))
@@ -135,15 +157,15 @@ class SimulatedActions:
                 f"is not a terminal state of {child.path.name}; its terminal states: {ends}"
             )
         code = OUTCOME_EXIT.get(target.outcome, 1)
-        return {**end, "final_state": name, "outcome": target.outcome, "exit_code": code}
+        return dataclasses.replace(spent, final_state=name, outcome=target.outcome, exit_code=code)
 
-    def stub_answer(self, state: str) -> dict[str, Any] | None:
+    def _stub_answer(self, state: str) -> AnswerStub | None:
         """The answer the script gives the `ask` state `state` of this run: `verdict` (the
         choice), `note` (its `output`), `duration_ms`; None when unscripted."""
         entry = self._visit(self.prefix + state)
         if entry is None:
             return None
-        return {"verdict": entry.verdict, "note": entry.output, "duration_ms": entry.duration_ms}
+        return AnswerStub(verdict=entry.verdict, note=entry.output, duration_ms=entry.duration_ms)
 
     def _visit(self, path: str) -> Entry | None:
         """The script's entry for this visit of `path` (the last one repeats), counted; None

@@ -63,7 +63,7 @@ class Rig:
         return {"action_layer": self.actions, "clock": self.clock.clock()}
 
     def listeners(self) -> list[Any]:
-        return [self.actions] if self.actions is not None else []
+        return [self.actions.observe] if self.actions is not None else []
 
     def attach(self, runner: Runner) -> None:
         self._runner = runner
