@@ -335,8 +335,8 @@ def test_json_renderer_writes_one_line_per_event() -> None:
 
 def test_json_renderer_keeps_non_ascii_and_escapes_newlines() -> None:
     out = io.StringIO()
-    JsonRenderer(out)(parse({"event": "x", "text": "café\nnext"}))
-    assert out.getvalue() == '{"event":"x","text":"café\\nnext"}\n'
+    JsonRenderer(out)(parse({"event": "x", "ts": "T", "run_id": "r", "text": "café\nnext"}))
+    assert out.getvalue() == '{"event":"x","ts":"T","run_id":"r","text":"café\\nnext"}\n'
 
 
 def test_make_renderer_without_a_terminal() -> None:
