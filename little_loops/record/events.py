@@ -606,13 +606,6 @@ class Emitter:
             sink(event)
         if self.listeners:
             record = parse(event)
-            import os as _os  # TEMP-CHECK
-
-            if _os.environ.get("LL_WIRE_CHECK") and list(record.to_dict().items()) != list(
-                event.items()
-            ):
-                with open(_os.environ["LL_WIRE_CHECK"], "a") as _fh:
-                    _fh.write(repr(event) + "\n" + repr(record.to_dict()) + "\n\n")
             for listener in self.listeners:
                 listener(record)
         return event
