@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 Event = dict[str, Any]
-Listener = Callable[[Event], None]
+# A listener of a run is handed each event as its typed record (`RunEvent`); a sink (the
+# run's events.jsonl) is handed the wire dict it writes.
+Listener = Callable[["RunEvent"], None]
+Sink = Callable[[Event], None]
 
 # Compact and UTF-8-keeping, as every line of events.jsonl and state.json is written.
 ENCODE: Callable[[Any], str] = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -57,7 +60,7 @@ else:
 
 
 @_record(frozen=True, kw_only=True, eq=False, repr=False)
-class RunEvent:
+class RunEvent(Mapping[str, Any]):
     """The fields every event has. `ts` and `run_id` are filled in by the `Emitter`."""
 
     NAME: ClassVar[str] = ""
@@ -71,6 +74,32 @@ class RunEvent:
     @property
     def name(self) -> str:
         return self.NAME
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The calling states (and fork branch keys) from the root run down to the run that
+        emitted this event; empty for the root's own events. On the wire it is `path`, put
+        last by each caller that forwards a child's events (run/subloop.forward)."""
+        below = self.extra.get("path")
+        return tuple(str(part) for part in below) if isinstance(below, list) else ()
+
+    # -- the one shim: the wire form, read-only ------------------------------------------
+    # A record is also a read-only Mapping of its wire form (`to_dict`), so a listener not
+    # yet reading attributes (the simulation's action layer, a test's) reads it as it read
+    # the wire dict: `event.get("state")`, `"path" in event`. The listeners of report/ and
+    # run/ read attributes; this goes once the last one does.
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.to_dict()
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
@@ -533,10 +562,12 @@ class JsonlSink:
 
 
 class Emitter:
-    """Builds events with the common fields and hands each to every listener, in order.
+    """Builds events with the common fields, writes each to the `sinks` (its wire dict, so
+    events.jsonl holds exactly what was emitted) and hands its typed record (`parse`) to
+    every listener, in order.
 
-    `redact` is applied to each event before any listener sees it, so no sink can leak a
-    secret value.
+    `redact` is applied to each event before any sink or listener sees it, so none can leak
+    a secret value.
     """
 
     def __init__(
@@ -544,11 +575,13 @@ class Emitter:
         run_id: str,
         listeners: list[Listener],
         *,
+        sinks: Iterable[Sink] = (),
         redact: Callable[[Event], Event] | None = None,
         clock: Callable[[], str] = utc_now,
     ) -> None:
         self.run_id = run_id
         self.listeners = listeners
+        self.sinks = list(sinks)
         self._redact = redact
         self._clock = clock
 
@@ -569,8 +602,12 @@ class Emitter:
             event.update(fields)
         if self._redact is not None:
             event = self._redact(event)
-        for listener in self.listeners:
-            listener(event)
+        for sink in self.sinks:
+            sink(event)
+        if self.listeners:
+            record = parse(event)
+            for listener in self.listeners:
+                listener(record)
         return event
 
     def send(self, event: RunEvent) -> Event:

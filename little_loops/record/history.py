@@ -302,7 +302,7 @@ class History:
 
     # -- folding ---------------------------------------------------------------------------
 
-    def __call__(self, event: Mapping[str, Any]) -> None:
+    def __call__(self, event: RunEvent) -> None:
         """A listener of a live run (`Runner(listeners=[history])`)."""
         self.feed(event)
 

@@ -6,7 +6,6 @@ import os
 import re
 import signal
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from little_loops.errors import (
 from little_loops.record.events import (
     Event,
     EventLog,
+    Listener,
 )
 from little_loops.record.history import (
     History,
@@ -368,16 +368,17 @@ def _terminate(pid: int, started: object) -> None:
 
 def follow(
     run_dir: RunDir,
-    listener: Callable[[Event], None],
+    listener: Listener,
     *,
     follow: bool,
     poll: float = 0.2,
 ) -> None:
-    """Feed a run's events to `listener`; with `follow`, keep reading until the run ends."""
+    """Feed a run's events (typed records) to `listener`; with `follow`, keep reading until
+    the run ends."""
     log = EventLog(run_dir.events_path)
     last_round = not follow
     while True:
-        for event in log.read():  # whole lines only: the run may be writing the next one
+        for event in log.records():  # whole lines only: the run may be writing the next one
             listener(event)
         if last_round:
             return

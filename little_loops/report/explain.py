@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from little_loops.errors import LoopError
-from little_loops.record.events import read_events
+from little_loops.record.events import Evaluate, JudgeAsked, JudgeRetry, read_records
 from little_loops.record.store import RunDir
 
 NO_TEMPERATURE = {
@@ -23,10 +23,8 @@ NO_TEMPERATURE = {
 
 def explain(run_dir: RunDir, step: int | None) -> dict[str, Any]:
     """The requests and the verdict of one judged step (the last judged one when None)."""
-    events = [e for e in read_events(run_dir.events_path) if "path" not in e]
-    judged = sorted(
-        {e["step"] for e in events if e.get("event") == "judge_request" and "step" in e}
-    )
+    events = [e for e in read_records(run_dir.events_path) if not e.path]
+    judged = sorted({e.step for e in events if isinstance(e, JudgeAsked) and e.step is not None})
     if not judged:
         raise LoopError(
             f"run {run_dir.run_id} has no judged step with its request recorded (runs "
@@ -39,29 +37,38 @@ def explain(run_dir: RunDir, step: int | None) -> dict[str, Any]:
             f"step {step} of run {run_dir.run_id} asked no judge; judged steps: "
             + ", ".join(map(str, judged))
         )
-    mine = [e for e in events if e.get("step") == step]
+    mine = [e for e in events if e.step == step]
     # The last attempt's requests: those after the step's previous evaluate event.
-    last = max(i for i, e in enumerate(mine) if e.get("event") in ("judge_request", "evaluate"))
-    verdict = next((e for e in reversed(mine[: last + 1]) if e.get("event") == "evaluate"), None)
+    last = max(i for i, e in enumerate(mine) if isinstance(e, JudgeAsked | Evaluate))
+    verdict = next((e for e in reversed(mine[: last + 1]) if isinstance(e, Evaluate)), None)
     end = mine.index(verdict) if verdict is not None else len(mine)
-    before = [i for i, e in enumerate(mine[:end]) if e.get("event") == "evaluate"]
+    before = [i for i, e in enumerate(mine[:end]) if isinstance(e, Evaluate)]
     start = before[-1] + 1 if before else 0
-    requests = [e for e in mine[start:end] if e.get("event") == "judge_request"]
+    requests = [e for e in mine[start:end] if isinstance(e, JudgeAsked)]
     return {
         "run_id": run_dir.run_id,
         "step": step,
-        "state": requests[0].get("state") if requests else None,
+        "state": requests[0].state if requests else None,
         "requests": [_request(e) for e in requests],
-        "retries": [e for e in mine[start:end] if e.get("event") == "judge_retry"],
-        "verdict": None if verdict is None else verdict.get("verdict"),
-        "details": {} if verdict is None else dict(verdict.get("details") or {}),
+        "retries": [e.to_dict() for e in mine[start:end] if isinstance(e, JudgeRetry)],
+        "verdict": None if verdict is None else verdict.verdict,
+        "details": {} if verdict is None else dict(verdict.details),
     }
 
 
-def _request(event: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("model", "provider", "temperature", "max_tokens", "examples", "est_input_tokens",
-            "cached", "system", "user", "schema")  # fmt: skip
-    return {k: event.get(k) for k in keys}
+def _request(event: JudgeAsked) -> dict[str, Any]:
+    return {
+        "model": event.model,
+        "provider": event.provider,
+        "temperature": event.temperature,
+        "max_tokens": event.max_tokens,
+        "examples": event.examples,
+        "est_input_tokens": event.est_input_tokens,
+        "cached": event.cached,
+        "system": event.system,
+        "user": event.user,
+        "schema": event.schema,
+    }
 
 
 def explain_text(found: Mapping[str, Any]) -> str:

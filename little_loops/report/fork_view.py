@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from little_loops.record.events import Event
+from little_loops.record.events import ChildComplete, ChildStart, RunEvent
 from little_loops.report.terminal_text import (
     clip,
     duration,
@@ -30,32 +30,32 @@ MAX_ROWS = 10  # running branches shown; the rest as "and N more running"
 _INDENT = " " * 13
 
 
-def header(event: Event) -> str:
+def header(event: ChildStart) -> str:
     """The fork's step line: what it runs and how."""
-    total = event.get("total")
+    total = event.total
     count = f" {total} branch{'es' * (total != 1)}" if isinstance(total, int) else ""
-    kind = "for_each" if event.get("fork") == "for_each" else "parallel"
-    file = event.get("file")
+    kind = "for_each" if event.fork == "for_each" else "parallel"
+    file = event.file
     return f"{kind}{count}" + (f", {file}" if file else "")
 
 
-def branch_line(event: Event, width: int) -> str:
+def branch_line(event: ChildComplete, width: int) -> str:
     """`lint      success 1 step 1.02 s`, with the reason when it did not succeed."""
-    key = str(event.get("branch") or "?")
-    verdict = str(event.get("verdict") or "?")
-    outcome = event.get("outcome")
-    final = event.get("final_state")
+    key = event.branch or "?"
+    verdict = event.verdict or "?"
+    outcome = event.outcome
+    final = event.final_state
     what = verdict
     if outcome and final and final != key and verdict != outcome:
         what += f" ({outcome})"
-    steps = event.get("steps")
+    steps = event.steps
     line = f"{_INDENT}{key.ljust(9)} {what}"
     if isinstance(steps, int) and steps:
         line += f" {steps} step{'s' * (steps != 1)}"
-    ms = event.get("duration_ms")
+    ms = event.duration_ms
     if isinstance(ms, int | float) and ms:
         line += f" {duration(ms)}"
-    reason = event.get("reason")
+    reason = event.reason
     if isinstance(reason, str) and reason:
         line += ": " + clip(reason, max(width - len(line) - 2, 20))
     return line
@@ -69,19 +69,19 @@ class ForkView:
         self._lock = threading.Lock()
         self._running: dict[str, list[Any]] = {}  # key -> [current state, started]
 
-    def __call__(self, event: Event) -> None:
-        path = event.get("path")
-        if not isinstance(path, list) or not path:
+    def __call__(self, event: RunEvent) -> None:
+        path = event.path
+        if not path:
             return
-        key, own = str(path[0]), len(path) == 1
-        kind = event.get("event")
+        key, own = path[0], len(path) == 1
+        kind = event.name
         with self._lock:
             if own and kind == "loop_start":
                 self._running[key] = ["", self.clock()]
             elif own and kind == "loop_complete":
                 self._running.pop(key, None)
             elif own and kind == "state_enter" and key in self._running:
-                self._running[key][0] = str(event.get("state") or "")
+                self._running[key][0] = event.state or ""
 
     def running(self) -> list[str]:
         """The keys of the branches running now, in the order they started."""

@@ -13,8 +13,8 @@ from typing import IO
 from little_loops.errors import LoopError
 from little_loops.model.loop import Loop
 from little_loops.record.events import (
-    Event,
     LoopComplete,
+    RunEvent,
 )
 from little_loops.record.history import (
     History,
@@ -104,9 +104,9 @@ class GitHubReport:
         self.base_dir = base_dir
         self.record = History()
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: RunEvent) -> None:
         typed = self.record.feed(event)
-        if isinstance(typed, LoopComplete) and "path" not in typed.extra:  # not a child's end
+        if isinstance(typed, LoopComplete) and not typed.path:  # not a child's end
             self.finish()
 
     def finish(self) -> None:

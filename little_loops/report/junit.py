@@ -14,8 +14,8 @@ from little_loops.errors import (
     LoopError,
 )
 from little_loops.record.events import (
-    Event,
     LoopComplete,
+    RunEvent,
 )
 from little_loops.record.history import (
     History,
@@ -77,9 +77,9 @@ class JUnitReport:
                 exit_code=EXIT_USAGE,
             ) from None
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: RunEvent) -> None:
         typed = self.record.feed(event)
-        if isinstance(typed, LoopComplete) and "path" not in typed.extra:  # not a child's end
+        if isinstance(typed, LoopComplete) and not typed.path:  # not a child's end
             self.write()
 
     def write(self) -> None:

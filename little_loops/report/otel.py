@@ -17,6 +17,20 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from little_loops.record.events import (
+    ActionComplete,
+    ActionStart,
+    Evaluate,
+    JudgeRetry,
+    JudgeStart,
+    LoopComplete,
+    LoopStart,
+    Retry,
+    Route,
+    RunEvent,
+    StateEnter,
+)
+
 # The [otel] extra's packages by name: the project itself is installed from a checkout or a
 # wheel, never by name from the package index (README.md), so the hint names what to add.
 INSTALL_HINT = (
@@ -130,9 +144,9 @@ class TraceListener:
         self._closed = False
         self._broken = False  # a handler failed: no more spans, `problem` says why
 
-    def __call__(self, event: Mapping[str, Any]) -> None:
-        handler = _HANDLERS.get(str(event.get("event")))
-        if "path" in event:  # a child run's event: its time is inside the calling step's span
+    def __call__(self, event: RunEvent) -> None:
+        handler = _HANDLERS.get(event.name)
+        if event.path:  # a child run's event: its time is inside the calling step's span
             return
         if handler is None or self._closed or self._broken:
             return
@@ -140,7 +154,7 @@ class TraceListener:
             handler(self, event, self._clock())
         except Exception as exc:  # tracing is a side channel: it never stops a run
             self._broken = True
-            self.problem = f"tracing stopped at a '{event.get('event')}' event: {exc!r}"
+            self.problem = f"tracing stopped at a '{event.name}' event: {exc!r}"
 
     def close(self) -> None:
         """End what is still open (a run cut off before `loop_complete`) and flush the export."""
@@ -162,51 +176,51 @@ class TraceListener:
 
     # -- events --------------------------------------------------------------------------
 
-    def _loop_start(self, event: Mapping[str, Any], now: int) -> None:
-        loop = str(event.get("loop") or "")
+    def _loop_start(self, event: LoopStart, now: int) -> None:
+        loop = event.loop
         self._run = self._tracer.start_span(
             f"ll run {loop}",
             start_time=now,
             attributes={
                 "ll.loop.name": loop,
-                "ll.loop.file": str(event.get("file") or ""),
-                "ll.run.id": str(event.get("run_id") or ""),
-                "ll.run.resumed": bool(event.get("resumed")),
+                "ll.loop.file": event.file,
+                "ll.run.id": event.run_id,
+                "ll.run.resumed": event.resumed,
             },
         )
 
-    def _state_enter(self, event: Mapping[str, Any], now: int) -> None:
+    def _state_enter(self, event: StateEnter, now: int) -> None:
         self._end_step(now)
         if self._run is None:
             return
-        state = str(event.get("state") or "")
+        state = event.state or ""
         self._step = self._tracer.start_span(
             f"step {state}",
             context=_inside(self._run),
             start_time=now,
-            attributes={"ll.state": state, "ll.step": _int(event.get("step"))},
+            attributes={"ll.state": state, "ll.step": _int(event.step)},
         )
 
-    def _action_start(self, event: Mapping[str, Any], now: int) -> None:
+    def _action_start(self, event: ActionStart, now: int) -> None:
         if self._step is not None:
-            self._step.set_attribute("ll.action.type", str(event.get("action_type") or ""))
+            self._step.set_attribute("ll.action.type", event.action_type or "")
 
-    def _action_complete(self, event: Mapping[str, Any], now: int) -> None:
+    def _action_complete(self, event: ActionComplete, now: int) -> None:
         if self._step is None:
             return
         self._step.set_attributes(
             {
-                "ll.action.exit_code": _int(event.get("exit_code")),
-                "ll.action.duration_ms": _int(event.get("duration_ms")),
-                "ll.action.timed_out": bool(event.get("timed_out")),
+                "ll.action.exit_code": _int(event.exit_code),
+                "ll.action.duration_ms": _int(event.duration_ms),
+                "ll.action.timed_out": event.timed_out,
             }
         )
 
-    def _judge_start(self, event: Mapping[str, Any], now: int) -> None:
+    def _judge_start(self, event: JudgeStart, now: int) -> None:
         if self._step is None:
             return
         self._end_judge(now)
-        model = str(event.get("model") or "")
+        model = event.model
         provider, target = _judge_target(model)
         self._judge = self._tracer.start_span(
             f"chat {target}",
@@ -219,66 +233,67 @@ class TraceListener:
                 "gen_ai.system": provider,  # the name before semantic conventions 1.37
                 "gen_ai.request.model": target,
                 "ll.judge.model": model,
-                "ll.judge.samples": _int(event.get("samples")),
+                "ll.judge.samples": _int(event.samples),
             },
         )
 
-    def _judge_retry(self, event: Mapping[str, Any], now: int) -> None:
+    def _judge_retry(self, event: JudgeRetry, now: int) -> None:
         if self._judge is not None:
-            attributes = {k: event[k] for k in ("attempt", "delay_s", "status") if k in event}
-            attributes["error"] = str(event.get("error") or "")
+            attributes: dict[str, Any] = {"attempt": event.attempt, "delay_s": event.delay_s}
+            if event.status is not None:
+                attributes["status"] = event.status
+            attributes["error"] = event.error
             self._judge.add_event("judge_retry", attributes, timestamp=now)
 
-    def _evaluate(self, event: Mapping[str, Any], now: int) -> None:
-        verdict = str(event.get("verdict") or "")
-        details = event.get("details")
-        details = details if isinstance(details, Mapping) else {}
+    def _evaluate(self, event: Evaluate, now: int) -> None:
+        verdict = event.verdict
+        details = event.details
         if self._judge is not None:
-            if event.get("type") == "llm_structured":
+            if event.type == "llm_structured":
                 self._judge.set_attributes(_judge_attributes(verdict, details))
                 if verdict == "error":
                     self._judge.set_attribute("error.type", _error_type(details))
                     _fail(self._judge, str(details.get("error") or "the judge failed"))
             self._end_judge(now)
         if self._step is not None:
-            self._step.set_attributes(
-                {"ll.evaluate.type": str(event.get("type") or ""), "ll.verdict": verdict}
-            )
+            self._step.set_attributes({"ll.evaluate.type": event.type, "ll.verdict": verdict})
             if details.get("cached") is True:
                 self._step.set_attribute("ll.judge.cached", True)
-            reason = event.get("reason")
-            if isinstance(reason, str) and reason:
+            reason = event.reason
+            if reason:
                 self._step.set_attribute("ll.reason", reason)
 
-    def _retry(self, event: Mapping[str, Any], now: int) -> None:
+    def _retry(self, event: Retry, now: int) -> None:
         if self._step is not None:
-            attributes = {k: event[k] for k in ("attempt", "delay_s", "verdict") if k in event}
+            attributes = {
+                "attempt": event.attempt,
+                "delay_s": event.delay_s,
+                "verdict": event.verdict,
+            }
             self._step.add_event("retry", attributes, timestamp=now)
 
-    def _route(self, event: Mapping[str, Any], now: int) -> None:
+    def _route(self, event: Route, now: int) -> None:
         if self._step is None:
             return
-        self._step.set_attributes(
-            {"ll.route.to": str(event.get("to") or ""), "ll.route.via": str(event.get("via") or "")}
-        )
+        self._step.set_attributes({"ll.route.to": event.to, "ll.route.via": event.via})
         self._end_step(now)
 
-    def _loop_complete(self, event: Mapping[str, Any], now: int) -> None:
+    def _loop_complete(self, event: LoopComplete, now: int) -> None:
         self._end_step(now)
         if self._run is None:
             return
-        outcome = str(event.get("outcome") or "")
+        outcome = event.outcome
         self._run.set_attributes(
             {
                 "ll.run.outcome": outcome,
-                "ll.run.exit_code": _int(event.get("exit_code")),
-                "ll.run.steps": _int(event.get("steps")),
-                "ll.run.final_state": str(event.get("final_state") or ""),
-                "ll.cost_usd": float(event.get("cost_usd") or 0.0),
+                "ll.run.exit_code": _int(event.exit_code),
+                "ll.run.steps": _int(event.steps),
+                "ll.run.final_state": event.final_state,
+                "ll.cost_usd": float(event.cost_usd or 0.0),
             }
         )
         if outcome != "success":
-            _fail(self._run, str(event.get("error") or outcome))
+            _fail(self._run, event.error or outcome)
         self._run.end(end_time=now)
         self._run = None
 
@@ -296,7 +311,8 @@ class TraceListener:
             self._judge = None
 
 
-_HANDLERS: dict[str, Callable[[TraceListener, Mapping[str, Any], int], None]] = {
+# Each handler takes the record of its event's name (the dispatch is by `RunEvent.name`).
+_HANDLERS: dict[str, Callable[[TraceListener, Any, int], None]] = {
     "loop_start": TraceListener._loop_start,
     "state_enter": TraceListener._state_enter,
     "action_start": TraceListener._action_start,

@@ -2,7 +2,7 @@
 branches), every step in a compact row, the details of the steps that matter most, judge
 requests, questions, costs and times; every size bounded.
 
-Everything is read through `History` (fed the events of `read_events` one by one, so the events
+Everything is read through `History` (fed the events of `read_records` one by one, so the events
 it does not fold, `judge_request`, `ask`, `answer`, `child_start`, are seen in the same pass).
 The result is a plain JSON value the page (`report_page`) embeds. Budgets keep a run of 20,000
 steps or a fork of 1,000 branches under a few megabytes: every step keeps a compact row (its
@@ -28,7 +28,7 @@ from little_loops.record.events import (
     JudgeAsked,
     LoopSuspended,
     RunEvent,
-    read_events,
+    read_records,
 )
 from little_loops.record.history import History, Step, is_num, outcome_text, parse_ts
 
@@ -121,9 +121,9 @@ class Reader:
         run = RunRead(root, label, history, depth)
         starts: dict[str, ChildStart] = {}
         asked: dict[str, dict[str, Any]] = {}
-        for raw in read_events(root / "events.jsonl"):
-            typed = history.feed(raw)
-            if "path" in typed.extra:
+        for typed in read_records(root / "events.jsonl"):
+            history.feed(typed)
+            if typed.path:
                 continue  # a child's event streamed through: read from the child's own log
             self._note(run, typed, starts, asked)
         run.questions = list(asked.values())

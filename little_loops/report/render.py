@@ -23,6 +23,7 @@ it did not succeed:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -32,7 +33,24 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import IO, Any
 
-from little_loops.record.events import Event
+from little_loops.record.events import (
+    ActionComplete,
+    ActionStart,
+    Answer,
+    Ask,
+    ChildComplete,
+    ChildStart,
+    Evaluate,
+    JudgeFailOpen,
+    JudgeStart,
+    LockReclaimed,
+    LoopComplete,
+    LoopStart,
+    Retry,
+    Route,
+    RunEvent,
+    StateEnter,
+)
 from little_loops.record.history import History
 from little_loops.report.fork_view import (
     ForkView,
@@ -91,8 +109,8 @@ class PlainRenderer:
         self._action_ms: object = None
         self._began_ts: float | None = None  # the step's (or attempt's) first event, from ts
         self._step_ms: float | None = None
-        self._verdict: Event = {}
-        self._pending: Event | None = None  # an evaluate whose result line is not out yet
+        self._verdict: Evaluate | None = None
+        self._pending: Evaluate | None = None  # an evaluate whose result line is not out yet
         # The running step, for the spinner and the heartbeat.
         self.running: str | None = None
         self.phase = "running"
@@ -103,14 +121,14 @@ class PlainRenderer:
         self._children: dict[str, _ChildView | ForkView] = {}
         self.fork: ForkView | None = None  # the running fork's, for a terminal's live block
 
-    def __call__(self, event: Event) -> None:
-        path = event.get("path")
-        if isinstance(path, list) and path:
+    def __call__(self, event: RunEvent) -> None:
+        path = event.path
+        if path:
             self._child_event(path, event)
             return
-        if event["event"] in _PATH_EVENTS:
+        if event.name in _PATH_EVENTS:
             self.history.feed(event)
-        handler = getattr(self, f"on_{event['event']}", None)
+        handler = getattr(self, f"on_{event.name}", None)
         if handler is not None:
             handler(event)
 
@@ -137,12 +155,10 @@ class PlainRenderer:
 
     # -- events --------------------------------------------------------------------------
 
-    def on_loop_start(self, event: Event) -> None:
-        self.cap = int(event.get("max_iterations") or 0)
-        verb = "resuming" if event.get("resumed") else "running"
-        self.write(
-            f"ll: {verb} {event.get('loop')} (run {event['run_id']}, at most {self.cap} steps)"
-        )
+    def on_loop_start(self, event: LoopStart) -> None:
+        self.cap = event.max_iterations or 0
+        verb = "resuming" if event.resumed else "running"
+        self.write(f"ll: {verb} {event.loop} (run {event.run_id}, at most {self.cap} steps)")
 
     @property
     def path(self) -> list[str]:
@@ -151,126 +167,121 @@ class PlainRenderer:
         end = self.history.complete
         return self.history.path if end is None else self.history.path_upto(end.steps)
 
-    def on_state_enter(self, event: Event) -> None:
+    def on_state_enter(self, event: StateEnter) -> None:
         self._action_ms = self._step_ms = None
-        self._began_ts = _ts_ms(event.get("ts"))
-        self._verdict = {}
+        self._began_ts = _ts_ms(event.ts)
+        self._verdict = None
         self._pending = None
         self._chunks = (b"", b"")
 
-    def on_action_start(self, event: Event) -> None:
-        self._header(event, str(event.get("action", "")))
-        self._began_ts = _ts_ms(event.get("ts"))  # a retried attempt counts from its start
+    def on_action_start(self, event: ActionStart) -> None:
+        self._header(event, event.action)
+        self._began_ts = _ts_ms(event.ts)  # a retried attempt counts from its start
         self._chunks = (b"", b"")
         self._begin(event, "running")
 
-    def on_action_complete(self, event: Event) -> None:
-        self._action_ms = event.get("duration_ms")
+    def on_action_complete(self, event: ActionComplete) -> None:
+        self._action_ms = event.duration_ms
 
-    def on_judge_start(self, event: Event) -> None:
-        if self._shown != event.get("step"):
+    def on_judge_start(self, event: JudgeStart) -> None:
+        if self._shown != event.step:
             self._header(event, "(no action)")
-        model = event.get("model")
+        model = event.model
         self._begin(event, f"judging with {model}" if model else "judging")
 
-    def on_evaluate(self, event: Event) -> None:
+    def on_evaluate(self, event: Evaluate) -> None:
         self._end()
         self.fork = None
-        if self._shown != event.get("step"):
+        if self._shown != event.step:
             self._header(event, "(no action)")
         self._verdict = event
         self._pending = event
         self._step_ms = self._whole_step_ms(event)
 
-    def on_retry(self, event: Event) -> None:
-        self._result(f"-> retry {event.get('attempt')} in {float(event.get('delay_s') or 0):.2f} s")
+    def on_retry(self, event: Retry) -> None:
+        self._result(f"-> retry {event.attempt} in {float(event.delay_s or 0):.2f} s")
         self._shown = None
 
-    def on_route(self, event: Event) -> None:
-        if event.get("via") == "maintain":
+    def on_route(self, event: Route) -> None:
+        if event.via == "maintain":
             self._pending = None
-            self.write(f"{_INDENT}maintain -> {event.get('to')}")
+            self.write(f"{_INDENT}maintain -> {event.to}")
             return
-        self._result(f"-> {event.get('to')}")
+        self._result(f"-> {event.to}")
 
-    def on_ask(self, event: Event) -> None:
-        self._header(event, f"ask: {printable(str(event.get('prompt', '')))}")
+    def on_ask(self, event: Ask) -> None:
+        self._header(event, f"ask: {printable(event.prompt)}")
 
-    def on_answer(self, event: Event) -> None:
-        if self._shown != event.get("step"):  # asked before a resume: the step's line first
-            self._header(event, f"answer to {event.get('question_id')}")
-        by = f" by {event.get('by')}" if event.get("by") else ""
-        self.write(f"{_INDENT}answered '{event.get('answer')}'{by} ({event.get('via')})")
+    def on_answer(self, event: Answer) -> None:
+        if self._shown != event.step:  # asked before a resume: the step's line first
+            self._header(event, f"answer to {event.question_id}")
+        by = f" by {event.by}" if event.by else ""
+        self.write(f"{_INDENT}answered '{event.answer}'{by} ({event.via})")
 
-    def on_judge_fail_open(self, event: Event) -> None:
-        self.write(
-            f"{_INDENT}judge failed; fail_open counts it as success: {event.get('error', '')}"
-        )
+    def on_judge_fail_open(self, event: JudgeFailOpen) -> None:
+        self.write(f"{_INDENT}judge failed; fail_open counts it as success: {event.error}")
 
-    def on_child_start(self, event: Event) -> None:
+    def on_child_start(self, event: ChildStart) -> None:
         """A `loop:` state: its line, then its child's steps inline, indented below it."""
-        if event.get("kind") == "branch":  # a fork's: its line once, its branches at their end
-            name = str(event.get("state"))
-            if self._shown != event.get("step") or not isinstance(
-                self._children.get(name), ForkView
-            ):
+        if event.kind == "branch":  # a fork's: its line once, its branches at their end
+            name = str(event.state)
+            if self._shown != event.step or not isinstance(self._children.get(name), ForkView):
                 self._header(event, header(event))
                 self.fork = self._children[name] = ForkView(self.clock)
                 self._begin(event, "running")  # the heartbeat goes on while branches run
             return
-        given = event.get("with") or {}
-        bound = " ".join(f"{k}={v}" for k, v in given.items()) if isinstance(given, dict) else ""
-        resumed = ", resumed" if event.get("resumed") else ""
+        given = event.with_
+        bound = " ".join(f"{k}={v}" for k, v in given.items())
+        resumed = ", resumed" if event.resumed else ""
         self._header(
             event,
-            f"loop {event.get('file')}"
-            + (f"  (with {bound}{resumed})" if bound or resumed else ""),
+            f"loop {event.file}" + (f"  (with {bound}{resumed})" if bound or resumed else ""),
         )
-        name = str(event.get("state"))
+        name = str(event.state)
         self._children[name] = _ChildView(self, name)
 
-    def on_child_complete(self, event: Event) -> None:
-        if event.get("branch") is not None:
-            name = str(event.get("state"))
-            if self._shown != event.get("step"):  # a resumed fork: its branches read back
+    def on_child_complete(self, event: ChildComplete) -> None:
+        if event.branch is not None:
+            name = str(event.state)
+            if self._shown != event.step:  # a resumed fork: its branches read back
                 self._header(event, "fork, resumed")
                 self.fork = self._children[name] = ForkView(self.clock)
-            self.write(branch_line(event, self.width), _style(str(event.get("verdict"))))
+            self.write(branch_line(event, self.width), _style(event.verdict))
 
-    def _child_event(self, path: list[Any], event: Event) -> None:
-        view = self._children.get(str(path[0]))
+    def _child_event(self, path: tuple[str, ...], event: RunEvent) -> None:
+        view = self._children.get(path[0])
         if view is None:
             return
-        rest = {k: v for k, v in event.items() if k != "path"}
+        extra = {k: v for k, v in event.extra.items() if k != "path"}
         if len(path) > 1:
-            rest["path"] = path[1:]
-        view(rest)
+            extra["path"] = list(path[1:])
+        view(dataclasses.replace(event, extra=extra))
 
-    def on_lock_reclaimed(self, event: Event) -> None:
+    def on_lock_reclaimed(self, event: LockReclaimed) -> None:
         self.write(
-            f"ll: took over the lock of run {event.get('previous_run_id')} "
-            f"(pid {event.get('previous_pid')} is gone)"
+            f"ll: took over the lock of run {event.previous_run_id} "
+            f"(pid {event.previous_pid} is gone)"
         )
 
-    def on_loop_complete(self, event: Event) -> None:
+    def on_loop_complete(self, event: LoopComplete) -> None:
         self._end()
         if self._heartbeat is not None:
             self._heartbeat.close()
         if self._pending is not None:
             # The step that ended the run: no route follows it.
-            self._result("-> stop" if self._pending.get("verdict") != "success" else "")
+            self._result("-> stop" if self._pending.verdict != "success" else "")
         path = self.path
         if path:
             self.write(f"{_INDENT}path: " + " -> ".join(path))
-        self.final(summary_line(event), "green" if event.get("outcome") == "success" else "red")
+        self.final(summary_line(event), "green" if event.outcome == "success" else "red")
 
     # -- progress ------------------------------------------------------------------------
 
-    def _begin(self, event: Event, phase: str) -> None:
+    def _begin(self, event: RunEvent, phase: str) -> None:
         """A step's action or judge starts: the spinner and the heartbeat follow it."""
         if self.running is None:
             self.since = self.clock()
-        self.running = str(event.get("state"))
+        self.running = str(event.state)
         self.phase = phase
         if self._heartbeat is not None:
             self._heartbeat.start(self.since)
@@ -298,22 +309,22 @@ class PlainRenderer:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _header(self, event: Event, action: str) -> None:
-        step = event.get("step")
+    def _header(self, event: RunEvent, action: str) -> None:
+        step = event.step
         counter = f"{step}/{self.cap}"
         if isinstance(step, int) and 0 < self.cap < step:
             counter = "limit"  # the on_max_iterations step, after the cap
-        name = str(event.get("state"))
+        name = str(event.state)
         room = max(self.width - 14 - len(name), 20)
         self.write(f"{counter.rjust(6)}  {name}  {clip(action, room)}")
         self._shown = step
 
-    def _whole_step_ms(self, event: Event) -> float | None:
+    def _whole_step_ms(self, event: Evaluate) -> float | None:
         """The step's time up to its verdict: the action and its judge, not the action alone."""
-        parts = [self._action_ms, (event.get("details") or {}).get("latency_ms")]
+        parts = [self._action_ms, event.details.get("latency_ms")]
         summed = sum(p for p in parts if isinstance(p, int | float) and not isinstance(p, bool))
         known = any(isinstance(p, int | float) for p in parts)
-        end = _ts_ms(event.get("ts"))
+        end = _ts_ms(event.ts)
         if self._began_ts is not None and end is not None and end - self._began_ts > summed:
             return end - self._began_ts
         return summed if known else None
@@ -322,24 +333,25 @@ class PlainRenderer:
         """The step's result line, then the last lines it printed when it did not succeed."""
         event = self._pending or self._verdict
         self._pending = None
-        verdict = str(event.get("verdict", "?"))
+        verdict = event.verdict if event is not None else "?"
         line = f"{_INDENT}{self._outcome()}"
         self.write(f"{line} {where}" if where else line, _style(verdict))
-        tail = event.get("tail")
-        if isinstance(tail, list):
-            for text in tail:
+        if event is not None and event.tail:
+            for text in event.tail:
                 self.write(_TAIL_INDENT + clip(printable(str(text)), self.width - 16), "dim")
 
     def _outcome(self) -> str:
         """`failure 0.93 "reason" 12 ms` for the step that just finished."""
         v = self._verdict
-        parts = [str(v.get("verdict", "?"))]
-        details = v.get("details") or {}
+        parts = [v.verdict if v is not None else "?"]
+        details = v.details if v is not None else {}
         confidence = details.get("confidence")
-        judged = v.get("type") not in (None, "exit_code") and v.get("verdict") != "error"
+        judged = v is not None and v.type not in ("", "exit_code") and v.verdict != "error"
         if judged and isinstance(confidence, int | float):
             parts.append(f"{confidence:.2f}")
-        reason = v.get("reason") or details.get("reason") or details.get("error")
+        reason = (
+            (v.reason if v is not None else None) or details.get("reason") or details.get("error")
+        )
         if isinstance(reason, str) and reason:
             parts.append(json.dumps(clip(reason, max(70, self.width - 50)), ensure_ascii=False))
         if self._step_ms is not None:
@@ -361,30 +373,30 @@ class _ChildView(PlainRenderer):
     def final(self, text: str, style: str | None = None) -> None:
         self.write(text, style)
 
-    def on_loop_start(self, event: Event) -> None:
-        self.cap = int(event.get("max_iterations") or 0)
+    def on_loop_start(self, event: LoopStart) -> None:
+        self.cap = event.max_iterations or 0
 
-    def _begin(self, event: Event, phase: str) -> None:
+    def _begin(self, event: RunEvent, phase: str) -> None:
         # The caller's heartbeat (and spinner words) follow the child's running step.
-        self.caller._begin({**event, "state": f"{self.name}/{event.get('state')}"}, phase)
+        self.caller._begin(dataclasses.replace(event, state=f"{self.name}/{event.state}"), phase)
 
     def _end(self) -> None:
         self.caller._end()
 
-    def on_lock_reclaimed(self, event: Event) -> None:
+    def on_lock_reclaimed(self, event: LockReclaimed) -> None:
         return
 
-    def on_loop_complete(self, event: Event) -> None:
+    def on_loop_complete(self, event: LoopComplete) -> None:
         if self._pending is not None:
-            self._result("-> stop" if self._pending.get("verdict") != "success" else "")
-        ms = event.get("duration_ms")
-        steps = event.get("steps")
+            self._result("-> stop" if self._pending.verdict != "success" else "")
+        ms = event.duration_ms
+        steps = event.steps
         took = f" {duration(ms)}" if isinstance(ms, int | float) else ""
-        line = f"{event.get('final_state')} ({event.get('outcome')}) {steps} steps{took}"
-        error = event.get("error")
+        line = f"{event.final_state} ({event.outcome}) {steps} steps{took}"
+        error = event.error
         if isinstance(error, str) and error:
             line += f": {clip(error, max(self.width - len(line) - 2, 20))}"
-        self.write(line, "green" if event.get("outcome") == "success" else "red")
+        self.write(line, "green" if event.outcome == "success" else "red")
 
 
 _CHILD_INDENT = " " * 6
@@ -443,31 +455,31 @@ class RichRenderer(PlainRenderer):
         self._stop()
         self.console.print(text, style=style, markup=False)
 
-    def on_action_start(self, event: Event) -> None:
+    def on_action_start(self, event: ActionStart) -> None:
         super().on_action_start(event)
         if not self.verbose:
             self._spin()
 
-    def on_action_complete(self, event: Event) -> None:
+    def on_action_complete(self, event: ActionComplete) -> None:
         self._stop()
         super().on_action_complete(event)
 
-    def on_judge_start(self, event: Event) -> None:
+    def on_judge_start(self, event: JudgeStart) -> None:
         self._stop()
         super().on_judge_start(event)
         self._spin()
 
-    def on_evaluate(self, event: Event) -> None:
+    def on_evaluate(self, event: Evaluate) -> None:
         self._stop()
         super().on_evaluate(event)
 
-    def on_child_start(self, event: Event) -> None:
+    def on_child_start(self, event: ChildStart) -> None:
         super().on_child_start(event)
-        if event.get("kind") == "branch":
+        if event.kind == "branch":
             self._spin()
 
-    def on_child_complete(self, event: Event) -> None:
-        if event.get("branch") is None:
+    def on_child_complete(self, event: ChildComplete) -> None:
+        if event.branch is None:
             return
         self._stop()  # the line goes above the block, which is drawn again below it
         super().on_child_complete(event)
@@ -491,8 +503,10 @@ class JsonRenderer:
     def __init__(self, out: IO[str] | None = None) -> None:
         self.out = out or sys.stdout
 
-    def __call__(self, event: Event) -> None:
-        self.out.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n")
+    def __call__(self, event: RunEvent) -> None:
+        self.out.write(
+            json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
+        )
         self.out.flush()
 
 

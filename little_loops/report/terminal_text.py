@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from little_loops.record.events import Event
+from little_loops.record.events import LoopComplete
 
 # ANSI escape sequences and the other control characters a program may print.
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
@@ -54,23 +54,23 @@ def printable(line: str) -> str:
     return _CONTROL.sub("", line).rstrip()
 
 
-def summary_line(event: Event) -> str:
+def summary_line(event: LoopComplete) -> str:
     """The last line of a run, also all that `--quiet` prints."""
-    steps = event.get("steps")
+    steps = event.steps
     plural = "s" if steps != 1 else ""
-    outcome = str(event.get("outcome"))
-    error = str(event.get("error")) if isinstance(event.get("error"), str) else ""
-    if outcome == "interrupted" and event.get("exit_code") == 6:
+    outcome = event.outcome
+    error = event.error or ""
+    if outcome == "interrupted" and event.exit_code == 6:
         # `ll step` stopped it on purpose (exit 6): "paused at 'x' ...: by ll step after step 2"
         outcome, error = "paused", error.removeprefix("paused ")
     elif error and error.startswith(outcome):
         # "interrupted (SIGINT)" says the outcome already: say it once.
         outcome, error = error, ""
     line = (
-        f"ll: {outcome} at '{event.get('final_state')}' after {steps} "
-        f"step{plural} in {duration(event.get('duration_ms'))}"
+        f"ll: {outcome} at '{event.final_state}' after {steps} "
+        f"step{plural} in {duration(event.duration_ms)}"
     )
-    cost = event.get("cost_usd")
+    cost = event.cost_usd
     if isinstance(cost, int | float) and cost > 0 and f"${cost:.4f}" not in (error or ""):
         line += f", cost ${cost:.4f}"
     if error:

@@ -24,8 +24,8 @@ from little_loops.actions import (
 )
 from little_loops.model.loop import Loop
 from little_loops.record.events import (
-    Event,
     Listener,
+    RunEvent,
 )
 from little_loops.run.action_layer import (
     ActionLayer,
@@ -192,7 +192,7 @@ def serial(send: Listener, listener: Listener) -> Listener:
     with _LOCKS_LOCK:
         lock = _LISTENER_LOCKS.setdefault(id(listener), threading.Lock())
 
-    def call(event: Event) -> None:
+    def call(event: RunEvent) -> None:
         with lock:
             send(event)
 

@@ -39,7 +39,7 @@ from little_loops.model.loop import (
 from little_loops.model.progress import RunResult
 from little_loops.record import events as ev
 from little_loops.record import questions as qs
-from little_loops.record.events import read_events
+from little_loops.record.events import Evaluate, read_records
 from little_loops.record.questions import Suspended
 from little_loops.record.store import RunDir
 from little_loops.run import children
@@ -230,9 +230,9 @@ class Fork:
         verdict = {"timeout": "timeout", "error": "error", "budget": "error"}.get(outcome, final)
         work = self.state.parallel[item.key] if self.state.parallel else self.state
         if work.loop is None:  # an action branch: its evaluator's verdict, from its events
-            for event in reversed(read_events(root / "events.jsonl")):  # a torn line skipped
-                if event.get("event") == "evaluate" and "path" not in event:
-                    verdict = str(event.get("verdict"))
+            for event in reversed(read_records(root / "events.jsonl")):  # a torn line skipped
+                if isinstance(event, Evaluate) and not event.path:
+                    verdict = event.verdict
                     break
         exit_code, run_id = data.get("exit_code"), data.get("run_id")
         return BranchRecord.of(

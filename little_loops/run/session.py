@@ -106,7 +106,8 @@ class RunSession:
             raise
         self.emitter = Emitter(
             progress.run_id,
-            [self.sink, *listeners],
+            list(listeners),
+            sinks=[self.sink],
             redact=redactor.obj if redactor else None,
             clock=clock.wall,
         )

@@ -8,6 +8,7 @@ and how its end becomes the calling state's verdict and captured record.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -22,8 +23,8 @@ from little_loops.model.loop import (
     State,
 )
 from little_loops.record.events import (
-    Event,
     Listener,
+    RunEvent,
 )
 from little_loops.record.store import RunDir
 from little_loops.run.action_layer import ChildStub
@@ -157,9 +158,10 @@ def forward(listener: Listener, segment: tuple[str, ...]) -> Listener:
     `["call", "inner"]`."""
     chain = list(segment)
 
-    def send(event: Event) -> None:
-        below = event.get("path")
-        listener({**event, "path": [*chain, *below] if isinstance(below, list) else chain})
+    def send(event: RunEvent) -> None:
+        # `path` stays in `extra`, last on the wire as it always was (RunEvent.path reads it).
+        path = [*chain, *event.path]
+        listener(dataclasses.replace(event, extra={**event.extra, "path": path}))
 
     return send
 

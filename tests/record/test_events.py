@@ -18,11 +18,11 @@ from little_loops.record.events import (
     ActionComplete,
     Emitter,
     Evaluate,
-    Event,
     JsonlSink,
     JudgeRetry,
     LoopComplete,
     Route,
+    RunEvent,
     StateEnter,
     UnknownEvent,
     parse,
@@ -100,10 +100,12 @@ def test_jsonl_sink_escapes_newlines_so_each_event_is_one_line(tmp_path: Path) -
 
 
 def test_emitter_common_fields_and_order() -> None:
-    seen: list[Event] = []
+    seen: list[RunEvent] = []
     emitter = Emitter("run-1", [seen.append], clock=lambda: "2026-01-01T00:00:00.000Z")
     event = emitter.emit("route", {"from": "a", "to": "b"}, step=2, state="a")
-    assert event == seen[0]
+    assert seen == [
+        Route(ts="2026-01-01T00:00:00.000Z", run_id="run-1", step=2, state="a", from_="a", to="b")
+    ]
     assert list(event.items()) == [
         ("event", "route"),
         ("ts", "2026-01-01T00:00:00.000Z"),
@@ -130,7 +132,7 @@ def test_emitter_calls_listeners_in_order() -> None:
     calls: list[str] = []
     emitter = Emitter(
         "r",
-        [lambda e: calls.append(f"first:{e['event']}"), lambda e: calls.append("second")],
+        [lambda e: calls.append(f"first:{e.name}"), lambda e: calls.append("second")],
     )
     emitter.emit("a")
     emitter.emit("b")
@@ -140,12 +142,14 @@ def test_emitter_calls_listeners_in_order() -> None:
 def test_emitter_redacts_before_any_listener_sees_the_event(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     sink = JsonlSink(path)
-    seen: list[Event] = []
-    emitter = Emitter("r", [sink, seen.append], redact=Redactor(["hunter2024"]).obj)
+    seen: list[RunEvent] = []
+    emitter = Emitter("r", [seen.append], sinks=[sink], redact=Redactor(["hunter2024"]).obj)
     fields = {"stdout": "pw is hunter2024", "details": {"hunter2024": ["hunter2024"]}}
     returned = emitter.emit("action_complete", fields, state="hunter2024")
     sink.close()
-    assert seen == [returned]
+    assert seen == [parse(returned)]
+    assert seen[0].state == "***"
+    assert seen[0].extra["stdout"] == "pw is ***"
     assert returned["stdout"] == "pw is ***"
     assert returned["details"] == {"***": ["***"]}
     assert returned["state"] == "***"
@@ -205,7 +209,7 @@ def test_read_events_tolerates_bytes_that_are_not_utf8(tmp_path: Path) -> None:
 def test_written_events_read_back(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     sink = JsonlSink(path)
-    emitter = Emitter("run-9", [sink], clock=lambda: "T")
+    emitter = Emitter("run-9", [], sinks=[sink], clock=lambda: "T")
     sent = [emitter.emit("state_enter", {"i": i}, step=i, state="s") for i in range(1, 4)]
     sink.flush()
     assert read_events(path) == sent

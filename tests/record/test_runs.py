@@ -16,8 +16,10 @@ import pytest
 from little_loops.errors import EXIT_RUN_ERROR, LoopError
 from little_loops.load.loader import load
 from little_loops.record.events import (
-    Event,
-    read_events,
+    LoopComplete,
+    LoopStart,
+    RunEvent,
+    read_records,
 )
 from little_loops.record.runs import (
     follow,
@@ -285,20 +287,20 @@ def test_info_falls_back_to_the_file_name_without_events(tmp_path: Path) -> None
 def test_follow_without_follow_feeds_every_event(tmp_path: Path) -> None:
     result = run(tmp_path, FAIL, "bad")
     run_dir = RunDir.open(tmp_path, result.run_id)
-    seen: list[Event] = []
+    seen: list[RunEvent] = []
     follow(run_dir, seen.append, follow=False)
-    assert seen == read_events(run_dir.events_path)
-    assert seen[0]["event"] == "loop_start"
-    assert seen[-1]["event"] == "loop_complete"
+    assert seen == read_records(run_dir.events_path)
+    assert isinstance(seen[0], LoopStart)
+    assert isinstance(seen[-1], LoopComplete)
 
 
 def test_follow_skips_a_torn_last_line_and_returns_for_an_ended_run(tmp_path: Path) -> None:
     result = run(tmp_path, PASS, "ok")
     run_dir = RunDir.open(tmp_path, result.run_id)
-    complete = read_events(run_dir.events_path)
+    complete = read_records(run_dir.events_path)
     with run_dir.events_path.open("a", encoding="utf-8") as fh:
         fh.write('{"event":"state_ent')
-    seen: list[Event] = []
+    seen: list[RunEvent] = []
     follow(run_dir, seen.append, follow=True, poll=0.01)  # finished: returns at once
     assert seen == complete
 
@@ -306,7 +308,7 @@ def test_follow_skips_a_torn_last_line_and_returns_for_an_ended_run(tmp_path: Pa
 def test_follow_of_a_run_without_events(tmp_path: Path) -> None:
     run_dir = RunDir.create(tmp_path, "empty")
     run_dir.write_state({"status": "finished"})
-    seen: list[Event] = []
+    seen: list[RunEvent] = []
     follow(run_dir, seen.append, follow=True, poll=0.01)
     assert seen == []
 

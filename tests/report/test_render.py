@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from little_loops.record.events import Event
+from little_loops.record.events import Event, LoopComplete, RunEvent, parse
 from little_loops.report.render import (
     JsonRenderer,
     PlainRenderer,
@@ -34,6 +34,11 @@ def ev(name: str, step: int | None = None, state: str | None = None, **fields: A
         event["state"] = state
     event.update(fields)
     return event
+
+
+def typed(name: str, step: int | None = None, state: str | None = None, **fields: Any) -> RunEvent:
+    """The typed record a listener is handed, as the Emitter hands it."""
+    return parse(ev(name, step, state, **fields))
 
 
 def action(step: int, state: str, command: str, ms: int, code: int) -> list[Event]:
@@ -114,7 +119,7 @@ def render(events: list[Event], **options: Any) -> str:
     out = io.StringIO()
     renderer = PlainRenderer(out, **options)
     for event in events:
-        renderer(event)
+        renderer(parse(event))
     return out.getvalue()
 
 
@@ -133,7 +138,7 @@ def test_renderer_keeps_the_path() -> None:
     out = io.StringIO()
     renderer = PlainRenderer(out)
     for event in RUN_EVENTS:
-        renderer(event)
+        renderer(parse(event))
     assert renderer.path == ["lint", "fix", "gate", "lint", "done"]
     assert renderer.cap == 10
 
@@ -277,7 +282,9 @@ def test_long_actions_are_clipped_to_the_width() -> None:
     ],
 )
 def test_summary_line(event: Event, line: str) -> None:
-    assert summary_line({"event": "loop_complete", **event}) == line
+    typed = parse({"event": "loop_complete", **event})
+    assert isinstance(typed, LoopComplete)
+    assert summary_line(typed) == line
 
 
 @pytest.mark.parametrize(
@@ -318,17 +325,18 @@ def test_json_renderer_writes_one_line_per_event() -> None:
     out = io.StringIO()
     renderer = JsonRenderer(out)
     for event in RUN_EVENTS:
-        renderer(event)
+        renderer(parse(event))
     lines = out.getvalue().splitlines()
     assert len(lines) == len(RUN_EVENTS)
-    assert [json.loads(line) for line in lines] == RUN_EVENTS
+    # each record's wire form (`to_dict`): a field the hand-built event left out, its default
+    assert [json.loads(line) for line in lines] == [parse(e).to_dict() for e in RUN_EVENTS]
     assert lines[0] == json.dumps(RUN_EVENTS[0], separators=(",", ":"))
 
 
 def test_json_renderer_keeps_non_ascii_and_escapes_newlines() -> None:
     out = io.StringIO()
-    JsonRenderer(out)({"event": "x", "text": "café\nnext"})
-    assert out.getvalue() == '{"event":"x","text":"café\\nnext"}\n'
+    JsonRenderer(out)(parse({"event": "x", "ts": "T", "run_id": "r", "text": "café\nnext"}))
+    assert out.getvalue() == '{"event":"x","ts":"T","run_id":"r","text":"café\\nnext"}\n'
 
 
 def test_make_renderer_without_a_terminal() -> None:
@@ -464,7 +472,9 @@ def test_the_on_max_iterations_step_never_shows_a_count_past_the_cap() -> None:
     ],
 )
 def test_summary_line_says_things_once(event: Event, line: str) -> None:
-    assert summary_line({"event": "loop_complete", **event}) == line
+    typed = parse({"event": "loop_complete", **event})
+    assert isinstance(typed, LoopComplete)
+    assert summary_line(typed) == line
 
 
 # -- progress: spinner words, heartbeat ---------------------------------------------------------
@@ -481,14 +491,14 @@ class Clock:
 def test_progress_text_counts_from_the_step_start_through_the_judge() -> None:
     clock = Clock()
     renderer = PlainRenderer(io.StringIO(), clock=clock)
-    renderer(ev("state_enter", 1, "build"))
-    renderer(ev("action_start", 1, "build", action="make"))
+    renderer(typed("state_enter", 1, "build"))
+    renderer(typed("action_start", 1, "build", action="make"))
     renderer.output("stdout", b"compiling\nlinking app\n")
     clock.now += 2.25
     assert renderer.progress_text() == "build running… 2.2 s"
     assert renderer.latest_line == "linking app"
-    renderer(ev("action_complete", 1, "build", exit_code=0, duration_ms=2250))
-    renderer(ev("judge_start", 1, "build", model="claude-sonnet-5-5"))
+    renderer(typed("action_complete", 1, "build", exit_code=0, duration_ms=2250))
+    renderer(typed("judge_start", 1, "build", model="claude-sonnet-5-5"))
     clock.now += 0.85
     assert renderer.progress_text() == "build judging with claude-sonnet-5-5… 3.1 s"
     clock.now += 150
@@ -507,21 +517,21 @@ def test_latest_line_takes_the_last_complete_or_partial_line() -> None:
 def test_heartbeat_lines_while_a_step_runs_and_none_after() -> None:
     out = io.StringIO()
     renderer = PlainRenderer(out, heartbeat=0.05)
-    renderer(ev("state_enter", 1, "build"))
-    renderer(ev("action_start", 1, "build", action="make"))
+    renderer(typed("state_enter", 1, "build"))
+    renderer(typed("action_start", 1, "build", action="make"))
     renderer.output("stdout", b"compiling foo.c\n")
     deadline = time.monotonic() + 10
     while "still running" not in out.getvalue() and time.monotonic() < deadline:
         time.sleep(0.01)
-    renderer(ev("action_complete", 1, "build", exit_code=0, duration_ms=5))
-    renderer(ev("evaluate", 1, "build", type="exit_code", verdict="success", details={}))
+    renderer(typed("action_complete", 1, "build", exit_code=0, duration_ms=5))
+    renderer(typed("evaluate", 1, "build", type="exit_code", verdict="success", details={}))
     beat = next(line for line in out.getvalue().splitlines() if "still" in line)
     assert beat == "… build still running (0s): compiling foo.c"
     time.sleep(0.2)
     before = out.getvalue()
     time.sleep(0.2)
     assert out.getvalue() == before  # silent between steps
-    renderer(ev("loop_complete", final_state="build", outcome="success", steps=1, duration_ms=1))
+    renderer(typed("loop_complete", final_state="build", outcome="success", steps=1, duration_ms=1))
 
 
 def test_heartbeat_default_is_30_s_without_a_terminal_and_off_when_quiet() -> None:
@@ -544,8 +554,8 @@ def test_rich_spinner_shows_elapsed_time_and_the_latest_line() -> None:
     screen = io.StringIO()
     console = Console(file=screen, width=100, force_terminal=False, color_system=None)
     renderer = RichRenderer(console=console, clock=clock, verbose=True)  # verbose: no live spinner
-    renderer(ev("state_enter", 1, "build"))
-    renderer(ev("action_start", 1, "build", action="make"))
+    renderer(typed("state_enter", 1, "build"))
+    renderer(typed("action_start", 1, "build", action="make"))
     renderer.output("stdout", b"linking app\n")
     clock.now += 3.14
     console.print(_Spinning(renderer))

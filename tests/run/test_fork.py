@@ -619,24 +619,25 @@ def test_sigint_mid_fork_kills_every_branch_and_the_run_resumes(tmp_path: Path) 
 def test_plain_terminal_writes_one_whole_line_per_finished_branch() -> None:
     import io
 
+    from little_loops.record.events import parse
     from little_loops.report.fork_view import ForkView
     from little_loops.report.render import PlainRenderer
 
     out = io.StringIO()
     view = PlainRenderer(out)
-    view({"event": "loop_start", "max_iterations": 10, "run_id": "r", "loop": "x"})
-    view({"event": "state_enter", "step": 1, "state": "checks"})
+    view(parse({"event": "loop_start", "max_iterations": 10, "run_id": "r", "loop": "x"}))
+    view(parse({"event": "state_enter", "step": 1, "state": "checks"}))
     for key in ("lint", "types"):
-        view({"event": "child_start", "step": 1, "state": "checks", "kind": "branch",
-              "branch": key, "total": 2, "fork": "parallel"})  # fmt: skip
+        view(parse({"event": "child_start", "step": 1, "state": "checks", "kind": "branch",
+              "branch": key, "total": 2, "fork": "parallel"}))  # fmt: skip
     # a branch's own events (from its thread) print nothing: they feed the live block
-    view({"event": "loop_start", "path": ["checks", "lint"]})
-    view({"event": "state_enter", "step": 1, "state": "lint", "path": ["checks", "lint"]})
-    view({"event": "action_start", "step": 1, "state": "lint", "action": "make lint",
-          "path": ["checks", "lint"]})  # fmt: skip
-    view({"event": "child_complete", "step": 1, "state": "checks", "branch": "types",
+    view(parse({"event": "loop_start", "path": ["checks", "lint"]}))
+    view(parse({"event": "state_enter", "step": 1, "state": "lint", "path": ["checks", "lint"]}))
+    view(parse({"event": "action_start", "step": 1, "state": "lint", "action": "make lint",
+          "path": ["checks", "lint"]}))  # fmt: skip
+    view(parse({"event": "child_complete", "step": 1, "state": "checks", "branch": "types",
           "verdict": "failure", "outcome": "failure", "final_state": "types", "steps": 1,
-          "duration_ms": 1010, "reason": "exit code 1: types broke"})  # fmt: skip
+          "duration_ms": 1010, "reason": "exit code 1: types broke"}))  # fmt: skip
     lines = out.getvalue().splitlines()
     assert lines[-2].split() == ["1/10", "checks", "parallel", "2", "branches"]
     assert lines[-1].split()[:4] == ["types", "failure", "1", "step"]
@@ -644,8 +645,8 @@ def test_plain_terminal_writes_one_whole_line_per_finished_branch() -> None:
     assert "make lint" not in out.getvalue()
     clock = iter([0.0, 2.5])
     live = ForkView(lambda: next(clock))
-    live({"event": "loop_start", "path": ["lint"]})
-    live({"event": "state_enter", "state": "lint", "path": ["lint"]})
+    live(parse({"event": "loop_start", "path": ["lint"]}))
+    live(parse({"event": "state_enter", "state": "lint", "path": ["lint"]}))
     assert live.rows(80)[0].split() == ["lint", "running", "2.5", "s"]
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from little_loops.record import outputs
+from little_loops.record.events import RunEvent
 
 # Signals and kill -9 at chosen and random moments of real runs: each test waits on processes
 # reaching a step, so they run one at a time on one xdist worker (not beside each other, where
@@ -313,9 +314,9 @@ class _SignalAt:
         self.name, self.sig, self.step = name, sig, step
         self.sent = False
 
-    def __call__(self, event: dict[str, Any]) -> None:
-        at_step = self.name == "loop_complete" or event.get("step") == self.step
-        if event.get("event") == self.name and at_step and not self.sent:
+    def __call__(self, event: RunEvent) -> None:
+        at_step = self.name == "loop_complete" or event.step == self.step
+        if event.name == self.name and at_step and not self.sent:
             self.sent = True
             os.kill(os.getpid(), self.sig)
 

@@ -839,21 +839,22 @@ def test_the_terminal_follows_a_childs_running_step(tmp_path: Path) -> None:
     """The caller's spinner words and CI heartbeat name the child's step while it runs."""
     import io
 
+    from little_loops.record.events import parse
     from little_loops.report.render import PlainRenderer
 
     out = io.StringIO()
     view = PlainRenderer(out)
     base = {"ts": "2026-11-23T00:00:00.000Z", "run_id": "r"}
-    view({**base, "event": "loop_start", "loop": "p", "max_iterations": 5})
-    view({**base, "event": "state_enter", "step": 1, "state": "deploy"})
-    view({**base, "event": "child_start", "step": 1, "state": "deploy", "file": "c.yaml"})
+    view(parse({**base, "event": "loop_start", "loop": "p", "max_iterations": 5}))
+    view(parse({**base, "event": "state_enter", "step": 1, "state": "deploy"}))
+    view(parse({**base, "event": "child_start", "step": 1, "state": "deploy", "file": "c.yaml"}))
     child = {**base, "path": ["deploy"]}
-    view({**child, "event": "loop_start", "loop": "c", "max_iterations": 3})
-    view({**child, "event": "state_enter", "step": 1, "state": "canary"})
-    view({**child, "event": "action_start", "step": 1, "state": "canary", "action": "x"})
+    view(parse({**child, "event": "loop_start", "loop": "c", "max_iterations": 3}))
+    view(parse({**child, "event": "state_enter", "step": 1, "state": "canary"}))
+    view(parse({**child, "event": "action_start", "step": 1, "state": "canary", "action": "x"}))
     assert view.running == "deploy/canary"
-    view({**child, "event": "action_complete", "step": 1, "state": "canary", "exit_code": 0})
-    view({**child, "event": "evaluate", "step": 1, "state": "canary", "verdict": "success"})
+    view(parse({**child, "event": "action_complete", "step": 1, "state": "canary", "exit_code": 0}))
+    view(parse({**child, "event": "evaluate", "step": 1, "state": "canary", "verdict": "success"}))
     assert view.running is None
     assert "      1/3  canary  x" in out.getvalue()
 

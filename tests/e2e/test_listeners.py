@@ -1,0 +1,140 @@
+"""Listeners of a real `ll run` are handed typed event records, and the run's events.jsonl is
+written byte for byte as before (the wire dict the Emitter builds goes to the log unchanged;
+each listener gets its `parse`d record)."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from project import Project
+
+from little_loops.record.events import ChildStart, LoopComplete, RunEvent
+
+GRAND = """
+name: grand
+initial: s
+context: {word: none}
+states:
+  s: {action: "echo grand-says-${context.word}", next: done}
+  done: {terminal: true}
+"""
+
+CHILD = """
+name: child
+initial: inner
+context: {word: none}
+states:
+  inner:
+    loop: grand.yaml
+    with: {word: "${context.word}"}
+    route: {done: fin}
+  fin: {terminal: true}
+"""
+
+PARENT = """
+name: parent
+initial: build
+states:
+  build:
+    action: "echo building; echo warn >&2"
+    on_success: call
+    on_failure: done
+  call:
+    loop: child.yaml
+    with: {word: top}
+    route: {fin: check}
+  check:
+    action: "exit 3"
+    on_success: done
+    on_failure: done
+  done: {terminal: true}
+"""
+
+# The three events.jsonl files `ll run parent.yaml` wrote on main before this change (3a70ec3),
+# with the time stamps, run ids, durations and the directory masked.
+ON_MAIN = Path(__file__).parent / "data" / "events_on_main.txt"
+
+
+def _tree(root: Path) -> Path:
+    for name, text in (("grand.yaml", GRAND), ("child.yaml", CHILD), ("parent.yaml", PARENT)):
+        (root / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    return root / "parent.yaml"
+
+
+def _masked(root: Path) -> str:
+    (run,) = (root / ".loops" / "runs").iterdir()
+    out = []
+    logs = ("", "sub/0002-call/", "sub/0002-call/sub/0001-inner/")
+    for rel in (f"{where}events.jsonl" for where in logs):
+        text = (run / rel).read_text(encoding="utf-8")
+        text = re.sub(r'"ts":"[^"]*"', '"ts":"T"', text)
+        text = re.sub(r"\d{8}-\d{6}-parent-[0-9a-f]{4}", "RUN", text)
+        text = re.sub(r'"duration_ms":\d+', '"duration_ms":0', text)
+        out += [f"# {rel}\n", text.replace(f"{root}/", "DIR/")]
+    return "".join(out)
+
+
+def test_events_jsonl_bytes_are_those_main_wrote(project: Project, tmp_path: Path) -> None:
+    _tree(tmp_path)
+    done = project.ll("run", "parent.yaml")  # as main was run: the file named relatively
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert _masked(tmp_path) == ON_MAIN.read_text(encoding="utf-8")
+
+
+def test_a_listener_of_ll_run_is_handed_typed_records(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The terminal renderer of a real `ll run` is wrapped: every event it is handed, the
+    child's and grandchild's forwarded ones too, is a typed record with its `path`."""
+    from little_loops.report import render
+
+    seen: list[Any] = []
+    real = render.make_renderer
+
+    def recording(**options: Any) -> Any:
+        inner = real(**options)
+
+        class Recording(type(inner)):  # type: ignore[misc]
+            def __call__(self, event: RunEvent) -> None:
+                seen.append(event)
+                super().__call__(event)
+
+        inner.__class__ = Recording
+        return inner
+
+    monkeypatch.setattr(render, "make_renderer", recording)
+    done = project.ll("run", _tree(tmp_path))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert seen
+    assert all(isinstance(event, RunEvent) for event in seen)
+    paths = {event.path for event in seen}
+    assert paths == {(), ("call",), ("call", "inner")}
+    starts = [e for e in seen if isinstance(e, ChildStart)]
+    assert [(e.path, e.state, e.file) for e in starts] == [
+        ((), "call", "child.yaml"),
+        (("call",), "inner", "grand.yaml"),
+    ]
+    (end,) = [e for e in seen if isinstance(e, LoopComplete) and not e.path]
+    assert (end.final_state, end.outcome, end.exit_code) == ("check", "error", 3)
+    # the terminal read them as records: its lines are there, the child's indented
+    assert "loop child.yaml" in done.stdout
+    assert "ll: error at 'check' after 3 steps" in done.stdout
+
+
+def test_json_lines_are_the_records_wire_form_byte_for_byte(
+    project: Project, tmp_path: Path
+) -> None:
+    """`ll run --json` prints each record's `to_dict`: the root's lines are the log's lines."""
+    done = project.ll("run", _tree(tmp_path), "--json")
+    assert done.returncode == 3, done.stderr
+    printed = [line for line in done.stdout.splitlines() if '"path":' not in line]
+    (run,) = (tmp_path / ".loops" / "runs").iterdir()
+    assert printed == (run / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    forwarded = [json.loads(line) for line in done.stdout.splitlines() if '"path":' in line]
+    assert {tuple(e["path"]) for e in forwarded} == {("call",), ("call", "inner")}
+    assert all(list(e)[-1] == "path" for e in forwarded)  # `path` last, as before
