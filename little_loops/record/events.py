@@ -60,7 +60,7 @@ else:
 
 
 @_record(frozen=True, kw_only=True, eq=False, repr=False)
-class RunEvent(Mapping[str, Any]):
+class RunEvent:
     """The fields every event has. `ts` and `run_id` are filled in by the `Emitter`."""
 
     NAME: ClassVar[str] = ""
@@ -82,24 +82,6 @@ class RunEvent(Mapping[str, Any]):
         last by each caller that forwards a child's events (run/subloop.forward)."""
         below = self.extra.get("path")
         return tuple(str(part) for part in below) if isinstance(below, list) else ()
-
-    # -- the one shim: the wire form, read-only ------------------------------------------
-    # A record is also a read-only Mapping of its wire form (`to_dict`), so a listener not
-    # yet reading attributes (the simulation's action layer, a test's) reads it as it read
-    # the wire dict: `event.get("state")`, `"path" in event`. The listeners of report/ and
-    # run/ read attributes; this goes once the last one does.
-
-    def __getitem__(self, key: str) -> Any:
-        return self.to_dict()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.to_dict())
-
-    def __len__(self) -> int:
-        return len(self.to_dict())
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.to_dict()
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:

@@ -1,7 +1,7 @@
 """Reports for CI, written when a run ends: the import point of `junit` and `github`.
 
-Both are event listeners (callables taking one typed event record) that `ll run` / `ll resume` attach
-next to the renderer. They fold the run's events into a `History` as they arrive and do their
+Both are event listeners (callables taking one typed event record) that `ll run` / `ll resume`
+attach next to the renderer. They fold the run's events into a `History` as they arrive and do their
 work on `loop_complete`. A resumed run's listeners only see the events after the resume, so at
 the end they re-read the whole event log of the run, when it is found under `base_dir`.
 """

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, overload, runtime_checkable
+from typing import Protocol, overload, runtime_checkable
 
 from little_loops import actions
 from little_loops.actions import (
@@ -22,6 +22,7 @@ from little_loops.actions import (
     ActionResult,
 )
 from little_loops.model.loop import Loop
+from little_loops.record.events import RunEvent
 
 OutputHook = Callable[[str, bytes], None]  # (stream name, chunk), as the output arrives
 Window = Callable[[], AbstractContextManager[None]]  # where a signal may stop the wait
@@ -103,7 +104,7 @@ class Simulation(Protocol):
         """The stand-in for `request`, or None: the child runs, a person answers."""
         ...
 
-    def observe(self, event: Mapping[str, Any]) -> None: ...
+    def observe(self, event: RunEvent) -> None: ...
 
 
 @overload

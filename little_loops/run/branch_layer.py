@@ -14,7 +14,6 @@ import dataclasses
 import os
 import signal
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, overload
 
@@ -147,7 +146,7 @@ class BranchActions:
             return stub(self.inner, request)
         return stub(self.inner, request)
 
-    def observe(self, event: Mapping[str, Any]) -> None:
+    def observe(self, event: RunEvent) -> None:
         if isinstance(self.inner, Simulation):
             self.inner.observe(event)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, overload
 
@@ -31,6 +30,7 @@ from little_loops.record.events import (
     ActionStart,
     Answer,
     Route,
+    RunEvent,
     read_records,
 )
 from little_loops.run.action_layer import (
@@ -106,15 +106,11 @@ class SimulatedActions:
                 self.visits[path] = self.visits.get(path, 0) + 1
         return self
 
-    def observe(self, event: Mapping[str, Any]) -> None:
+    def observe(self, event: RunEvent) -> None:
         # A child's events come forwarded with their `path`; the child's own layer reads them.
-        if event.get("event") == "action_start" and "path" not in event:
-            self._state = str(event.get("state"))
-            self._step = int(event.get("step") or 0)
-
-    def __call__(self, event: Mapping[str, Any]) -> None:
-        """The same as `observe`: the layer is a run listener as it stands."""
-        self.observe(event)
+        if isinstance(event, ActionStart) and not event.path:
+            self._state = str(event.state)
+            self._step = event.step or 0
 
     # -- the ActionLayer protocol, and the Simulation one ---------------------------------
 

@@ -10,6 +10,7 @@ import pytest
 from fakes import install_fake_claude
 
 from little_loops.actions import ActionRequest, run
+from little_loops.record.events import ActionStart
 from little_loops.run.action_layer import Processes
 from little_loops.run.branch_layer import BranchActions, Scope
 from little_loops.sim.script import read_script
@@ -58,6 +59,6 @@ def test_a_branch_layer_takes_a_slot_and_registers_the_process(tmp_path: Path) -
 def test_the_simulation_answers_a_request_from_its_script(tmp_path: Path) -> None:
     (tmp_path / "s.yaml").write_text("states:\n  a: [failure]\n", encoding="utf-8")
     layer = SimulatedActions(read_script(tmp_path / "s.yaml"), SimulatedClock())
-    layer({"event": "action_start", "state": "a", "step": 1})
+    layer.observe(ActionStart(state="a", step=1))
     result = layer.run(ActionRequest(kind="shell", text="rm -rf /", cwd=tmp_path))
     assert result.details["simulated_verdict"] == "failure"

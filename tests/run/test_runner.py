@@ -373,7 +373,7 @@ def test_events_stream_to_listener_in_order(tmp_path: Path) -> None:
             """,
         )
     )
-    Runner(loop, RunOptions(base_dir=tmp_path), listeners=[lambda e: seen.append(e["event"])]).run()
+    Runner(loop, RunOptions(base_dir=tmp_path), listeners=[lambda e: seen.append(e.name)]).run()
     assert seen == [
         "loop_start",
         "state_enter",

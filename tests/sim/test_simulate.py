@@ -11,6 +11,7 @@ import pytest
 
 from little_loops.actions import ActionRequest
 from little_loops.load.loader import load
+from little_loops.record.events import ActionStart
 from little_loops.sim.script import (
     Entry,
     ScriptError,
@@ -198,7 +199,7 @@ def test_child_layer_addresses_states_under_the_calling_state(tmp_path: Path) ->
         write(tmp_path, "s.yaml", "states:\n  deploy/verify: [failure, success]\n")
     )
     child = SimulatedActions(script, SimulatedClock()).child("deploy")
-    child({"event": "action_start", "state": "verify", "step": 1})
+    child.observe(ActionStart(state="verify", step=1))
     first = child.run(ActionRequest(kind="shell", text="x", cwd=tmp_path))
     second = child.run(ActionRequest(kind="shell", text="x", cwd=tmp_path))
     assert first.details["simulated_verdict"] == "failure"
