@@ -242,10 +242,11 @@ def test_docs_publish_workflow_suspends_and_resumes(runner: Runner) -> None:
     assert "#### Waiting for an answer" in prepare.summary
     assert f"ll resume {run_id} --answer approve|reject" in prepare.summary
     (ship,) = jobs["ship"]
+    assert ship.result == "success", _explain(runner)
     assert ship.workspace != prepare.workspace
     # carried in the artifact: the page built before the question (the checkout has none)
     assert not (runner.sample / "site").exists()
-    assert (ship.workspace / "site" / "index.html").is_file()
+    assert (ship.workspace / "site" / "index.html").is_file(), _explain(runner)
     # the ship job uploaded the finished run under the same name (overwrite)
     assert (runner.artifacts / "publish-run" / "runs" / run_id / "state.json").is_file()
     assert ship.result == "success", _explain(runner)

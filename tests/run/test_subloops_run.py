@@ -512,7 +512,7 @@ def _kill_setup(tmp_path: Path) -> tuple[Path, Path, Path]:
     return parent, log, gate
 
 
-def _wait(predicate: Any, proc: subprocess.Popen[Any], timeout: float = 30) -> None:
+def _wait(predicate: Any, proc: subprocess.Popen[Any], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         assert proc.poll() is None, "ll ended before the kill point"
@@ -584,7 +584,10 @@ def test_kill_9_between_steps_inside_a_child_then_resume(tmp_path: Path) -> None
         if not found:
             return False
         sub = found[0]
-        return any(e["event"] == "route" and e["state"] == "a" for e in events(sub))
+        # The route is written first, then the state that names it (one persist point): `a`
+        # is recorded once both are there.
+        routed = any(e["event"] == "route" and e["state"] == "a" for e in events(sub))
+        return routed and (sub / "state.json").is_file() and state(sub).get("step") == 1
 
     _wait(routed_a, proc)
     os.kill(proc.pid, signal.SIGKILL)  # a is recorded; b has not done anything yet
