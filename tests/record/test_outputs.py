@@ -15,7 +15,7 @@ from project import Project
 
 from little_loops.load.loader import load
 from little_loops.record import outputs
-from little_loops.record.events import Event
+from little_loops.record.events import RunEvent
 from little_loops.record.store import RunDir
 from little_loops.run.resume import prepare_resume
 from little_loops.run.runner import (
@@ -83,8 +83,8 @@ def kept(run: Path) -> dict[str, Any]:
 
 
 def interrupt_at(step: int) -> Any:
-    def listener(event: Event) -> None:
-        if event["event"] == "state_enter" and event["step"] == step:
+    def listener(event: RunEvent) -> None:
+        if event.name == "state_enter" and event.step == step:
             raise KeyboardInterrupt
 
     return listener

@@ -16,7 +16,7 @@ import pytest
 
 from little_loops.errors import EXIT_RUN_ERROR, LoopError
 from little_loops.load.loader import load
-from little_loops.record.events import Event
+from little_loops.record.events import RunEvent
 from little_loops.record.store import (
     RunDir,
     process_start,
@@ -68,8 +68,8 @@ def interrupt_at(step: int) -> Any:
     """A listener that stops the run with Ctrl-C as step `step` begins, once."""
     fired: list[bool] = []
 
-    def listener(event: Event) -> None:
-        if event["event"] == "state_enter" and event["step"] == step and not fired:
+    def listener(event: RunEvent) -> None:
+        if event.name == "state_enter" and event.step == step and not fired:
             fired.append(True)
             raise KeyboardInterrupt
 
