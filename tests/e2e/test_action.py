@@ -128,6 +128,13 @@ def test_docs_workflow_passes_actionlint(block: Block, doc: dict[str, Any], tmp_
     assert proc.returncode == 0 or not problems, proc.stdout
 
 
+# The Action installs `ll` with `pip install` from this checkout (its `github.action_path`),
+# which builds in the source tree (`build/`, the egg-info): two workers building at once
+# overwrite each other's files, and a job got an `ll` script without its package. So the
+# tests of this module run one after the other, on one worker.
+pytestmark = pytest.mark.xdist_group("action-install")
+
+
 # -- running them -------------------------------------------------------------------------
 
 
