@@ -162,6 +162,17 @@ class Runner:
         self.python_bin = python_bin
         self.env = env
         self.artifacts = root / "artifacts"
+        # The Action's own checkout (`github.action_path`): a private copy of this repository,
+        # since `pip install PATH` builds inside PATH (`build/`, the egg-info) and two builds
+        # in one tree at once collide ("File exists: build/bdist...").
+        self.action_path = root / "action"
+        shutil.copytree(
+            REPO,
+            self.action_path,
+            ignore=shutil.ignore_patterns(
+                ".git", ".venv", ".nox", ".loops", "build", "*.egg-info", "__pycache__", ".*_cache"
+            ),
+        )
         self.artifacts.mkdir(parents=True, exist_ok=True)
         self.counter = itertools.count(1)
         self.log: list[str] = []
@@ -267,7 +278,12 @@ class Runner:
         return run
 
     def _github(self, event: str) -> dict[str, Any]:
-        return {"event_name": event, "run_id": "4242", "actor": "octocat", "action_path": str(REPO)}
+        return {
+            "event_name": event,
+            "run_id": "4242",
+            "actor": "octocat",
+            "action_path": str(self.action_path),
+        }
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -388,9 +404,9 @@ class Runner:
             **context,
             "inputs": inputs,
             "steps": {},
-            "github": {**context["github"], "action_path": str(REPO)},
+            "github": {**context["github"], "action_path": str(self.action_path)},
         }
-        action_env = {**env, "GITHUB_ACTION_PATH": str(REPO)}
+        action_env = {**env, "GITHUB_ACTION_PATH": str(self.action_path)}
         status = "success"
         for step in action["runs"]["steps"]:
             if not Expr(inner, status).condition(step.get("if")):
