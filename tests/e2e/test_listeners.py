@@ -12,29 +12,9 @@ from typing import Any
 
 import pytest
 from project import Project
+from test_tree import CHILD, GRAND  # the child and grandchild of the three-level tree
 
 from little_loops.record.events import ChildStart, LoopComplete, RunEvent
-
-GRAND = """
-name: grand
-initial: s
-context: {word: none}
-states:
-  s: {action: "echo grand-says-${context.word}", next: done}
-  done: {terminal: true}
-"""
-
-CHILD = """
-name: child
-initial: inner
-context: {word: none}
-states:
-  inner:
-    loop: grand.yaml
-    with: {word: "${context.word}"}
-    route: {done: fin}
-  fin: {terminal: true}
-"""
 
 PARENT = """
 name: parent
