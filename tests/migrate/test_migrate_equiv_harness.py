@@ -4,25 +4,10 @@ upstream's `-n` limit not held against `ll`."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def harness() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "migrate_equiv", REPO / "scripts/migrate_equiv.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["migrate_equiv"] = module
-    spec.loader.exec_module(module)
-    return module
+from test_migrate_equiv import harness  # scripts/migrate_equiv.py, loaded as a module
 
 
 def write(path: Path, text: str) -> Path:
