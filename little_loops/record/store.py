@@ -156,6 +156,23 @@ class _Exchange:
 _EXCHANGE = _Exchange()
 
 
+class FixedState:
+    """The fields of a run's state.json that no step changes (its id, file, options...), and
+    the start of the file's JSON with them, made once per run (`RunDir.write_state`)."""
+
+    __slots__ = ("fields", "raw")
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        self.fields = fields
+        self.raw: bytes | None = None
+        try:
+            text = _ENCODE({"version": STATE_VERSION, **fields})
+            if len(text) > 2:  # `{...}` with something in it: the rest follows after a comma
+                self.raw = text[:-1].encode("utf-8") + b","
+        except UnicodeEncodeError:
+            pass  # bytes that are not UTF-8: the whole state is written the slow way
+
+
 class RunDir:
     """One run's directory and the files in it."""
 
@@ -212,27 +229,35 @@ class RunDir:
                     "(someone may have planted it): remove it, or start a new run"
                 )
 
-    def write_state(self, data: dict[str, Any], *, fsync: bool = False) -> None:
+    def write_state(
+        self, data: dict[str, Any], *, fsync: bool = False, fixed: FixedState | None = None
+    ) -> None:
         """Replace state.json whole: readers and a `kill -9` see the old file or the new one.
 
         The new state is written into `.state.next` and the two names are swapped in one
         atomic rename (Linux `RENAME_EXCHANGE`), so no file is created or deleted per step,
         which on ext4 costs several times the write. The two files stay open and trade places
         every step. Where the swap is not available, a temp file is renamed over state.json.
+        `fixed`: the fields that do not change during the run, written before `data`'s, their
+        JSON made once (the same bytes as the whole state encoded at once).
         """
-        state = {"version": STATE_VERSION, **data}
-        text = _ENCODE(state) + "\n"
-        try:
-            raw = text.encode("utf-8")
-        except UnicodeEncodeError:
-            # A value with bytes that are not UTF-8 (a file name, an environment variable) is
-            # kept as a JSON escape, which reads back the same, instead of failing the write.
-            text = json.dumps(state, separators=(",", ":")) + "\n"
-            raw = text.encode("ascii")
+        raw: bytes | None = None
+        if fixed is not None and fixed.raw is not None and data:
+            with contextlib.suppress(UnicodeEncodeError):  # then the slow way, below
+                raw = fixed.raw + _ENCODE(data)[1:].encode("utf-8") + b"\n"
+        if raw is None:
+            state = {"version": STATE_VERSION, **(fixed.fields if fixed else {}), **data}
+            text = _ENCODE(state) + "\n"
+            try:
+                raw = text.encode("utf-8")
+            except UnicodeEncodeError:
+                # A value with bytes that are not UTF-8 (a file name, an environment variable)
+                # is kept as a JSON escape, which reads back the same, instead of failing.
+                raw = (json.dumps(state, separators=(",", ":")) + "\n").encode("ascii")
         if _EXCHANGE.usable and self._swap_in(raw, fsync):
             return
         self.close()
-        atomic_write_text(self.state_path, text, fsync=fsync)
+        atomic_write_text(self.state_path, raw.decode("utf-8"), fsync=fsync)
 
     def _swap_in(self, raw: bytes, fsync: bool) -> bool:
         if self._fds is None:

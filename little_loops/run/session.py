@@ -39,6 +39,7 @@ from little_loops.record.secrets import (
     Sealer,
 )
 from little_loops.record.store import (
+    FixedState,
     LoopLock,
     RunDir,
     atomic_write_text,
@@ -86,7 +87,7 @@ class RunSession:
         fixed["context"] = {k: v for k, v in progress.context.items() if k not in loop.secrets}
         if redactor:
             fixed = redactor.obj({**fixed, "context": sealer.seal(fixed["context"])})
-        self._fixed = fixed
+        self._fixed = FixedState(fixed)
         self.lock: LoopLock | None = None
         if not options.allow_concurrent:
             # Before the run directory exists, so a refused start leaves nothing behind.
@@ -175,7 +176,7 @@ class RunSession:
             data["captured"], data["prev"] = self._captured_refs, self._prev_ref
             if self.options.fsync:
                 self.outputs.sync()
-            self.run_dir.write_state({**self._fixed, **data}, fsync=self.options.fsync)
+            self.run_dir.write_state(data, fsync=self.options.fsync, fixed=self._fixed)
 
     def write_record(self, path: Path, value: Any) -> None:
         """A JSON record of the run's tree beside its state (a fork's `items.json` and

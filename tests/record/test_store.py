@@ -115,6 +115,30 @@ def test_write_state_then_read_state_gives_the_state_back(
     assert run.state_path.read_text(encoding="utf-8").endswith("}\n")
 
 
+@pytest.mark.parametrize(
+    ("fixed", "data"),
+    [
+        ({"run_id": "r1", "options": {"cwd": "/é"}, "pid": 7}, {"step": 3, "prev": {"a": 1}}),
+        ({"run_id": "r1", "loop_file": "/x/\udcff.yaml"}, {"step": 1}),  # not UTF-8: escaped
+        ({"run_id": "r1"}, {"step": 1, "error": "bad \udcfe byte"}),
+        ({}, {"step": 1}),
+        ({"run_id": "r1"}, {}),
+    ],
+)
+def test_write_state_with_its_fixed_part_made_once_writes_the_same_bytes(
+    tmp_path: Path, fixed: dict[str, object], data: dict[str, object]
+) -> None:
+    """The per-run JSON of the fields no step changes (`FixedState`) gives the bytes the whole
+    state encoded at once gives, on the first (plain) write and on the swaps after it."""
+    whole, parts = RunDir.create(tmp_path, "whole"), RunDir.create(tmp_path, "parts")
+    made = store.FixedState(fixed)
+    for _ in range(3):
+        whole.write_state({**fixed, **data})
+        parts.write_state(data, fixed=made)
+        assert parts.state_path.read_bytes() == whole.state_path.read_bytes()
+    assert parts.read_state() == {"version": STATE_VERSION, **fixed, **data}
+
+
 def test_a_state_read_back_and_written_again_has_one_version_key(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path, "r1")
     run.write_state({"step": 1})
