@@ -452,6 +452,7 @@ class RunLog:
         self.path = os.fspath(root / LOG_NAME)
         self._fd: int | None = None
         self._end: int | None = None
+        self._limit: int | None = None  # `LL_MAX_LOG_BYTES`, read at the run's first attempt
 
     def offset(self) -> int:
         """Where the next byte goes: the end of the file (0 before it exists)."""
@@ -466,7 +467,11 @@ class RunLog:
 
     def attempt(self, limit: int | None = None) -> LogSegment:
         """A writer for one attempt's output, cut at `limit` bytes (`LL_MAX_LOG_BYTES`)."""
-        return LogSegment(self, self.offset(), max_log_bytes() if limit is None else limit)
+        if limit is None:
+            if self._limit is None:
+                self._limit = max_log_bytes()
+            limit = self._limit
+        return LogSegment(self, self.offset(), limit)
 
     def append(self, data: bytes) -> None:
         if self._fd is None:

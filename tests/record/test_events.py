@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -48,6 +50,67 @@ def test_utc_now_is_monotonic_across_calls() -> None:
     stamps = [utc_now() for _ in range(200)]
     assert all(TIMESTAMP.fullmatch(s) for s in stamps)
     assert stamps == sorted(stamps)
+
+
+def test_utc_now_formats_a_second_once_and_each_new_second_afresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Events of one second share its formatted text (the hot path formats it once); the
+    milliseconds, and a new second, are always the clock's."""
+    calls: list[float] = []
+    real = time.strftime
+
+    def strftime(form: str, when: time.struct_time) -> str:
+        calls.append(0)
+        return real(form, when)
+
+    monkeypatch.setattr(time, "strftime", strftime)
+    now = [1_795_000_000.25]
+    monkeypatch.setattr(time, "time", lambda: now[0])
+    assert utc_now() == "2026-11-18T11:06:40.250Z"
+    now[0] = 1_795_000_000.999
+    assert utc_now() == "2026-11-18T11:06:40.999Z"
+    now[0] = 1_795_000_001.0
+    assert utc_now() == "2026-11-18T11:06:41.000Z"
+    now[0] = 1_795_000_000.5  # a clock set back: that second again, not the cached one
+    assert utc_now() == "2026-11-18T11:06:40.500Z"
+    assert len(calls) == 3
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"event": "x", "text": 'é\u2028\x00"q"', "n": 10**30, "f": 1.5, "inf": math.inf},
+        {"nested": [1, {"a": [], "b": {}}, None, True], 3: 4, 1.5: 0, None: 2, False: 1},
+        {"bad": "\udcff not UTF-8"},
+        ["a", ("t", "u")],
+        "plain",
+    ],
+)
+def test_encode_writes_what_the_standard_encoder_writes(value: object) -> None:
+    standard = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    assert ENCODE(value) == standard(value)
+
+
+def test_encode_makes_its_c_encoder_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every line of events.jsonl and state.json goes through ENCODE: its encoder is made
+    once, not once a call as `JSONEncoder.encode` makes it."""
+    from json import encoder
+
+    made: list[int] = []
+    real = getattr(encoder, "c_make_encoder")  # noqa: B009 - untyped in typeshed
+    assert real is not None
+
+    def make(*args: object) -> object:
+        made.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(encoder, "c_make_encoder", make)
+    for step in range(5):
+        ENCODE({"event": "route", "step": step})
+    assert made == []
+    with pytest.raises(TypeError, match="Object of type object is not JSON serializable"):
+        ENCODE({"x": object()})
 
 
 def test_event_names_are_the_public_set() -> None:
