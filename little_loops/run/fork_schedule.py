@@ -103,11 +103,24 @@ class Fork:
         # A simulation runs branches one at a time, in item order: the same result each time.
         self.limit = concurrency(state, len(items)) if isinstance(raw, Processes) else 1
         self.done: queue.Queue[Job] = queue.Queue()
+        # Branches run in worker threads, at most `limit`, each taking the next branch when
+        # its last one ended: starting a thread a branch cost more than a branch's own work.
+        self.jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self.workers: list[threading.Thread] = []
 
     def run(self) -> dict[str, BranchEnd]:
+        try:
+            ends = self._run()
+        except BaseException:
+            self._dismiss(wait=False)  # a branch a second signal cut off may still run
+            raise
+        self._dismiss(wait=True)
+        return ends
+
+    def _run(self) -> dict[str, BranchEnd]:
         ends: dict[str, BranchEnd] = {}
         todo = deque(self.items)
-        running: dict[str, tuple[Job, threading.Thread]] = {}
+        running: dict[str, Job] = {}
         stopping = False
         try:
             while (todo and not stopping) or running or (not stopping and self._answered(ends)):
@@ -119,11 +132,8 @@ class Fork:
                     if end is None:
                         job = self.prepare(item, self.base, len(self.items))
                         if isinstance(job, Job):
-                            thread = threading.Thread(
-                                target=self._work, args=(job,), name=f"ll-{item.key}", daemon=True
-                            )
-                            running[item.key] = (job, thread)
-                            thread.start()
+                            self._start(job, len(running) + 1)
+                            running[item.key] = job
                             continue
                         end = job
                     ends[item.key] = self._complete(item, end)
@@ -139,7 +149,7 @@ class Fork:
                 ends[ended.item.key] = self._complete(ended.item, self._end(ended))
                 if not stopping and self._decided(ends):
                     stopping = True
-                    for other, _ in running.values():
+                    for other in running.values():
                         other.scope.stop()
             waiting = [k for k, e in ends.items() if e.verdict == SUSPENDED]
             if waiting and decide(self.join, len(self.items), _settled(ends)) is None:
@@ -151,12 +161,35 @@ class Fork:
                 ends[item.key] = self._complete(item, BranchEnd(CANCELLED, CANCELLED))
         except BaseException as exc:
             signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
-            for job, _ in running.values():
+            for job in running.values():
                 job.scope.stop(signum)
-            for _, thread in running.values():
-                thread.join()
+            while running:  # each stopped branch ends (its thread reports it) before we go
+                running.pop(self.done.get().item.key, None)
             raise
         return ends
+
+    def _start(self, job: Job, running: int) -> None:
+        """Hand `job` to a worker; a new worker only while fewer than `running` branches
+        (this one included) have one."""
+        if len(self.workers) < running:
+            worker = threading.Thread(target=self._serve, name="ll-branch", daemon=True)
+            worker.start()
+            self.workers.append(worker)
+        self.jobs.put(job)
+
+    def _serve(self) -> None:
+        """A worker: run branches one after another, until dismissed."""
+        while (job := self.jobs.get()) is not None:
+            self._work(job)
+
+    def _dismiss(self, *, wait: bool) -> None:
+        """End the workers once they are idle; `wait`: for them to be gone."""
+        for _ in self.workers:
+            self.jobs.put(None)
+        if wait:
+            for worker in self.workers:
+                worker.join()
+        self.workers.clear()
 
     def _decided(self, ends: dict[str, BranchEnd]) -> bool:
         settled = _settled(ends)
