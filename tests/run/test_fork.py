@@ -11,11 +11,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from project import Project
 
 from little_loops.model.fork import (
     BranchEnd,
@@ -568,6 +570,49 @@ states:
     on_failure: ok
   ok: {terminal: true}
 """
+
+
+FAN = """\
+name: fan
+initial: fan
+states:
+  fan:
+    for_each: "ITEMS"
+    action: "echo ${item.value}"
+    max_concurrency: 2
+    on_success: done
+    on_failure: done
+  done: {terminal: true}
+"""
+
+
+def test_branches_take_turns_on_worker_threads_instead_of_a_thread_each(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork starts at most `max_concurrency` threads, each running branch after branch:
+    six branches at two at a time start one more thread than a single branch does."""
+    started: list[str] = []
+    real = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    counts = []
+    for where, items in (("one", "a"), ("six", "a\nb\nc\nd\ne\nf")):
+        project.write(f"{where}/fan.yaml", FAN.replace("ITEMS", items.replace("\n", "\\n")))
+        started.clear()
+        done = project.ll("run", "fan.yaml", cwd=project.path / where)
+        assert done.returncode == 0, done.stdout + done.stderr
+        counts.append(len(started))
+    assert counts[1] - counts[0] == 1, counts
+    (root,) = (project.path / "six" / ".loops" / "runs").iterdir()
+    branches = sorted(p.name for p in (root / "sub").glob("*/*") if p.is_dir())
+    assert branches == ["a", "b", "c", "d", "e", "f"]
+    for key in branches:  # every branch ran its own action, and its result was kept
+        found = next((root / "sub").glob(f"*/{key}/result.json"))
+        assert json.loads(found.read_text(encoding="utf-8"))["verdict"] == "success"
 
 
 def test_jobs_caps_a_tree_of_nested_forks_without_deadlock(tmp_path: Path) -> None:
