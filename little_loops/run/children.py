@@ -203,6 +203,8 @@ def start(ctx: RunContext, plan: ChildPlan) -> Child:
             tuple(ctx.listeners),
             ctx.budget_left(),
             snapshot=plan.snapshot,
+            env=ctx.env,
+            resolved=ctx.resolved,
         ),
     )
     return Child(plan, child, runner)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from little_loops.model.loop import Loop
@@ -84,6 +85,8 @@ class RunContext:
     new_run: RunFactory  # the child factory `children.start` runs a child with
     # (wall epoch, monotonic) at the first look at the time of a question
     _epoch: tuple[float, float] | None = dataclasses.field(default=None, repr=False)
+    # Paths the tree resolved (`Parent.resolved`), shared with every child run it starts.
+    resolved: dict[Path, Path] = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def run_dir(self) -> RunDir:

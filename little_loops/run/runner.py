@@ -13,6 +13,7 @@ import dataclasses
 import os
 import random
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from little_loops.errors import (
     EXIT_INTERNAL,
@@ -122,9 +123,17 @@ class Runner:
         clock = clock or Clock()
         if sleep is not None:
             clock = Clock(clock.monotonic, clock.wall, sleep)
-        self.env: Mapping[str, str] = (
-            self.options.env if self.options.env is not None else dict(os.environ)
-        )
+        self.env: Mapping[str, str]
+        if self.options.env is not None:
+            self.env = self.options.env
+        elif parent is not None and parent.env is not None:
+            self.env = parent.env  # the root's copy: a tree reads one environment
+        else:
+            self.env = dict(os.environ)
+        # Resolved once for the whole tree: every child of a fork runs the same loop file in
+        # the same base directory.
+        self._resolved: dict[Path, Path] = parent.resolved if parent is not None else {}
+        resolved = self._resolve
         self.resumed = progress is not None
         # `ll step`: asked after each recorded step; a reason pauses the run there (exit 6).
         self.pause: Callable[[], str | None] | None = None
@@ -136,7 +145,7 @@ class Runner:
             "name": loop.name,
             "run_id": run_id,
             "run_dir": str(run_root.resolve()),
-            "dir": str(loop.dir),
+            "dir": str(resolved(loop.path).parent),
             "started_at": started_at,
         }
         context = resolve_context(
@@ -146,15 +155,19 @@ class Runner:
             o = self.options
             progress = Progress(
                 run_id=run_id,
-                loop_file=str(loop.path.resolve()),
+                loop_file=str(resolved(loop.path)),
                 loop_sha256=loop.source_sha256,
                 started_at=started_at,
                 context=context,
                 max_iterations=o.max_iterations or loop.max_iterations,
                 current=loop.initial,
                 options=SavedOptions(
-                    cwd=str(loop.cwd(o.base_dir)),
-                    base_dir=str(o.base_dir.resolve()),  # a resume elsewhere maps paths by it
+                    cwd=str(
+                        resolved(o.base_dir)
+                        if loop.working_dir is None
+                        else (resolved(loop.path).parent / loop.working_dir).resolve()
+                    ),
+                    base_dir=str(resolved(o.base_dir)),  # a resume elsewhere maps paths by it
                     overrides={k: v for k, v in o.overrides.items() if k not in set(loop.secrets)},
                     model=o.model,
                     cache=o.cache,
@@ -226,7 +239,15 @@ class Runner:
             listeners=self._listeners,
             env=self.env,
             new_run=Runner,
+            resolved=self._resolved,
         )
+
+    def _resolve(self, path: Path) -> Path:
+        """`path.resolve()`, once per path for the whole tree."""
+        found = self._resolved.get(path)
+        if found is None:
+            found = self._resolved[path] = path.resolve()
+        return found
 
     # -- the run -------------------------------------------------------------------------
 

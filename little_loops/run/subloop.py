@@ -53,6 +53,11 @@ class Parent:
     # summary). A fork's action branch runs its parent's file, which the root keeps already:
     # a copy a branch would hold that whole file (its inline items too) once a branch.
     snapshot: bool = True
+    # The environment the root run took (a child's `${env.X}` and secret names read it), and
+    # the paths the tree resolved already (its loop files, its base directory): a branch of a
+    # fork of thousands starts without copying the one or resolving the other again.
+    env: Mapping[str, str] | None = None
+    resolved: dict[Path, Path] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def depth(self) -> int:

@@ -615,6 +615,38 @@ def test_branches_take_turns_on_worker_threads_instead_of_a_thread_each(
         assert json.loads(found.read_text(encoding="utf-8"))["verdict"] == "success"
 
 
+def test_a_branch_starts_without_copying_the_environment_or_resolving_the_loop_again(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tree takes the environment once and resolves its loop file and base directory
+    once: five more branches resolve only their own run directories."""
+    resolved: list[Path] = []
+    copies: list[int] = []
+    real_resolve, real_iter = Path.resolve, type(os.environ).__iter__
+
+    def resolve(path: Path, strict: bool = False) -> Path:
+        resolved.append(path)
+        return real_resolve(path, strict)
+
+    def iterate(environ: Any) -> Any:
+        copies.append(1)
+        return real_iter(environ)
+
+    monkeypatch.setattr(Path, "resolve", resolve)
+    monkeypatch.setattr(type(os.environ), "__iter__", iterate)
+    counts = []
+    for where, items in (("one", "a"), ("six", "a\\nb\\nc\\nd\\ne\\nf")):
+        project.write(f"{where}/fan.yaml", FAN.replace("ITEMS", items))
+        resolved.clear()
+        copies.clear()
+        done = project.ll("run", "fan.yaml", cwd=project.path / where)
+        assert done.returncode == 0, done.stdout + done.stderr
+        counts.append((len(resolved), len(copies)))
+    (one_resolved, one_copies), (six_resolved, six_copies) = counts
+    assert six_copies == one_copies, counts
+    assert six_resolved - one_resolved == 5, counts  # each branch's run directory
+
+
 def test_jobs_caps_a_tree_of_nested_forks_without_deadlock(tmp_path: Path) -> None:
     log = tmp_path / "log"
     write(tmp_path, "inner.yaml", INNER.replace("LOG", str(log)))
