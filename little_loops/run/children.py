@@ -164,29 +164,26 @@ def start(ctx: RunContext, plan: ChildPlan) -> Child:
         limits.append((progress.elapsed_ms / 1000.0 if progress else 0.0) + remaining)
     if limits:
         child = dataclasses.replace(child, timeout=min(limits))
-    options = dataclasses.replace(
-        ctx.options,
+    changes: dict[str, Any] = {
         # literal text: a with: value is not a template in the child
-        overrides={k: v.replace("${", "$${") for k, v in plan.values.items()},
-        program_context=plan.program_context,
-        max_iterations=None,
-        on_terminal_output=None,
-    )
+        "overrides": {k: v.replace("${", "$${") for k, v in plan.values.items()},
+        "program_context": plan.program_context,
+        "max_iterations": None,
+        "on_terminal_output": None,
+        "allow_concurrent": True,  # a child takes no lock: its root holds the tree's
+    }
     segment: tuple[str, ...] = (plan.state.name,)
     listeners = [subloop.forward(one, segment) for one in ctx.listeners]
     if branch is not None:
-        options = dataclasses.replace(
-            options,
-            on_output=None,
-            # Branches run at once: a question in one waits for `ll answer`/`ll resume
-            # --answer` rather than a terminal prompt two threads would share.
-            prompt=None,
-        )
+        # Branches run at once: a question in one waits for `ll answer`/`ll resume
+        # --answer` rather than a terminal prompt two threads would share.
+        changes.update(on_output=None, prompt=None)
         segment = (plan.state.name, branch.key)
         # The root's listeners are called one branch at a time.
         listeners = [serial(subloop.forward(one, segment), one) for one in ctx.listeners]
     if layer is not ctx.steps.actions and isinstance(layer, Simulation):
         listeners.append(layer.observe)  # a simulation learns which state acts from the events
+    options = dataclasses.replace(ctx.options, **changes)  # once: a branch of thousands
     acting = branch.wrap(layer) if branch is not None else layer
     runner = ctx.new_run(
         child,

@@ -117,7 +117,7 @@ class Runner:
         self.options = options or RunOptions()
         # A child run (a `loop:` state's) takes no lock: its root holds the tree's.
         self.parent = parent
-        if parent is not None:
+        if parent is not None and not self.options.allow_concurrent:
             self.options = dataclasses.replace(self.options, allow_concurrent=True)
         self._listeners = list(listeners or [])
         clock = clock or Clock()
@@ -225,7 +225,7 @@ class Runner:
             env=self.env,
             scope=loop_scope,
             action_layer=action_layer or Processes(),
-            rng=rng or random.Random(),
+            rng=rng,
         )
         # What every kind of step is given instead of the runner.
         self.ctx = RunContext(

@@ -75,7 +75,7 @@ class StepPipeline:
         env: Mapping[str, str],
         scope: Mapping[str, Any],
         action_layer: ActionLayer,
-        rng: random.Random,
+        rng: random.Random | None,
     ) -> None:
         self.loop = loop
         self.options = options
@@ -122,6 +122,8 @@ class StepPipeline:
             return False
         delay = retry_delay(retry, attempt)
         if jitter and retry.jitter:
+            if self._rng is None:  # made at the first retry: seeding it costs every run
+                self._rng = random.Random()
             delay = self._rng.uniform(0, delay)
         remaining = self.session.remaining(self.loop.timeout)
         if remaining is not None:
