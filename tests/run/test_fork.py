@@ -647,6 +647,34 @@ def test_a_branch_starts_without_copying_the_environment_or_resolving_the_loop_a
     assert six_resolved - one_resolved == 5, counts  # each branch's run directory
 
 
+def test_a_fork_without_fail_fast_does_not_copy_its_ends_after_every_branch(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether the join is decided early matters only with `fail_fast`; asking it after each
+    branch copied every end so far (quadratic in the items: 50 million at 10,000)."""
+    from little_loops.run import fork_schedule
+
+    copied: list[int] = []
+    real = fork_schedule._settled
+
+    def settled(ends: dict[str, BranchEnd]) -> dict[str, BranchEnd]:
+        copied.append(len(ends))
+        return real(ends)
+
+    monkeypatch.setattr(fork_schedule, "_settled", settled)
+    project.write("fan.yaml", FAN.replace("ITEMS", "a\\nb\\nc\\nd\\ne\\nf"))
+    done = project.ll("run", "fan.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert copied == []
+    project.write(
+        "fan.yaml", FAN.replace("ITEMS", "a\\nb").replace("max_c", "fail_fast: true\n    max_c")
+    )
+    copied.clear()
+    done = project.ll("run", "fan.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert copied == [1, 2]  # after each branch
+
+
 def test_jobs_caps_a_tree_of_nested_forks_without_deadlock(tmp_path: Path) -> None:
     log = tmp_path / "log"
     write(tmp_path, "inner.yaml", INNER.replace("LOG", str(log)))
