@@ -1,0 +1,106 @@
+"""The runner's own work per step, per fork branch and per sub-loop call, in instructions.
+
+    python bench/instructions.py [--repo PATH] [--small 20] [--large 120]
+
+Counts the instructions this process executes (valgrind's callgrind, the children it spawns
+not counted) for a run of SMALL and of LARGE units, and prints the difference per unit:
+
+- step: a loop of `true` steps with the action answered in process (bench/runner.py's
+  "runner without processes"): everything the runner does per step, nothing to wait for;
+- branch: a `for_each` of `true` at concurrency 1 (bench/fork_scale.py): everything `ll` does
+  per branch in its own process (the spawn's own cost, in the child, is not counted);
+- call: a loop calling a one-step child loop again and again (bench/nesting.py).
+
+An instruction count does not move with the machine's load the way CPU and wall times do, so a
+change can be compared on a busy shared machine. `--repo` measures another checkout's code
+(for instance a `git archive` of an older commit) with this script. Needs `valgrind`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+UNITS = ("step", "branch", "call")
+
+
+def one_run(repo: Path, unit: str, count: int) -> None:
+    """Run `count` units with `repo`'s code, in this process (under valgrind)."""
+    sys.path[:0] = [str(repo / "bench"), str(repo)]
+    os.environ["LL_MAX_ITEMS"] = str(max(count, 1000))
+    base = Path(tempfile.mkdtemp(prefix=".bench-instructions-"))
+    try:
+        if unit == "step":
+            import runner
+
+            runner.runner(count, base, False, runner.Answered())
+        elif unit == "branch":
+            import fork_scale
+
+            fork_scale.run_fork(base, count)
+        else:
+            import nesting
+
+            (base / "leaf.yaml").write_text(nesting.LEAF)
+            path = base / "caller.yaml"
+            path.write_text(nesting.REPEATED.format(calls=count))
+            nesting.run_once(path, base, {})
+    finally:
+        shutil.rmtree(base)
+
+
+def instructions(repo: Path, unit: str, count: int) -> int:
+    """Instructions of one whole process running `count` units."""
+    proc = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            str(HERE),
+            "--one",
+            unit,
+            str(count),
+            "--repo",
+            str(repo),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if found is None:
+        raise SystemExit(f"valgrind printed no count:\n{proc.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--repo", type=Path, default=HERE.parent.parent)
+    parser.add_argument("--small", type=int, default=20)
+    parser.add_argument("--large", type=int, default=120)
+    parser.add_argument("--units", default=",".join(UNITS))
+    parser.add_argument("--one", nargs=2, metavar=("UNIT", "COUNT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    repo = args.repo.resolve()
+    if args.one:
+        one_run(repo, args.one[0], int(args.one[1]))
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench/instructions.py needs valgrind (apt-get install valgrind)")
+    for unit in args.units.split(","):
+        small = instructions(repo, unit, args.small)
+        large = instructions(repo, unit, args.large)
+        each = (large - small) / (args.large - args.small)
+        print(f"{unit}: {each:,.0f} instructions a {unit} ({repo})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
