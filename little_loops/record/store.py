@@ -186,7 +186,6 @@ class RunDir:
         self._spare = os.fspath(root / ".state.next")
         self._state_b, self._spare_b = os.fsencode(self._state), os.fsencode(self._spare)
         self._fds: list[int] | None = None  # [spare, state] while swapping
-        self._plain = 0  # states this object wrote the plain way to a state.json it created
         self._sizes: list[int] = [0, 0]
         self._safe: dict[str, str] = {}
         self.tree_id: str | None = None  # a child's whole id, when found by it (`find_run`)
@@ -238,10 +237,9 @@ class RunDir:
         The new state is written into `.state.next` and the two names are swapped in one
         atomic rename (Linux `RENAME_EXCHANGE`), so no file is created or deleted per step,
         which on ext4 costs several times the write. The two files stay open and trade places
-        every step. Where the swap is not available, and for the first two states of a new run,
-        a temp file is renamed over state.json. `fixed`: the fields that do not change during
-        the run, written before `data`'s, their JSON made once (the same bytes as the whole
-        state encoded at once).
+        every step. Where the swap is not available, a temp file is renamed over state.json.
+        `fixed`: the fields that do not change during the run, written before `data`'s, their
+        JSON made once (the same bytes as the whole state encoded at once).
         """
         raw: bytes | None = None
         if fixed is not None and fixed.raw is not None and data:
@@ -263,11 +261,8 @@ class RunDir:
 
     def _swap_in(self, raw: bytes, fsync: bool) -> bool:
         if self._fds is None:
-            # The first two states of a new run are written the plain way: a run of one or
-            # two steps (a fork's branch, a short sub-loop) then never creates the spare.
-            if self._plain == 1 or not os.path.exists(self._state):
-                self._plain += 1
-                return False
+            if not os.path.exists(self._state):
+                return False  # the first state is written the plain way
             flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW
             self._fds = [
                 os.open(self._spare, flags | os.O_CREAT, 0o644),

@@ -444,24 +444,6 @@ def test_state_is_swapped_in_whole_every_step(tmp_path: Path) -> None:
     assert leftovers == []
 
 
-def test_a_new_runs_first_two_states_are_written_without_the_spare(tmp_path: Path) -> None:
-    """A run of one step (a fork's branch) writes its state twice: it never makes
-    `.state.next`, whose creation costs more than the write; the third state is swapped in."""
-    run = RunDir.create(tmp_path, "20260101-000000-x-abcd")
-    for step in (1, 2):
-        run.write_state({"step": step})
-        assert run.read_state()["step"] == step
-        assert sorted(p.name for p in run.root.iterdir()) == ["state.json"]
-    run.write_state({"step": 3})
-    assert run.read_state()["step"] == 3
-    if store._EXCHANGE.usable:
-        assert json.loads((run.root / ".state.next").read_text())["step"] == 2
-    again = RunDir(run.root)  # a resumed run swaps from its first state on
-    again.write_state({"step": 4})
-    if store._EXCHANGE.usable:
-        assert json.loads((run.root / ".state.next").read_text())["step"] == 3
-
-
 def test_state_falls_back_to_temp_and_rename(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
