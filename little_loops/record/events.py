@@ -531,14 +531,17 @@ class JsonlSink:
 
         from little_loops.errors import RunError
 
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._path = path
         # Never through a symbolic link (a planted one would make the run append to its
         # target), and after a torn last line (a crash mid-write) on a line of its own, so the
         # first event of a resumed run is not glued to the fragment and lost with it.
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            fd = os.open(path, flags, 0o644)
+            try:
+                fd = os.open(path, flags, 0o644)
+            except FileNotFoundError:  # its folder first (a run's is made already)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, flags, 0o644)
         except OSError as exc:
             why = exc.strerror or str(exc)
             if os.path.islink(path):

@@ -8,6 +8,7 @@ import re
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -125,6 +126,25 @@ def test_event_names_are_the_public_set() -> None:
         "loop_complete",
     )
     assert len(set(EVENT_NAMES)) == len(EVENT_NAMES)
+
+
+def test_jsonl_sink_in_an_existing_folder_makes_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every run (and every fork branch) opens its log in the folder it just made: no
+    `mkdir` is tried again; a missing folder is still made."""
+    made: list[Path] = []
+    real = Path.mkdir
+
+    def mkdir(path: Path, *args: Any, **kwargs: Any) -> None:
+        made.append(path)
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    JsonlSink(tmp_path / "events.jsonl").close()
+    assert made == []
+    JsonlSink(tmp_path / "new" / "events.jsonl").close()
+    assert made == [tmp_path / "new"]
 
 
 def test_jsonl_sink_buffers_until_flush(tmp_path: Path) -> None:
