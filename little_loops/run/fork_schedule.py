@@ -151,7 +151,10 @@ class Fork:
                     stopping = True
                     for other in running.values():
                         other.scope.stop()
-            waiting = [k for k, e in ends.items() if e.verdict == SUSPENDED]
+            # In item order, whichever branch asked first: the questions are listed this way.
+            waiting = [
+                i.key for i in self.items if (e := ends.get(i.key)) and e.verdict == SUSPENDED
+            ]
             if waiting and decide(self.join, len(self.items), _settled(ends)) is None:
                 # Nothing else can progress: the run suspends; `ll resume` resumes these.
                 raise Suspended([q for k in waiting for q in ends[k].pending])
