@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
+from little_loops.model.details import EMPTY_DETAILS, Details, is_json_object
+
 Event = dict[str, Any]
 # A listener of a run is handed each event as its typed record (`RunEvent`); a sink (the
 # run's events.jsonl) is handed the wire dict it writes.
@@ -101,7 +103,11 @@ class RunEvent:
             value = getattr(self, spec.attr)
             if value is None and spec.optional:
                 continue
-            out[spec.wire] = list(value) if isinstance(value, tuple) else value
+            if isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, Details):
+                value = value.to_json()
+            out[spec.wire] = value
         out.update(self.extra)
         return out
 
@@ -218,7 +224,7 @@ class Evaluate(RunEvent):
     NAME: ClassVar[str] = "evaluate"
     type: str = ""
     verdict: str = ""
-    details: Mapping[str, Any] = field(default_factory=dict)
+    details: Details = EMPTY_DETAILS
     # On a verdict other than success: why, in one line, and the last lines printed.
     reason: str | None = field(default=None, metadata=_OMIT_NONE)
     tail: tuple[str, ...] | None = field(default=None, metadata=_OMIT_NONE)
@@ -397,6 +403,7 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "float": _is_number,
     "Any": lambda value: True,
     "Mapping[str, Any]": lambda value: isinstance(value, Mapping),
+    "Details": is_json_object,
     "tuple[str, ...]": _is_lines,
 }
 
@@ -414,6 +421,9 @@ class _Spec:
     wire: str
     optional: bool
     fits: Callable[[Any], bool]
+    # What the record holds of a wire value that fits: a tuple for a list, `Details` for
+    # an object of details.
+    read: Callable[[Any], Any] | None = None
 
 
 _SPECS: dict[type[RunEvent], tuple[_Spec, ...]] = {}
@@ -441,6 +451,7 @@ def _specs(cls: type[RunEvent]) -> tuple[_Spec, ...]:
                 f.metadata.get("wire", f.name),
                 bool(f.metadata.get("optional")),
                 _fits(str(f.type)),
+                Details if str(f.type) == "Details" else None,
             )
             for f in dataclasses.fields(cls)
             if f.name not in _COMMON and f.name != "event"
@@ -482,7 +493,10 @@ def parse(raw: object) -> RunEvent:
         if spec is None or not spec.fits(value):
             extra[key] = value
         else:
-            values[spec.attr] = tuple(value) if isinstance(value, list) else value
+            if spec.read is not None:
+                values[spec.attr] = spec.read(value)
+            else:
+                values[spec.attr] = tuple(value) if isinstance(value, list) else value
     if cls is None:
         return UnknownEvent(event=name if isinstance(name, str) else "", extra=extra, **values)
     return cls(extra=extra, **values)

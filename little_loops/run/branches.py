@@ -24,6 +24,7 @@ from little_loops.errors import (
     SimulationError,
 )
 from little_loops.load.children import templates
+from little_loops.model.details import Details, Json
 from little_loops.model.fork import (
     BranchEnd,
     BranchRecord,
@@ -150,7 +151,7 @@ def _joined(
     record: dict[str, Any] | None = None,
 ) -> StepResult:
     record = record or summary(join, items, ends, verdict)
-    details = {
+    details: dict[str, Json] = {
         "policy": describe(join),
         **{k: record[k] for k in ("total", "succeeded", "failed", "cancelled")},
     }
@@ -164,13 +165,13 @@ def _joined(
             state=state.name,
             type="join",
             verdict=verdict,
-            details=details,
+            details=Details(details),
             reason=reason,
         )
     )
     if state.capture:
         ctx.progress.captured[state.capture] = record
-    return StepResult(Verdict(verdict, details), None, reason, record)
+    return StepResult(Verdict(verdict, Details(details)), None, reason, record)
 
 
 def _refuse_cut_items(ctx: RunContext, state: State) -> None:
