@@ -30,10 +30,10 @@ def _number(value: Json) -> float | None:
     return float(value)
 
 
-def _records(value: Json) -> tuple[Mapping[str, Json], ...]:
+def _records(value: Json) -> tuple[Details, ...]:
     if isinstance(value, str) or not isinstance(value, Sequence):
         return ()
-    return tuple(item for item in value if isinstance(item, Mapping))
+    return tuple(Details(item) for item in value if isinstance(item, Mapping))
 
 
 class Details(Mapping[str, Json]):
@@ -197,12 +197,12 @@ class Details(Mapping[str, Json]):
         return self._data.get("raw")
 
     @property
-    def panel(self) -> tuple[Mapping[str, Json], ...]:
+    def panel(self) -> tuple[Details, ...]:
         """Each panel model's vote (`model`, `verdict`, `confidence`, `reason`, ...)."""
         return _records(self._data.get("panel"))
 
     @property
-    def samples(self) -> tuple[Mapping[str, Json], ...]:
+    def samples(self) -> tuple[Details, ...]:
         """Each sample's vote of a judge asked more than once."""
         return _records(self._data.get("samples"))
 
@@ -212,8 +212,19 @@ class Details(Mapping[str, Json]):
 
     @property
     def replayed(self) -> bool:
-        """The answer came from a cassette (or the cassette had none: `replay_miss`)."""
-        return self._data.get("replayed") is True or self._data.get("replay_miss") is True
+        """The answer came from a cassette (`--replay`)."""
+        return self._data.get("replayed") is True
+
+    @property
+    def replay_miss(self) -> bool:
+        """`--replay` found no (valid) recorded answer for the question."""
+        return self._data.get("replay_miss") is True
+
+    @property
+    def verdict(self) -> str | None:
+        """On a panel member's or a sample's vote: the verdict it gave."""
+        value = self._data.get("verdict")
+        return value if isinstance(value, str) else None
 
     @property
     def fail_open(self) -> bool:
