@@ -11,6 +11,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from little_loops.model.details import Details
 from little_loops.record.events import (
     ENCODE,
     EVENT_NAMES,
@@ -300,7 +301,10 @@ def test_send_writes_the_same_line_as_emit(tmp_path: Path) -> None:
     by_name = Emitter("r", [], clock=lambda: clock)
     events = [
         (Route(step=2, state="a", from_="a", to="b", verdict="success", via="next"), None),
-        (Evaluate(step=1, state="a", type="exit_code", verdict="success", details={"x": 1}), None),
+        (
+            Evaluate(step=1, state="a", type="exit_code", verdict="success", details=Details(x=1)),
+            None,
+        ),
         (
             Evaluate(step=1, state="a", type="t", verdict="error", reason="why", tail=("x",)),
             None,
