@@ -565,6 +565,29 @@ def test_replay_of_missing_cassette_says_so(tmp_path: Path, llm_server: LlmServe
     assert "does not exist" in (verdict.details.error or "")
 
 
+def test_a_cassette_answer_whose_details_are_not_an_object_is_a_clear_error(
+    anthropic_env: LlmServer, tmp_path: Path
+) -> None:
+    """A hand-edited or hostile cassette: the replayed answer's details are checked, and the
+    verdict says which file and state, never a crash."""
+    cassette = tmp_path / "judge.jsonl"
+    anthropic_env.script(message({"verdict": "success", "confidence": 0.9, "reason": "fine"}))
+    rec = make_judge(anthropic_env, record=cassette)
+    rec("run 1")
+    rec.session.close()
+    entry = json.loads(cassette.read_text())
+    cassette.write_text(json.dumps({**entry, "response": {**entry["response"], "details": [1]}}))
+    play = make_judge(anthropic_env, replay=cassette)
+    verdict, _ = play("run 1")
+    play.session.close()
+    assert verdict.verdict == "error"
+    assert verdict.details["replay_miss"] is True
+    error = verdict.details.error or ""
+    assert str(cassette) in error
+    assert "state 'fix'" in error
+    assert "expected an object, found list; re-record with --record" in error
+
+
 # -- samples and fail_open --------------------------------------------------------------------
 
 
