@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from little_loops.model.loop import (
     Evaluate,
@@ -51,7 +51,7 @@ class Evaluator(Protocol):
     for a type without one, `failure`) with details saying what went wrong."""
 
     @property
-    def config(self) -> type[tuple[Any, ...]]:
+    def config(self) -> type[tuple[object, ...]]:
         """The type's typed config (`configs.py`)."""
 
     def verdicts(self, spec: Evaluate) -> frozenset[str]:

@@ -393,7 +393,7 @@ class JudgeSession:
         return provider
 
     def _on_retry(self, attempt: int, delay: float, err: ProviderError) -> None:
-        status = err.flags.get("status")
+        status = Details(err.flags).status
         self.emit(
             JudgeRetry(attempt=attempt, delay_s=round(delay, 3), status=status, error=err.message)
         )

@@ -186,6 +186,12 @@ class Details(Mapping[str, Json]):
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     @property
+    def status(self) -> int | None:
+        """The HTTP status of a judge request that failed, when there was one."""
+        value = self._data.get("status")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
     def outcome(self) -> str | None:
         """A child run's outcome (`success`/`failure`), on a `loop:` step's verdict."""
         value = self._data.get("outcome")

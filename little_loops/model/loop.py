@@ -204,7 +204,7 @@ class State:
     # A fork (fork.py): `parallel:` branches (each a State: an action, or a `loop:`), or
     # `for_each:` items (a template, or a literal list) over this state's own work.
     parallel: Mapping[str, State] = field(default_factory=lambda: EMPTY)
-    for_each: str | tuple[Any, ...] | None = None
+    for_each: str | tuple[Json, ...] | None = None
     join: Join | None = None
     max_concurrency: int | None = None
     fail_fast: bool = False

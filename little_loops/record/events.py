@@ -204,7 +204,7 @@ class JudgeRetry(RunEvent):
     NAME: ClassVar[str] = "judge_retry"
     attempt: int = 0
     delay_s: float = 0.0
-    status: Any = field(default=None, metadata=_OMIT_NONE)  # the HTTP status, when there was one
+    status: int | None = field(default=None, metadata=_OMIT_NONE)  # the HTTP status, if any
     error: str = ""
 
 

@@ -180,7 +180,7 @@ def _refuse_cut_items(ctx: RunContext, state: State) -> None:
     if not isinstance(state.for_each, str):
         return
     for part in placeholders(state.for_each):
-        record: Any = None
+        record: object = None
         if part.namespace == "captured" and part.path[1:] == ("output",):
             record = ctx.progress.captured.get(part.path[0])
         elif part.namespace == "prev" and part.path == ("output",):
@@ -205,7 +205,7 @@ def _fork_items(ctx: RunContext, step: int, state: State, root: Path) -> list[It
         given = state.for_each
         if isinstance(given, str):
             text = ctx.steps.templates.render(given, step, state, 1, shell=False)
-            values: list[Any] = parse_items(text)
+            values: list[Json] = parse_items(text)
         else:
             values = list(given or ())
         items = make_items(values, max_items(ctx.env))
