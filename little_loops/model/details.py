@@ -261,25 +261,25 @@ class Details(Mapping[str, Json]):
 EMPTY_DETAILS = Details()
 
 
-def is_json_object(value: object) -> bool:
-    """True when `value` is an object of JSON values, as `Details.parse` takes."""
-    return isinstance(value, Mapping) and _not_json(value, 0) is None
+_SCALARS = (str, int, float, bool, type(None))  # concrete types: a fast isinstance
 
 
 def _not_json(value: Mapping[object, object], depth: int) -> str | None:
-    """What keeps `value` from being a JSON object of JSON values, or None."""
+    """What keeps `value` from being a JSON object of JSON values, or None. Without
+    recursion: a hostile record nested deep is refused, not a RecursionError."""
     stack: list[tuple[object, int]] = [(value, depth)]
     while stack:
         node, level = stack.pop()
         if level > _DEPTH:
             return f"nested deeper than {_DEPTH} levels"
-        if isinstance(node, Mapping):
+        if isinstance(node, dict | Mapping):
             for key, item in node.items():
                 if not isinstance(key, str):
                     return f"a key is {type(key).__name__} {key!r}, not a string"
-                stack.append((item, level + 1))
+                if not isinstance(item, _SCALARS):
+                    stack.append((item, level + 1))
         elif isinstance(node, list | tuple):
-            stack.extend((item, level + 1) for item in node)
-        elif not isinstance(node, str | int | float | bool) and node is not None:
+            stack.extend((item, level + 1) for item in node if not isinstance(item, _SCALARS))
+        elif not isinstance(node, _SCALARS):
             return f"a value is {type(node).__name__}, not JSON"
     return None

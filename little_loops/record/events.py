@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
-from little_loops.model.details import EMPTY_DETAILS, Details, is_json_object
+from little_loops.model.details import EMPTY_DETAILS, Details
 
 Event = dict[str, Any]
 # A listener of a run is handed each event as its typed record (`RunEvent`); a sink (the
@@ -103,10 +103,10 @@ class RunEvent:
             value = getattr(self, spec.attr)
             if value is None and spec.optional:
                 continue
-            if isinstance(value, tuple):
-                value = list(value)
-            elif isinstance(value, Details):
+            if spec.details:
                 value = value.to_json()
+            elif isinstance(value, tuple):
+                value = list(value)
             out[spec.wire] = value
         out.update(self.extra)
         return out
@@ -403,7 +403,9 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "float": _is_number,
     "Any": lambda value: True,
     "Mapping[str, Any]": lambda value: isinstance(value, Mapping),
-    "Details": is_json_object,
+    # What a JSON object decodes to (string keys, JSON values); the emitter's wire dicts are
+    # `Details.to_json()`. A hand-built mapping of anything else stays in `extra`.
+    "Details": lambda value: isinstance(value, dict),
     "tuple[str, ...]": _is_lines,
 }
 
@@ -421,9 +423,8 @@ class _Spec:
     wire: str
     optional: bool
     fits: Callable[[Any], bool]
-    # What the record holds of a wire value that fits: a tuple for a list, `Details` for
-    # an object of details.
-    read: Callable[[Any], Any] | None = None
+    # A `Details` field: an object on the wire (`to_json`), the record read back (`read`).
+    details: bool = False
 
 
 _SPECS: dict[type[RunEvent], tuple[_Spec, ...]] = {}
@@ -451,7 +452,7 @@ def _specs(cls: type[RunEvent]) -> tuple[_Spec, ...]:
                 f.metadata.get("wire", f.name),
                 bool(f.metadata.get("optional")),
                 _fits(str(f.type)),
-                Details if str(f.type) == "Details" else None,
+                str(f.type) == "Details",
             )
             for f in dataclasses.fields(cls)
             if f.name not in _COMMON and f.name != "event"
@@ -493,8 +494,8 @@ def parse(raw: object) -> RunEvent:
         if spec is None or not spec.fits(value):
             extra[key] = value
         else:
-            if spec.read is not None:
-                values[spec.attr] = spec.read(value)
+            if spec.details:
+                values[spec.attr] = Details(value)
             else:
                 values[spec.attr] = tuple(value) if isinstance(value, list) else value
     if cls is None:
