@@ -79,7 +79,7 @@ ITEMS = "items.json"
 JOIN = "join.json"
 
 
-def _stored_items(stored: Path, cap: int, read: Callable[[Path], Any]) -> list[Item]:
+def _stored_items(stored: Path, cap: int, read: Callable[[Path], object]) -> list[Item]:
     """The items a fork stored when it started (read back by the run's session, which fills
     in their sealed secrets), checked as any file read back (`items_record`). Anything else
     stops the run (exit 3), resumable once the file is repaired."""
