@@ -23,7 +23,7 @@ from little_loops.evaluators import (
     evaluate,
 )
 from little_loops.model import reasons
-from little_loops.model.details import Details
+from little_loops.model.details import Details, Json
 from little_loops.model.loop import (
     Evaluate,
     Loop,
@@ -54,7 +54,7 @@ class StepResult:
     verdict: Verdict
     action: actions.ActionResult | None
     reason: str | None = None  # one line, for a verdict other than success
-    record: dict[str, Any] | None = None  # the output fields of `prev` and `captured`
+    record: dict[str, Json] | None = None  # the output fields of `prev` and `captured`
 
 
 class Finish(Exception):
@@ -227,7 +227,7 @@ class StepPipeline:
         action: actions.ActionResult | None,
         kind: str,
         command: str | None,
-        record: dict[str, Any] | None,
+        record: dict[str, Json] | None,
     ) -> StepResult:
         denied = action.details.get("permission_denials") if action is not None else None
         if denied and "permission_denials" not in verdict.details:
@@ -408,10 +408,10 @@ class StepPipeline:
         self.actions.kill_orphans()  # nothing a step started outlives the run
 
 
-def output_record(state: State, action: actions.ActionResult | None) -> dict[str, Any]:
+def output_record(state: State, action: actions.ActionResult | None) -> dict[str, Json]:
     # Trailing newlines are dropped, as shell command substitution does, so that
     # `${captured.dir.output}/file` works after an action that printed a path.
-    record = {
+    record: dict[str, Json] = {
         "output": action.output.rstrip("\n") if action else "",
         "stderr": action.stderr.rstrip("\n") if action else "",
         "exit_code": action.exit_code if action else None,
