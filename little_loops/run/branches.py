@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from little_loops.actions import DEFAULT_TAIL_BYTES
 from little_loops.errors import (
@@ -148,7 +147,7 @@ def _joined(
     ends: dict[str, BranchEnd],
     verdict: str,
     reason: str | None,
-    record: dict[str, Any] | None = None,
+    record: dict[str, Json] | None = None,
 ) -> StepResult:
     record = record or summary(join, items, ends, verdict)
     details: dict[str, Json] = {

@@ -7,10 +7,8 @@ into the calling state's verdict and record.
 
 from __future__ import annotations
 
-from typing import Any
-
 from little_loops.errors import LoopError
-from little_loops.model.details import Details
+from little_loops.model.details import Details, Json
 from little_loops.model.loop import (
     State,
     Verdict,
@@ -118,7 +116,7 @@ def verdict_of(
     state: State,
     verdict: Verdict,
     reason: str | None,
-    record: dict[str, Any] | None = None,
+    record: dict[str, Json] | None = None,
 ) -> StepResult:
     """The `loop:` state's verdict, told (`evaluate`, type `loop`) and captured."""
     ctx.session.emit(

@@ -139,7 +139,7 @@ class RunSession:
     def flush(self) -> None:
         self.sink.flush()
 
-    def keep_outputs(self, record: dict[str, Any], capture: str | None) -> None:
+    def keep_outputs(self, record: dict[str, Json], capture: str | None) -> None:
         """A finished step's record: appended once, pointed to by the next state.json."""
         where = self.outputs.append(self._sealer.seal(record) if self.redactor else record)
         self._prev_ref = where

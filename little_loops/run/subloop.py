@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from little_loops.errors import LoopError
-from little_loops.model.details import Details
+from little_loops.model.details import Details, Json
 from little_loops.model.loop import (
     Loop,
     State,
@@ -212,7 +212,7 @@ class ChildEnd:
             return self.outcome  # stopped at an unrouted verdict: `failure`
         return self.final_state
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, Json]:
         """What `prev` and `captured.X` show after the calling state."""
         return {
             "output": json.dumps(dict(self.outputs), ensure_ascii=False, sort_keys=True),
