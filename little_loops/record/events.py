@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
-from little_loops.model.details import EMPTY_DETAILS, Details
+from little_loops.model.details import EMPTY_DETAILS, Details, Json
 
 Event = dict[str, Any]
 # A listener of a run is handed each event as its typed record (`RunEvent`); a sink (the
@@ -71,7 +71,7 @@ class RunEvent:
     step: int | None = None
     state: str | None = None
     # Fields this version does not know, or whose value is not of the expected type.
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Json] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -138,8 +138,8 @@ class LockReclaimed(RunEvent):
     """The loop's lock was held by a run whose process is gone; this run took it over."""
 
     NAME: ClassVar[str] = "lock_reclaimed"
-    previous_run_id: Any = None  # as the old lock file said
-    previous_pid: Any = None
+    previous_run_id: Json = None  # as the old lock file said
+    previous_pid: Json = None
 
 
 @_record(frozen=True, kw_only=True, eq=False, repr=False)
@@ -191,7 +191,7 @@ class JudgeAsked(RunEvent):
     max_tokens: int = 0
     system: str = ""
     user: str = ""
-    schema: Mapping[str, Any] = field(default_factory=dict)
+    schema: Mapping[str, Json] = field(default_factory=dict)
     examples: int = 0
     est_input_tokens: int = 0  # about 4 characters a token: system, user (examples in it), schema
     cached: bool = False
@@ -264,7 +264,7 @@ class LoopComplete(RunEvent):
     error: str | None = None
     cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
     # A loop that declares `outputs:`: their values at the end.
-    outputs: Mapping[str, Any] | None = field(default=None, metadata=_OMIT_NONE)
+    outputs: Mapping[str, Json] | None = field(default=None, metadata=_OMIT_NONE)
 
 
 @_record(frozen=True, kw_only=True, eq=False, repr=False)
@@ -277,7 +277,7 @@ class ChildStart(RunEvent):
     child_run_id: str = ""
     dir: str = ""
     attempt: int = 1
-    with_: Mapping[str, Any] = field(default_factory=dict, metadata={"wire": "with"})
+    with_: Mapping[str, Json] = field(default_factory=dict, metadata={"wire": "with"})
     resumed: bool = False
     # A fork's branch (`kind: branch`): its key, 1-based index and item (cut, redacted).
     branch: str | None = field(default=None, metadata=_OMIT_NONE)
@@ -300,7 +300,7 @@ class ChildComplete(RunEvent):
     steps: int = 0
     duration_ms: int | None = None
     cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
-    outputs: Mapping[str, Any] = field(default_factory=dict)
+    outputs: Mapping[str, Json] = field(default_factory=dict)
     branch: str | None = field(default=None, metadata=_OMIT_NONE)  # a fork's branch key
     reason: str | None = field(default=None, metadata=_OMIT_NONE)  # why it did not succeed
 
@@ -401,8 +401,8 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "bool": lambda value: isinstance(value, bool),
     "int": _is_int,
     "float": _is_number,
-    "Any": lambda value: True,
-    "Mapping[str, Any]": lambda value: isinstance(value, Mapping),
+    "Json": lambda value: True,
+    "Mapping[str, Json]": lambda value: isinstance(value, Mapping),
     # What a JSON object decodes to (string keys, JSON values); the emitter's wire dicts are
     # `Details.to_json()`. A hand-built mapping of anything else stays in `extra`.
     "Details": lambda value: isinstance(value, dict),
@@ -474,7 +474,7 @@ def _by_wire(cls: type[RunEvent]) -> dict[str, _Spec]:
     return found
 
 
-def parse(raw: object) -> RunEvent:
+def parse(raw: Json) -> RunEvent:
     """The typed event of one line of events.jsonl (a dict); never raises.
 
     A field missing takes its default; one this version does not know, or whose value is not
@@ -494,7 +494,7 @@ def parse(raw: object) -> RunEvent:
         if spec is None or not spec.fits(value):
             extra[key] = value
         else:
-            if spec.details:
+            if spec.details and isinstance(value, dict):
                 values[spec.attr] = Details(value)
             else:
                 values[spec.attr] = tuple(value) if isinstance(value, list) else value

@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from little_loops.model.details import Details
+from little_loops.model.details import Details, Json
 from little_loops.record.events import (
     ENCODE,
     EVENT_NAMES,
@@ -359,7 +359,7 @@ def test_parse_keeps_what_it_does_not_know_and_never_raises() -> None:
         max_size=8,
     )
 )
-def test_parse_takes_any_line(raw: dict[str, object]) -> None:
+def test_parse_takes_any_line(raw: dict[str, Json]) -> None:
     event = parse(raw)
     again = event.to_dict()
     assert isinstance(again, dict)
