@@ -42,6 +42,7 @@ def aggregate(samples: list[Sample], enum: tuple[str, ...]) -> Sample:
         k: sum(s.details.usage.get(k, 0) for s in samples)
         for k in ("input_tokens", "output_tokens")
     }
+    # Each vote's values are copied as they are, not read: the wire keeps what the judge said.
     votes_of: list[Json] = [
         {
             "verdict": s.verdict,
