@@ -5,7 +5,8 @@ and the reports read it through its properties (`reason`, `confidence`, `cost_us
 giving None (or a neutral value) when the key is missing or holds a value of another type, so
 a record written by an older or newer `ll`, or edited by hand, reads without a crash. On the
 wire (events.jsonl, the judge cache, cassettes) it is the JSON object it holds, keys in the
-order they were added: `to_json()` gives it back, `parse` checks one read from a file.
+order they were added: `to_json()` gives it back. `Details.parse` checks one read from the
+cache or a cassette; an event read back whose `details` is not an object keeps it in `extra`.
 """
 
 from __future__ import annotations
