@@ -65,13 +65,13 @@ def importtime(py: str, ll: list[str], cwd: Path, repeat: int, top: int) -> list
         for line in err.splitlines():
             if not line.startswith("import time:") or "[us]" in line:
                 continue
-            own, _, name = line.removeprefix("import time:").split("|", 2)
-            name = name.strip()
+            own, _, shown = line.removeprefix("import time:").split("|", 2)
+            name = shown.strip()
             best[name] = min(best.get(name, 1 << 60), int(own))
     total = sum(best.values())
     lines = [f"all {len(best)} modules: {total / 1000:.1f} ms"]
-    for name, own in sorted(best.items(), key=lambda kv: -kv[1])[:top]:
-        lines.append(f"{own / 1000:6.1f} ms  {name}")
+    for module, micros in sorted(best.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"{micros / 1000:6.1f} ms  {module}")
     return lines
 
 

@@ -12,7 +12,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,6 +39,7 @@ from little_loops.actions.slash import (
 )
 from little_loops.errors import RunError
 from little_loops.model.loop import EMPTY
+from little_loops.model.records import record
 from little_loops.record.store import LogSegment
 
 __all__ = [
@@ -61,7 +62,7 @@ __all__ = [
 MAX_ARG_BYTES = 100_000
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ActionRequest:
     """One action to run, with every setting it runs with: what crosses the action seam
     (`run/action_layer.ActionLayer.run`) instead of loose parameters.
@@ -108,7 +109,7 @@ class ActionStartError(RunError):
     """An action could not be started: its shell or its working directory is missing."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ActionResult:
     """What one action did. Text fields are tails, decoded as UTF-8 with replacement.
 

@@ -7,7 +7,7 @@ all, so there is no import cycle (docs/architecture.md, "The evaluator contract"
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from little_loops.model.loop import (
@@ -15,6 +15,7 @@ from little_loops.model.loop import (
     Evaluate,
     Verdict,
 )
+from little_loops.model.records import record
 
 
 class JudgeSession(Protocol):
@@ -24,7 +25,7 @@ class JudgeSession(Protocol):
         """The judge's verdict on one finished action."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EvalInput:
     """What an evaluator sees of a finished action.
 

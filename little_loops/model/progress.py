@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from little_loops.model.question import (
     json_kind,
     pending_of,
 )
+from little_loops.model.records import record
 
 OUTCOME_EXIT = {
     "success": EXIT_SUCCESS,
@@ -33,7 +34,7 @@ OUTCOME_EXIT = {
 }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunOptions:
     """What the command line adds to a loop file."""
 
@@ -67,7 +68,7 @@ DEFAULT_CLAUDE = ("claude",)
 DEFAULT_CLAUDE_FLAGS = ("--dangerously-skip-permissions",)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SavedOptions:
     """The command-line options a run keeps in state.json (`options`), which `ll resume`
     reads back: where it acts, its `--set` values (secrets left out), its judge's settings,
@@ -150,7 +151,7 @@ class SavedOptions:
         )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Routed:
     """The route a step took: the `route` event, and state.json's `last_route`."""
 
@@ -187,7 +188,7 @@ def _bad_option(
     )
 
 
-@dataclass
+@record
 class Progress:
     """The mutable state of a run, written whole into state.json once per step; `captured` and
     `prev` are written there as references into outputs.dat (see `RunSession.persist`)."""
@@ -262,7 +263,7 @@ _FIXED = (
 _CHANGING = tuple(name for name in _PERSISTED if name not in _FIXED)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunResult:
     run_id: str
     outcome: str

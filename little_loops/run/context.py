@@ -18,6 +18,7 @@ from little_loops.model.progress import (
     RunOptions,
     RunResult,
 )
+from little_loops.model.records import record
 from little_loops.record import questions as qs
 from little_loops.record.events import Listener
 from little_loops.record.secrets import Redactor
@@ -68,7 +69,7 @@ class RunFactory(Protocol):
     ) -> ChildRun: ...
 
 
-@dataclasses.dataclass(eq=False)
+@record(eq=False)
 class RunContext:
     """One run as its steps see it; the runner makes it once and hands it to every step."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from little_loops.model.progress import (
     Progress,
     RunOptions,
 )
+from little_loops.model.records import record
 from little_loops.record import events as ev
 from little_loops.record.secrets import RedactingStream
 from little_loops.record.store import LogSegment
@@ -44,7 +45,7 @@ from little_loops.run.step_scope import StepScope
 from little_loops.templates.interpolate import program_keys
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StepResult:
     verdict: Verdict
     action: actions.ActionResult | None

@@ -13,7 +13,6 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from little_loops.model.loop import (
     Loop,
     State,
 )
+from little_loops.model.records import record
 from little_loops.record.events import (
     Listener,
     RunEvent,
@@ -40,7 +40,7 @@ class ChildError(Exception):
     """The child cannot start: the calling step ends with verdict `error` and this reason."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Parent:
     """What a child run inherits from the runs above it."""
 
@@ -166,7 +166,7 @@ def forward(listener: Listener, segment: tuple[str, ...]) -> Listener:
     return send
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChildEnd:
     """How a child run ended, read from its result or, after a crash, its state.json."""
 

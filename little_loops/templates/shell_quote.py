@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import string
-from dataclasses import dataclass
+
+from little_loops.model.records import record
 
 # Shell quoting contexts the lexer can stand in.
 _CMD = "cmd"  # unquoted: top level, inside $( ... ) or inside backticks
@@ -55,7 +56,7 @@ _BEFORE_COMMAND = frozenset(
 )
 
 
-@dataclass
+@record
 class _Heredoc:
     delimiter: str
     strip_tabs: bool
