@@ -33,6 +33,15 @@ def epoch(text: object) -> float | None:
         return None
 
 
+class Suspended(Exception):
+    """The run cannot go on until these questions are answered (raised inside a run). Here
+    rather than in record/questions.py, so that the runner catches it without loading that."""
+
+    def __init__(self, pending: list[Question]) -> None:
+        super().__init__(", ".join(q.id for q in pending))
+        self.pending = pending
+
+
 def _field(data: Mapping[str, Any], key: str, where: str, kind: str) -> Any:
     value = data.get(key)
     ok = {

@@ -13,7 +13,6 @@ import functools
 import json
 import os
 import re
-import secrets
 import sys
 import time
 from collections.abc import Iterator
@@ -80,7 +79,8 @@ def new_run_id(loop_name: str, now: float | None = None) -> str:
     """A sortable, unique id: `20261122-041430-fix-lint-3fa2`."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", loop_name)[:40] or "loop"
-    return f"{stamp}-{slug}-{secrets.token_hex(2)}"
+    # secrets.token_hex(2) is this (os.urandom), without importing secrets, hmac and hashlib.
+    return f"{stamp}-{slug}-{os.urandom(2).hex()}"
 
 
 def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:

@@ -12,7 +12,6 @@ exporter itself reads the other standard variables (headers, timeout, protocol d
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -86,6 +85,8 @@ def otlp_listener(env: Mapping[str, str]) -> TraceListener:
     # Batched: a slow collector never slows a step; `close` flushes what is left.
     provider.add_span_processor(BatchSpanProcessor(exporter))
     # The exporter logs every failed attempt at length; `close` says it once, in one line.
+    import logging  # only when exporting: it is not small
+
     logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
     return TraceListener(provider, exporter=exporter)
 
