@@ -41,13 +41,6 @@ if TYPE_CHECKING:
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")
 
 
-def interactive(*, no_input: bool, quiet: bool, json_mode: bool) -> bool:
-    """A person can be asked here: a terminal on both ends, and nothing said otherwise."""
-    if no_input or quiet or json_mode or os.environ.get("CI"):
-        return False
-    return sys.stdin.isatty() and sys.stdout.isatty()
-
-
 def clean(text: str) -> str:
     """Program output inside a question cannot fake the prompt: no colours or controls."""
     return _CONTROL.sub("", text).rstrip()

@@ -184,79 +184,40 @@ def run(
     Example:
       ll run loops/rollout.yaml --set failing=ap-south --max-iterations 10
     """
-    import os
-    from pathlib import Path
+    from little_loops.cli.execute import RunArgs, prepare_run
 
-    from little_loops.load.loader import load
-
-    if record and replay:
-        raise click.UsageError(
-            "--record and --replay cannot be used together: replay answers from FILE without "
-            "asking the judge, so there is nothing to record; drop one of them"
+    go = prepare_run(
+        RunArgs(
+            file=file,
+            sets=sets,
+            max_iterations=max_iterations,
+            dry_run=dry_run,
+            json_mode=json_mode,
+            quiet=quiet,
+            verbose=verbose,
+            junit_xml=junit_xml,
+            report=report,
+            heartbeat=heartbeat,
+            otel=otel,
+            claude=claude,
+            claude_flags=claude_flags,
+            model=model,
+            no_cache=no_cache,
+            record=record,
+            replay=replay,
+            fsync=fsync,
+            allow_concurrent=allow_concurrent,
+            background=background,
+            simulate=simulate,
+            answers=answers,
+            no_input=no_input,
+            jobs=jobs,
+            branch=branch,
+            run_id=run_id,
         )
-    judge = model or os.environ.get("LL_MODEL") or None
-    if judge is not None:
-        from little_loops.providers import model_problem
-
-        problem = model_problem(judge)
-        if problem is not None:
-            raise click.UsageError(f"{'--model' if model else 'LL_MODEL'}: {problem}")
-    launch.regular_file(file)
-    loop = load(Path(file))
-    overrides = parse_sets((*sets, *launch.background_sets()), loop)
-    from little_loops.load.children import missing_inputs
-
-    if (missing := missing_inputs(loop, overrides)) is not None:
-        raise click.UsageError(missing)
-    from little_loops.cli.answer import presets
-
-    preset = presets(answers, loop)
-    if dry_run:
-        from little_loops.run.plan import dry_run as plan
-
-        click.echo(plan(loop, overrides), nl=False)
-        return
-    if record:
-        launch.writable(record, "the judge recording")
-    from little_loops.record.store import max_log_bytes
-
-    max_log_bytes()  # a bad LL_MAX_LOG_BYTES is a usage error before the run, not after
-    from little_loops.record.prune import env_keep
-
-    env_keep(os.environ)  # and a bad LL_KEEP_RUNS
-    if background:
-        launch.start_background(loop.name)
-    from little_loops import actions
-    from little_loops.run.runner import RunOptions
-
-    options = RunOptions(
-        overrides=overrides,
-        max_iterations=max_iterations,
-        claude=tuple(actions.claude_command(claude, os.environ)),
-        claude_flags=tuple(actions.claude_flags(claude_flags, os.environ)),
-        model=judge,
-        cache=not no_cache,
-        record=Path(record) if record else None,
-        replay=Path(replay) if replay else None,
-        fsync=fsync,
-        allow_concurrent=allow_concurrent or simulate is not None,  # a simulation takes no lock
-        answers=preset,
-        jobs=jobs,
     )
-    if branch is not None:
-        from little_loops.cli.matrix import run_branch
-
-        run_branch(loop, options, branch, run_id, json_mode=json_mode, quiet=quiet)
-        return
-    if report:
-        launch.report_target(report)
-    display = Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input, report)
-    rig = None
-    if simulate:
-        from little_loops.sim.stepping import Rig
-
-        rig = Rig.simulated(Path(simulate), loop, replay=replay is not None)
-    execute(loop, options, None, None, run_id, display, rig)
+    if go is not None:
+        go()
 
 
 @main.command(short_help="Continue an interrupted run from its last finished step.")

@@ -2,12 +2,16 @@
 
 Not timed: the modules a run of a two-state loop imports are listed from the process itself,
 so a module that comes back (an import moved to the top of a file) fails here, whatever the
-machine's speed. docs/performance.md ("Start-up of `ll run`") has the figures.
+machine's speed. docs/performance.md ("Start-up of `ll run`") has the figures. `ll run` with
+only common options starts without click (entry.py `_run`): it must say and do exactly what
+the click command does, which LL_JOBS forces here.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +24,7 @@ TWO = "name: two\ninitial: a\nstates:\n  a: {action: 'true', next: b}\n  b: {ter
 # What a run without a judge, a fork, a sub-loop or a question never needs; each was imported
 # by every `ll run` before issue 27.
 NOT_LOADED = (
+    "click",  # entry.py runs `ll run FILE -q` itself
     "anthropic",
     "little_loops.providers",  # the judge's providers
     "little_loops.record.questions",  # questions: `ask:` states, `ll answer`
@@ -51,7 +56,9 @@ LIST_MODULES = (
 )
 
 
-def modules_of(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+def modules_of(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     """Run `ll ARGS` in a fresh interpreter; what it did and the modules it had loaded."""
     proc = subprocess.run(
         [sys.executable, "-c", LIST_MODULES, *args],
@@ -59,6 +66,7 @@ def modules_of(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str],
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, **(env or {})},
     )
     line = proc.stderr.rpartition("\nMODULES ")[2]
     return proc, set(json.loads(line))
@@ -121,3 +129,53 @@ def test_a_command_of_another_module_runs(project: Project, command: str) -> Non
     result = project.ll(command)
     assert "No such command" not in result.stderr
     assert result.returncode in (0, 3), result.stderr
+
+
+FAIL = "name: fail\ninitial: a\nstates:\n  a: {action: 'exit 3', next: b}\n  b: {terminal: true}\n"
+CONTEXT = (
+    "name: ctx\ninitial: a\ncontext: {who: world}\nstates:\n"
+    "  a: {action: 'echo hello ${context.who}', next: b}\n  b: {terminal: true}\n"
+)
+BAD = "name: bad\ninitial: a\nstates:\n  a: {action: 'true', next: nowhere}\n"
+
+FAST = [
+    ["run", "two.yaml"],
+    ["run", "-q", "two.yaml"],
+    ["run", "two.yaml", "--quiet", "--max-iterations", "1"],
+    ["run", "-v", "ctx.yaml", "--set", "who=you"],
+    ["run", "--verbose", "ctx.yaml", "--set=who=me", "--max-iterations=3"],
+    ["run", "fail.yaml"],
+    ["run", "bad.yaml"],
+    ["run", "missing.yaml"],
+    ["run", "--", "two.yaml"],
+]
+TO_CLICK = [
+    ["run", "ctx.yaml", "--set", "nobody=1"],  # a usage error found by the checks
+    ["run", "ctx.yaml", "--set", "no-equals"],
+    ["run", "two.yaml", "--max-iterations", "0"],
+    ["run", "two.yaml", "--max-iterations"],
+    ["run", "-qv", "two.yaml"],
+    ["run", "two.yaml", "--dry-run"],
+    ["run"],
+    ["run", "two.yaml", "ctx.yaml"],
+]
+
+
+def _same(text: str) -> str:
+    """Output with what differs from run to run (ids, durations) blanked."""
+    text = re.sub(r"\d{8}-\d{6}-[\w.-]+?-[0-9a-f]{4}", "RUN", text)
+    return re.sub(r"\d+(\.\d+)? ?(ms|s)\b", "T", text)
+
+
+@pytest.mark.parametrize("args", FAST + TO_CLICK, ids=" ".join)
+def test_run_without_click_says_and_does_what_click_does(tmp_path: Path, args: list[str]) -> None:
+    for name, text in (("two", TWO), ("fail", FAIL), ("ctx", CONTEXT), ("bad", BAD)):
+        (tmp_path / f"{name}.yaml").write_text(text, encoding="utf-8")
+    fast, fast_modules = modules_of(tmp_path, *args)
+    slow, slow_modules = modules_of(tmp_path, *args, env={"LL_JOBS": "8"})
+    assert "click" in slow_modules
+    assert ("click" in fast_modules) == (args in TO_CLICK), "took the wrong path"
+    assert fast.returncode == slow.returncode, (fast.stderr, slow.stderr)
+    assert _same(fast.stdout) == _same(slow.stdout)
+    strip = re.compile(r"\nMODULES .*", re.DOTALL)
+    assert _same(strip.sub("", fast.stderr)) == _same(strip.sub("", slow.stderr))
