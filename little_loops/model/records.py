@@ -51,8 +51,13 @@ def _make(cls: type, *, init: bool, repr: bool, eq: bool, frozen: bool, kw_only:
     # What dataclass would count as a `__hash__` written in the class body (one that Python
     # set to None because the body defines `__eq__` is not).
     explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
+    undocumented = not cls.__doc__
+    if undocumented:  # dataclass would call inspect.signature to write one (slow, at first)
+        cls.__doc__ = cls.__name__
     cls = dataclasses.dataclass(init=False, repr=False, eq=False, kw_only=kw_only)(cls)
     fields = dataclasses.fields(cls)
+    if undocumented:
+        cls.__doc__ = f"{cls.__name__}({', '.join(f.name for f in fields if f.init)})"
     if init and "__init__" not in own:
         cls.__init__ = _init(cls, fields, frozen)  # type: ignore[misc]
     if repr and "__repr__" not in own:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -163,6 +162,8 @@ def remove(base: Path, run_id: str) -> bool:
     if why is not None:
         os.rename(aside, source)
         return False
+    import shutil  # only when a run is deleted: it imports bz2 and lzma
+
     shutil.rmtree(aside, ignore_errors=True)
     return True
 

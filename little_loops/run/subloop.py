@@ -9,7 +9,6 @@ and how its end becomes the calling state's verdict and captured record.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -26,7 +25,7 @@ from little_loops.record.events import (
     Listener,
     RunEvent,
 )
-from little_loops.record.store import RunDir
+from little_loops.record.store import RunDir, sha256
 from little_loops.run.action_layer import ChildStub
 from little_loops.templates.interpolate import reads_program_text
 
@@ -73,7 +72,7 @@ def load_child(loop: Loop, state: State, depth: int) -> Loop:
         )
     path = (loop.dir / state.loop).resolve()
     try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest = sha256(path.read_bytes())
     except OSError:
         digest = ""  # load says what is wrong
     known = _LOADED.get(path)

@@ -44,6 +44,8 @@ NOT_LOADED = (
     "little_loops.report.page",
     "logging",  # OpenTelemetry's, only when exporting
     "secrets",  # a run id's random part is os.urandom
+    "hashlib",  # its OpenSSL: SHA-256 by the built-in module (record/store.py `sha256`)
+    "shutil",  # only to delete runs (it imports bz2 and lzma)
     "jsonschema",
     "rich",
     "grandalf",
