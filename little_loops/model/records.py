@@ -51,12 +51,8 @@ def _make(cls: type, *, init: bool, repr: bool, eq: bool, frozen: bool, kw_only:
     # What dataclass would count as a `__hash__` written in the class body (one that Python
     # set to None because the body defines `__eq__` is not).
     explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
-    undocumented = not cls.__doc__
-    if undocumented:  # dataclass would call inspect.signature to write one (slow, at first)
-        cls.__doc__ = cls.__name__
-    cls = dataclasses.dataclass(init=False, repr=False, eq=False, kw_only=kw_only)(cls)
-    fields = dataclasses.fields(cls)
-    if undocumented:
+    fields = _collect(cls, kw_only)
+    if not cls.__doc__:  # (dataclass calls inspect.signature for it: slow the first time)
         cls.__doc__ = f"{cls.__name__}({', '.join(f.name for f in fields if f.init)})"
     if init and "__init__" not in own:
         cls.__init__ = _init(cls, fields, frozen)  # type: ignore[misc]
@@ -80,6 +76,56 @@ def _make(cls: type, *, init: bool, repr: bool, eq: bool, frozen: bool, kw_only:
         cls.__setattr__ = _refuse_set  # type: ignore[method-assign,assignment]
         cls.__delattr__ = _refuse_delete  # type: ignore[method-assign,assignment]
     return cls
+
+
+# The marks dataclass gives its fields and classes (dataclasses.fields keeps the fields whose
+# `_field_type` is `_FIELD`); a Python without them has `record` go through dataclass itself.
+_FIELD = getattr(dataclasses, "_FIELD", None)
+_PARAMS = getattr(
+    dataclasses.dataclass(init=False, repr=False, eq=False)(type("_Params", (), {})),
+    "__dataclass_params__",
+    None,
+)
+
+
+def _collect(cls: type, kw_only: bool) -> tuple[dataclasses.Field[Any], ...]:
+    """The fields of `cls` (its bases' first), set on it as dataclass sets them: what
+    `dataclasses.fields`, `replace` and `asdict` read. The class's annotations are strings
+    (every module here has `from __future__ import annotations`); `ClassVar` ones are not
+    fields. Done here rather than by dataclass, which costs twice as much per field."""
+    own = cls.__dict__
+    notes = own.get("__annotations__", {})
+    if _FIELD is None or _PARAMS is None or any(not isinstance(t, str) for t in notes.values()):
+        made: type = dataclasses.dataclass(init=False, repr=False, eq=False, kw_only=kw_only)(cls)
+        return dataclasses.fields(made)
+    found: dict[str, dataclasses.Field[Any]] = {}
+    for base in cls.__mro__[-1:0:-1]:
+        found.update(getattr(base, "__dataclass_fields__", {}))
+    for name, kind in notes.items():
+        if kind.startswith(("ClassVar", "typing.ClassVar")):
+            continue
+        value = own.get(name, MISSING)
+        if isinstance(value, dataclasses.Field):
+            f = value
+            if f.default is MISSING:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, f.default)
+        else:
+            if value is not MISSING and value.__class__.__hash__ is None:
+                raise ValueError(f"mutable default {type(value)} for field {name} is not allowed")
+            f = dataclasses.field(default=value)
+        f.name = name
+        f.type = kind
+        f._field_type = _FIELD  # type: ignore[attr-defined]
+        if f.kw_only is MISSING:
+            f.kw_only = kw_only
+        found[name] = f
+    cls.__dataclass_fields__ = found  # type: ignore[attr-defined]
+    cls.__dataclass_params__ = _PARAMS  # type: ignore[attr-defined]
+    matched = tuple(f.name for f in found.values() if f.init and not f.kw_only)
+    setattr(cls, "__match_args__", matched)  # noqa: B010 (mypy: a class attribute it owns)
+    return tuple(found.values())
 
 
 class _Factory:

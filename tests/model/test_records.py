@@ -40,6 +40,10 @@ def test_record_matches_dataclass(options: dict[str, Any]) -> None:
     for kind, value in zip(made, values, strict=True):
         assert str(inspect.signature(kind)) == str(inspect.signature(made[0]))
         assert [f.name for f in dataclasses.fields(kind)] == ["x", "y", "tags", "note"]
+        assert all(map(dataclasses.is_dataclass, made))
+        for name in ("KIND", "x", "y", "tags", "note"):  # class attributes as dataclass leaves them
+            assert vars(kind).get(name, "-") == vars(made[0]).get(name, "-"), name
+        assert kind.__doc__ == "A point."
         assert repr(value) == repr(values[0])
         assert repr(value).endswith("Point(x=1, y=2, tags=['a'])")
         assert value == dataclasses.replace(value, note="other")  # `note` is not compared
