@@ -82,7 +82,7 @@ def _make(cls: type, *, init: bool, repr: bool, eq: bool, frozen: bool, kw_only:
 # `_field_type` is `_FIELD`); a Python without them has `record` go through dataclass itself.
 _FIELD = getattr(dataclasses, "_FIELD", None)
 _PARAMS = getattr(
-    dataclasses.dataclass(init=False, repr=False, eq=False)(type("_Params", (), {})),
+    dataclasses.dataclass(init=False, repr=False, eq=False)(type("_Params", (), {"__doc__": "-"})),
     "__dataclass_params__",
     None,
 )
