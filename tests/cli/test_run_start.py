@@ -143,6 +143,7 @@ BAD = "name: bad\ninitial: a\nstates:\n  a: {action: 'true', next: nowhere}\n"
 FAST = [
     ["run", "two.yaml"],
     ["run", "-q", "two.yaml"],
+    ["run", "--json", "two.yaml"],
     ["run", "two.yaml", "--quiet", "--max-iterations", "1"],
     ["run", "-v", "ctx.yaml", "--set", "who=you"],
     ["run", "--verbose", "ctx.yaml", "--set=who=me", "--max-iterations=3"],
@@ -166,6 +167,7 @@ TO_CLICK = [
 def _same(text: str) -> str:
     """Output with what differs from run to run (ids, durations) blanked."""
     text = re.sub(r"\d{8}-\d{6}-[\w.-]+?-[0-9a-f]{4}", "RUN", text)
+    text = re.sub(r'"(ts|\w+_ms)":("[^"]*"|[\d.]+)', r'"\1":X', text)
     return re.sub(r"\d+(\.\d+)? ?(ms|s)\b", "T", text)
 
 
