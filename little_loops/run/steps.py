@@ -79,7 +79,7 @@ class StepPipeline:
         session: RunSession,
         *,
         env: Mapping[str, str],
-        scope: Mapping[str, Any],
+        scope: Mapping[str, object],
         action_layer: ActionLayer,
         rng: random.Random,
     ) -> None:
