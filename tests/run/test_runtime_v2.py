@@ -1,7 +1,7 @@
 """Spec v2 at run time: terminal actions count, actions run where `ll` was started, a state's
 capture is readable by its own evaluator, and `${loop.run_dir}` / `${loop.dir}`.
 
-Most tests go through the real `ll` in a subprocess, from a YAML file.
+Most tests go through the real `ll` (in process, through the `project` fixture), from a YAML file.
 """
 
 from __future__ import annotations
