@@ -455,12 +455,7 @@ def _corpus_loops() -> list[Path]:
 def corpus_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("corpus")
     files = [*_corpus_loops(), *sorted(CORPUS.glob("lib/*.yaml"))]
-    proc = subprocess.run(
-        [*LL, "migrate", *map(str, files), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = Project(out).ll("migrate", *files, "--out", out)
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.returncode == 1, proc.stderr  # some files need hand work; none is unreadable
     return out
