@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from project import Project, Result
@@ -377,6 +378,57 @@ def test_fragments_and_sub_loops_are_converted_together_with_notes(
     assert path_of(run) == ["check", "hello", "call", "report", "end"], run.stderr
     assert "child said hello" in run.stdout + run.stderr
     assert run.returncode == 0
+
+
+def test_a_library_imported_by_many_loops_is_parsed_once_and_an_edit_is_seen(
+    tmp_path: Path, project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ll migrate` of a folder whose loops all import `lib/common.yaml` parses the library
+    once (ruamel.yaml's parser is the slow part of a migration), and never keeps a stale one."""
+    from little_loops.migrate import expand
+
+    library = "fragments:\n  greet:\n    action: echo WORD\n    action_type: shell\n"
+    lib = write(tmp_path / "up" / "lib" / "common.yaml", library.replace("WORD", "hello"))
+    loops = [
+        write(
+            tmp_path / "up" / f"l{i}.yaml",
+            f"""
+            name: l{i}
+            import: [lib/common.yaml]
+            initial: say
+            states:
+              say: {{fragment: greet, next: done}}
+              done: {{terminal: true}}
+            """,
+        )
+        for i in range(3)
+    ]
+    parsed: list[str] = []
+    real = expand.yaml_rt
+
+    def counting() -> Any:
+        parser = real()
+        load = parser.load
+
+        def counted(text: str) -> Any:
+            parsed.append(text)
+            return load(text)
+
+        parser.load = counted  # type: ignore[method-assign,assignment]
+        return parser
+
+    monkeypatch.setattr(expand, "yaml_rt", counting)
+    out = tmp_path / "out"
+    proc = project.ll("migrate", *loops, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    for loop in loops:
+        assert "action: echo hello" in (out / loop.name).read_text()
+    assert parsed.count(lib.read_text()) == 1
+    assert len(parsed) - parsed.count(lib.read_text()) == 3  # each loop once
+    lib.write_text(library.replace("WORD", "goodbye"), encoding="utf-8")
+    again = project.ll("migrate", loops[0])
+    assert again.returncode == 0, again.stderr
+    assert "action: echo goodbye" in again.stdout
 
 
 # -- 3. `ll validate` on an unconverted upstream file -------------------------------------------
