@@ -92,8 +92,14 @@ class _Index:
 
     @staticmethod
     def of(options: list[str]) -> _Index:
-        for known, index in _RECENT:
+        # A list equal to a known one whose names are the same objects compares in C, a pointer
+        # a name. One made of other string objects (the same file loaded again, or another with
+        # the same states) compares every name's text: its copy replaces the known one, so the
+        # next question about it takes the quick way.
+        for at, (known, index) in enumerate(_RECENT):
             if known == options:
+                if options and known[0] is not options[0]:
+                    _RECENT[at] = (list(options), index)
                 return index
         index = _Index(tuple(options))
         _RECENT.insert(0, (list(options), index))

@@ -176,3 +176,36 @@ def test_the_cost_of_a_misspelt_name_hardly_grows_with_the_states() -> None:
 
     small, large = per_name(1000), per_name(10000)
     assert large < 4 * max(small, 1e-3), (small, large)
+
+
+class _Counted(str):
+    """A name that counts how often its text is compared (an equal name of another object)."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _Counted.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_the_same_states_loaded_again_are_compared_once_not_for_every_name() -> None:
+    # A file loaded twice in one process (ll validate of two files with the same states, ll test,
+    # the in-process test runner) gives equal lists of other string objects. Each "did you mean"
+    # compared the whole list by text: 7,763 misspelt targets among 10,000 states took 16 s more
+    # on the second load. The second list now replaces the first, and is found by identity.
+    names = [f"state_{i:05d}" for i in range(2000)]
+    wording._RECENT.clear()
+    assert closest("sttae_00007", names) == "state_00007"
+    again: list[str] = [_Counted(name) for name in names]
+    _Counted.compared = 0
+    assert closest("sttae_00008", again) == "state_00008"
+    first = _Counted.compared
+    assert first >= len(names)  # the one comparison by text
+    for word in ("sttae_00009", "stat_e00010", "satte_00011"):
+        _Counted.compared = 0
+        assert closest(word, again) == word.replace("sttae", "state").replace(
+            "stat_e", "state_"
+        ).replace("satte", "state")
+        assert _Counted.compared < len(names) // 10
