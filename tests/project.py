@@ -81,8 +81,7 @@ def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str | None] | None
 
     from little_loops.cli.main import main
 
-    # A crash is raised here with its traceback, not turned into exit 1 and hidden.
-    runner = CliRunner(catch_exceptions=False)
+    runner = CliRunner(**_separate_streams())  # type: ignore[arg-type]
     before = os.getcwd()
     # `ll run` ignores SIGINT and SIGTERM once its run is recorded, as a process about to exit
     # may; here the process goes on, and a child it starts later (a `sleep` a test kills with
@@ -107,7 +106,10 @@ def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str | None] | None
         # DeprecationWarning (an SDK's about a model) is not shown, let alone raised.
         with warnings.catch_warnings():
             _python_defaults()
-            result = runner.invoke(main, argv, prog_name="ll", env=dict(env) if env else None)
+            # A crash is raised here with its traceback, not turned into exit 1 and hidden.
+            result = runner.invoke(
+                main, argv, prog_name="ll", env=dict(env) if env else None, catch_exceptions=False
+            )
     finally:
         os.chdir(before)
         for sig, handler in handlers.items():
@@ -119,6 +121,16 @@ def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str | None] | None
             del os.environ[name]
         os.environ.update((k, v) for k, v in environ.items() if os.environ.get(k) != v)
     return Result(result.exit_code, result.stdout, result.stderr)
+
+
+def _separate_streams() -> dict[str, bool]:
+    """CliRunner's arguments for stdout and stderr apart: click 8.2 keeps them apart always and
+    has no `mix_stderr`; 8.1, the lowest pyproject allows (`nox -s minimums`), mixes them unless
+    told not to."""
+    from importlib.metadata import version
+
+    major, minor = (int(part) for part in version("click").split(".")[:2])
+    return {"mix_stderr": False} if (major, minor) < (8, 2) else {}
 
 
 def _python_defaults() -> None:
