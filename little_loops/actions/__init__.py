@@ -12,7 +12,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,7 +38,7 @@ from little_loops.actions.slash import (
     unknown_command,
 )
 from little_loops.errors import RunError
-from little_loops.model.loop import EMPTY
+from little_loops.model.details import EMPTY_DETAILS, Details, Json
 from little_loops.record.store import LogSegment
 
 __all__ = [
@@ -108,6 +108,10 @@ class ActionStartError(RunError):
     """An action could not be started: its shell or its working directory is missing."""
 
 
+# The details of a shell action whose stdout kept only its tail (built once).
+_CUT = Details(output_cut=True)
+
+
 @dataclass(frozen=True)
 class ActionResult:
     """What one action did. Text fields are tails, decoded as UTF-8 with replacement.
@@ -126,7 +130,7 @@ class ActionResult:
     output_bytes: int
     error: str | None = None
     cost_usd: float = 0.0
-    details: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+    details: Details = EMPTY_DETAILS  # a slash action's cost, model, flags; a simulation's
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -138,7 +142,7 @@ class ActionResult:
             "output_bytes": self.output_bytes,
             "error": self.error,
             "cost_usd": self.cost_usd,
-            "details": dict(self.details),
+            "details": self.details.to_json(),
         }
 
     @classmethod
@@ -154,7 +158,7 @@ class ActionResult:
             output_bytes=int(data.get("output_bytes", 0)),
             error=None if error is None else str(error),
             cost_usd=float(data.get("cost_usd", 0.0)),
-            details=dict(data.get("details") or {}),
+            details=Details.parse(data.get("details") or {}, "an action result's details"),
         )
 
 
@@ -209,7 +213,7 @@ def run_shell(
         timed_out=run.timed_out,
         output_bytes=run.output_bytes,
         # stdout kept only its tail: a capture says so, and a for_each refuses it
-        details={"output_cut": True} if run.stdout.cut else EMPTY,
+        details=_CUT if run.stdout.cut else EMPTY_DETAILS,
     )
 
 
@@ -274,7 +278,7 @@ def run_slash(
     parser.close()
     stderr = run.stderr.text()
     result = parser.result
-    details: dict[str, Any] = {}
+    details: dict[str, Json] = {}
     if result is not None:
         details = {key: result[key] for key in RESULT_DETAIL_KEYS if key in result}
     if parser.model is not None:
@@ -294,7 +298,7 @@ def run_slash(
         output_bytes=run.output_bytes,
         error=error,
         cost_usd=float(cost) if isinstance(cost, (int, float)) else 0.0,
-        details=details,
+        details=Details(details),
     )
 
 

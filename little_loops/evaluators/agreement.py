@@ -27,6 +27,7 @@ from little_loops.evaluators import (
     calibration,
     judge_verdicts,
 )
+from little_loops.evaluators.contract import JudgeSession
 from little_loops.model.loop import (
     Evaluate,
     Loop,
@@ -197,7 +198,7 @@ def run_cases(
     loop: Loop,
     spec: Evaluate,
     cases: list[Case],
-    session: Any,
+    session: JudgeSession,
     on_case: Callable[[int, int], None] | None = None,
     jobs: int = 1,
 ) -> list[Outcome]:
@@ -218,10 +219,10 @@ def run_cases(
         return Outcome(
             case=case,
             verdict=verdict.verdict,
-            confidence=float(details.get("confidence") or 0.0),
-            reason=str(details.get("error") or details.get("reason") or ""),
-            cost_usd=float(details.get("cost_usd") or 0.0),
-            recorded_cost_usd=float(details.get("recorded_cost_usd") or 0.0),
+            confidence=details.confidence or 0.0,
+            reason=details.error or details.reason or "",
+            cost_usd=details.cost_usd,
+            recorded_cost_usd=details.recorded_cost_usd,
         )
 
     done = 0

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from little_loops.model.details import Details, Json
+
 from .votes import Sample
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ def interpret(call: Call, reply: JudgeReply) -> Sample:
     from ..providers import prices
     from . import parse
 
-    base: dict[str, Any] = {
+    base: dict[str, Json] = {
         "provider": call.provider,
         "model": reply.model or call.target,
         "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
@@ -130,7 +132,7 @@ def interpret(call: Call, reply: JudgeReply) -> Sample:
             **_unknown_verdict(answer, call.enum),
         )
     confidence, scale = read_confidence(answer.get("confidence"))
-    details = {
+    details: dict[str, Json] = {
         "confidence": confidence,
         "reason": str(answer.get("reason") or ""),
         "raw": _raw(answer),
@@ -142,7 +144,7 @@ def interpret(call: Call, reply: JudgeReply) -> Sample:
             "scale": scale,
             "read_as": confidence,
         }
-    return Sample(str(answer["verdict"]), details)
+    return Sample(str(answer["verdict"]), Details(details))
 
 
 def plain(call: Call, answer: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -192,17 +194,17 @@ def _validator(schema_json: str) -> Any:
     return jsonschema.validators.validator_for(schema)(schema)
 
 
-def error(message: str, **flags: Any) -> Sample:
-    details: dict[str, Any] = {"confidence": 0.0, "reason": message, "raw": None}
+def error(message: str, **flags: Json) -> Sample:
+    details: dict[str, Json] = {"confidence": 0.0, "reason": message, "raw": None}
     details.update(flags)
     details["error"] = message
-    return Sample("error", details)
+    return Sample("error", Details(details))
 
 
 MAX_RAW_DEPTH = 32
 
 
-def _raw(answer: Mapping[str, Any]) -> Any:
+def _raw(answer: Mapping[str, Any]) -> Json:
     """The answer for `details.raw`, unless it nests too deep to serialise safely."""
     stack: list[tuple[Any, int]] = [(answer, 1)]
     while stack:
@@ -216,7 +218,7 @@ def _raw(answer: Mapping[str, Any]) -> Any:
     return dict(answer)
 
 
-def _unknown_verdict(answer: Mapping[str, Any], enum: tuple[str, ...]) -> dict[str, Any]:
+def _unknown_verdict(answer: Mapping[str, Any], enum: tuple[str, ...]) -> dict[str, Json]:
     verdict = answer.get("verdict")
     return {} if verdict in enum else {"unknown_verdict": verdict}
 

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from little_loops.model.details import Details, DetailsError
+
 CACHE_VERSION = 1
 
 
@@ -49,7 +51,9 @@ class VerdictCache:
     def _path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> tuple[str, dict[str, Any]] | None:
+    def get(self, key: str) -> tuple[str, Details] | None:
+        """The cached verdict of `key`; None when there is none, or the file is torn or not
+        one this version wrote (a miss: the judge is asked again)."""
         try:
             data = json.loads(self._path(key).read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -57,14 +61,22 @@ class VerdictCache:
         if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
             return None
         verdict, details = data.get("verdict"), data.get("details")
-        if not isinstance(verdict, str) or not isinstance(details, dict):
+        if not isinstance(verdict, str):
             return None
-        return verdict, details
+        try:
+            return verdict, Details.parse(details)
+        except DetailsError:
+            return None
 
-    def put(self, key: str, verdict: str, details: Mapping[str, Any]) -> None:
+    def put(self, key: str, verdict: str, details: Details) -> None:
         """Store atomically; a cache that cannot be written is skipped, never fatal."""
         path = self._path(key)
-        data = {"version": CACHE_VERSION, "key": key, "verdict": verdict, "details": details}
+        data = {
+            "version": CACHE_VERSION,
+            "key": key,
+            "verdict": verdict,
+            "details": details.to_json(),
+        }
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)

@@ -6,12 +6,11 @@ all, so there is no import cycle (docs/architecture.md, "The evaluator contract"
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 from little_loops.model.loop import (
-    EMPTY,
     Evaluate,
     Verdict,
 )
@@ -42,7 +41,6 @@ class EvalInput:
     prior_reason: str | None = None  # judge: this state's last judged reason this run
     judge: JudgeSession | None = None  # per-run judge session (clients, cache, cassette)
     deadline: float | None = None  # time.monotonic() when the loop's `timeout` runs out
-    extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
     # Context keys holding program text (bound through `with:` from captured, item...):
     # fenced as data in the judge's prompt, like `captured`.
     program: frozenset[str] = frozenset()
@@ -53,7 +51,7 @@ class Evaluator(Protocol):
     for a type without one, `failure`) with details saying what went wrong."""
 
     @property
-    def config(self) -> type[tuple[Any, ...]]:
+    def config(self) -> type[tuple[object, ...]]:
         """The type's typed config (`configs.py`)."""
 
     def verdicts(self, spec: Evaluate) -> frozenset[str]:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
+from little_loops.model.details import Details, Json
 from little_loops.model.loop import (
     Evaluate,
     Scalar,
@@ -85,8 +86,13 @@ def _number_target(target: Scalar | None) -> int | float | None:
     return _parse_number(target)
 
 
-def _error(reason: str, **details: Any) -> Verdict:
-    return Verdict("error", {"error": reason, **details})
+def _error(reason: str, **details: Json) -> Verdict:
+    return Verdict("error", Details({"error": reason, **details}))
+
+
+# The verdicts of exit codes 0 and 1, built once: every shell step of a loop gives one.
+_EXIT_0 = Verdict("success", Details(exit_code=0))
+_EXIT_1 = Verdict("failure", Details(exit_code=1))
 
 
 # --------------------------------------------------------------------------- evaluators
@@ -98,9 +104,9 @@ def exit_code(spec: ExitCode, inp: EvalInput) -> Verdict:
     if code is None:
         return _error("the action has no exit code", exit_code=None)
     if code == 0:
-        return Verdict("success", {"exit_code": 0})
+        return _EXIT_0
     if code == 1:
-        return Verdict("failure", {"exit_code": 1})
+        return _EXIT_1
     return _error(f"exit code {code} is neither 0 nor 1", exit_code=code)
 
 
@@ -111,23 +117,27 @@ def output_contains(spec: OutputContains, inp: EvalInput) -> Verdict:
     pattern (which the loader rejects) gives `failure` with `details["error"]`.
     """
     text = _subject(spec, inp)
-    details: dict[str, Any] = {
+    details: dict[str, Json] = {
         "pattern": spec.pattern,
         "literal": spec.literal,
         "negate": spec.negate,
     }
     if spec.pattern is None:
-        return Verdict("failure", {**details, "matched": False, "error": "no pattern given"})
+        return Verdict(
+            "failure", Details({**details, "matched": False, "error": "no pattern given"})
+        )
     try:
         regex = _regex(spec.pattern, spec.literal)
     except re.error as exc:
-        return Verdict("failure", {**details, "matched": False, "error": f"invalid regex: {exc}"})
+        return Verdict(
+            "failure", Details({**details, "matched": False, "error": f"invalid regex: {exc}"})
+        )
     found = regex.search(text)
     details["matched"] = found is not None
     if found is not None:
         details["match"] = _snippet(found.group(0))
     passed = (found is not None) != spec.negate
-    return Verdict("success" if passed else "failure", details)
+    return Verdict("success" if passed else "failure", Details(details))
 
 
 def output_numeric(spec: OutputNumeric, inp: EvalInput) -> Verdict:
@@ -135,7 +145,7 @@ def output_numeric(spec: OutputNumeric, inp: EvalInput) -> Verdict:
     text = _subject(spec, inp)
     op = spec.operator or "eq"
     target = _target(spec, inp)
-    details: dict[str, Any] = {"operator": op, "target": target}
+    details: dict[str, Json] = {"operator": op, "target": target}
     if op not in _COMPARE:
         return _error(f"unknown operator '{op}'; use one of: {', '.join(OPERATORS)}", **details)
     value = _parse_number(text)
@@ -149,7 +159,9 @@ def output_numeric(spec: OutputNumeric, inp: EvalInput) -> Verdict:
     if goal is None:
         return _error(f"the target {target!r} is not a number", value=value, **details)
     passed = _COMPARE[op](value, goal)
-    return Verdict("success" if passed else "failure", {"value": value, **details, "target": goal})
+    return Verdict(
+        "success" if passed else "failure", Details({"value": value, **details, "target": goal})
+    )
 
 
 def _json_type(value: Any) -> str:
@@ -223,9 +235,9 @@ def output_json(spec: OutputJson, inp: EvalInput) -> Verdict:
         return _error(f"JSON path '{path}' is missing (found only '{found}')", path=path)
     target = _target(spec, inp)
     if spec.operator is None and target is None:
-        return Verdict("success", {"path": path, "value": value})
+        return Verdict("success", Details({"path": path, "value": value}))
     op = spec.operator or "eq"
-    details: dict[str, Any] = {"path": path, "operator": op, "value": value, "target": target}
+    details: dict[str, Json] = {"path": path, "operator": op, "value": value, "target": target}
     if op not in _COMPARE:
         return _error(f"unknown operator '{op}'; use one of: {', '.join(OPERATORS)}", **details)
     kind = _json_type(value)
@@ -233,14 +245,14 @@ def output_json(spec: OutputJson, inp: EvalInput) -> Verdict:
         goal = _coerce_like(value, target)
         equal = goal is not MISSING and value == goal
         passed = equal if op == "eq" else not equal
-        return Verdict("success" if passed else "failure", details)
+        return Verdict("success" if passed else "failure", Details(details))
     if kind != "number":
         return _error(f"operator '{op}' needs a number, but '{path}' is {kind}", **details)
     number = _number_target(target)
     if number is None:
         return _error(f"operator '{op}' needs a number, but the target is {target!r}", **details)
     passed = _COMPARE[op](value, number)
-    return Verdict("success" if passed else "failure", {**details, "target": number})
+    return Verdict("success" if passed else "failure", Details({**details, "target": number}))
 
 
 def convergence(spec: Convergence, inp: EvalInput) -> Verdict:
@@ -255,7 +267,7 @@ def convergence(spec: Convergence, inp: EvalInput) -> Verdict:
     text = _subject(spec, inp)
     direction = spec.direction
     tolerance = abs(spec.tolerance)
-    details: dict[str, Any] = {"direction": direction, "tolerance": tolerance}
+    details: dict[str, Json] = {"direction": direction, "tolerance": tolerance}
     value = _parse_number(text)
     if value is None:
         return _error("the measured value is not a number", text=_snippet(text.strip()), **details)
@@ -274,12 +286,12 @@ def convergence(spec: Convergence, inp: EvalInput) -> Verdict:
     details["previous"] = previous
     sign = 1 if direction == "maximize" else -1
     if target is not None and (abs(value - target) <= tolerance or sign * (value - target) > 0):
-        return Verdict("target", details)
+        return Verdict("target", Details(details))
     if previous is None:
-        return Verdict("progress", {**details, "first": True})
+        return Verdict("progress", Details({**details, "first": True}))
     moved = sign * (value - previous)
     details["delta"] = value - previous
-    return Verdict("progress" if moved > tolerance else "stall", details)
+    return Verdict("progress" if moved > tolerance else "stall", Details(details))
 
 
 # --------------------------------------------------------------------------- as registered
@@ -320,14 +332,14 @@ class Combine:
 
     def evaluate(self, spec: Evaluate, inp: EvalInput) -> Verdict:
         results = [(sub, self.dispatch(sub, inp)) for sub in config_of(Of, spec).of]
-        parts = [{"type": sub.type, **result.to_dict()} for sub, result in results]
+        parts: list[Json] = [{"type": sub.type, **result.to_dict()} for sub, result in results]
         verdicts = [result.verdict for _, result in results]
         passed = sum(v in _PASSING for v in verdicts)
-        details = {"of": parts, "passed": passed, "total": len(verdicts)}
+        details: dict[str, Json] = {"of": parts, "passed": passed, "total": len(verdicts)}
         if any(v in _ERRORS for v in verdicts):
-            return Verdict("error", {**details, "error": "a sub-evaluator gave error"})
+            return Verdict("error", Details({**details, "error": "a sub-evaluator gave error"}))
         ok = passed == len(verdicts) if self.need_all else passed > 0
-        return Verdict("success" if ok else "failure", details)
+        return Verdict("success" if ok else "failure", Details(details))
 
 
 def pure_evaluators() -> dict[str, Pure[Any]]:

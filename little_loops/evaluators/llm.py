@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from little_loops.model.details import Details, DetailsError, Json
 from little_loops.model.loop import (
     DEFAULT_JUDGE_MODEL,
     DEFAULT_JUDGE_PROMPT,
@@ -176,9 +177,7 @@ class JudgeSession:
         for ask in asks:  # what was asked, for `ll judge explain` (redacted like every event)
             self.emit(ask.asked(cached=hit is not None))
         if hit is not None:
-            details = {**hit[1], "cached": True, "cost_usd": 0.0}
-            details["latency_ms"] = _ms(started)
-            return Verdict(hit[0], details)
+            return Verdict(hit[0], hit[1].with_(cached=True, cost_usd=0.0, latency_ms=_ms(started)))
         # Listeners show a spinner or a heartbeat while the model thinks; a cache hit is instant.
         self.emit(JudgeStart(model=", ".join(c.model for c in calls), samples=max(1, spec.samples)))
         votes = self._each(lambda ask: self._ask_all(ask, spec, inp, prompt), asks)
@@ -190,7 +189,7 @@ class JudgeSession:
             self._cache is not None
             and self._replay is None
             and verdict.verdict != "error"
-            and not verdict.details.get("fail_open")
+            and not verdict.details.fail_open
         ):
             self._cache.put(key, verdict.verdict, verdict.details)
         return verdict
@@ -278,17 +277,29 @@ class JudgeSession:
                     replay_miss=True,
                     cassette=str(self._replay.path),
                 )
-            recorded = dict(response.get("details") or {})
+            try:
+                recorded = Details.parse(
+                    response.get("details") or {},
+                    f"{self._replay.path}: the recorded answer for state '{state}' (sample "
+                    f"{index + 1}), its details",
+                )
+            except DetailsError as err:
+                return error(
+                    f"{err}; re-record with --record",
+                    replay_miss=True,
+                    cassette=str(self._replay.path),
+                )
             # Nothing is spent on a replayed answer; the recorded cost stays for reference.
-            recorded["recorded_cost_usd"] = recorded.get("cost_usd", 0.0)
-            recorded["cost_usd"] = 0.0
-            return Sample(str(response.get("verdict")), {**recorded, "replayed": True})
+            recorded = recorded.with_(
+                recorded_cost_usd=recorded.get("cost_usd", 0.0), cost_usd=0.0, replayed=True
+            )
+            return Sample(str(response.get("verdict")), recorded)
         with self._slots:
             started = time.perf_counter()
             sample = self._ask(call, request)
-        sample.details["latency_ms"] = _ms(started)
+        sample = Sample(sample.verdict, sample.details.with_(latency_ms=_ms(started)))
         if self._on_cost is not None:
-            self._on_cost(sample.details.get("cost_usd") or 0.0)
+            self._on_cost(sample.details.cost_usd)
         if self._record is not None:
             self._record.append(
                 {
@@ -304,7 +315,7 @@ class JudgeSession:
                         "max_tokens": call.max_tokens,
                         "temperature": call.temperature,
                     },
-                    "response": {"verdict": sample.verdict, "details": sample.details},
+                    "response": {"verdict": sample.verdict, "details": sample.details.to_json()},
                 }
             )
         return sample
@@ -382,7 +393,7 @@ class JudgeSession:
         return provider
 
     def _on_retry(self, attempt: int, delay: float, err: ProviderError) -> None:
-        status = err.flags.get("status")
+        status = Details(err.flags).status
         self.emit(
             JudgeRetry(attempt=attempt, delay_s=round(delay, 3), status=status, error=err.message)
         )
@@ -393,7 +404,7 @@ class JudgeSession:
         """Confidence threshold, `_uncertain`, fail_open, and the details every verdict has."""
         llm = self.settings.llm
         min_conf = spec.min_confidence if spec.min_confidence is not None else llm.min_confidence
-        details: dict[str, Any] = {
+        details: dict[str, Json] = {
             "confidence": 0.0,
             "reason": "",
             "raw": None,
@@ -408,18 +419,18 @@ class JudgeSession:
             "cached": cached,
         }
         verdict = sample.verdict
-        confidence = float(details["confidence"])
-        details["confident"] = verdict != "error" and confidence >= min_conf
+        confident = verdict != "error" and (Details(details).confidence or 0.0) >= min_conf
+        details["confident"] = confident
         if verdict != "error":
-            if spec.uncertain_suffix and not details["confident"]:
+            if spec.uncertain_suffix and not confident:
                 verdict += UNCERTAIN_SUFFIX
-            return Verdict(verdict, details)
+            return Verdict(verdict, Details(details))
         if not spec.fail_open:
-            return Verdict("error", details)
-        details.update(fail_open=True, confidence=0.0, confident=False)
-        flags = sorted(k for k, v in details.items() if v is True and k in ERROR_FLAGS)
-        self.emit(JudgeFailOpen(error=str(details.get("error", "")), flags=tuple(flags)))
-        return Verdict("success", details)
+            return Verdict("error", Details(details))
+        failed = Details(details).with_(fail_open=True, confidence=0.0, confident=False)
+        flags = tuple(flag for flag in failed.flags if flag in ERROR_FLAGS)
+        self.emit(JudgeFailOpen(error=failed.error or "", flags=flags))
+        return Verdict("success", failed)
 
 
 def evaluate(spec: Evaluate, inp: EvalInput) -> Verdict:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from little_loops.errors import RecordError
+from little_loops.model.details import Json
 from little_loops.model.loop import (
     Join,
     State,
@@ -45,7 +46,7 @@ class Item:
 
     key: str
     index: int
-    value: Any
+    value: Json  # an item of a JSON array or a YAML list, or one line of text
 
     @property
     def text(self) -> str:
@@ -72,7 +73,7 @@ def max_items(env: Mapping[str, str] | None = None) -> int:
     return int(raw) if raw.isdigit() and int(raw) > 0 else MAX_ITEMS
 
 
-def parse_items(text: str) -> list[Any]:
+def parse_items(text: str) -> list[Json]:
     """A rendered `for_each:`: a JSON array when it is one, else its non-blank lines."""
     stripped = text.strip()
     if stripped.startswith("["):
@@ -85,7 +86,7 @@ def parse_items(text: str) -> list[Any]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def make_items(values: Sequence[Any], limit: int = MAX_ITEMS) -> list[Item]:
+def make_items(values: Sequence[Json], limit: int = MAX_ITEMS) -> list[Item]:
     """Keys from the items' text when each is a safe key and no two are the same, else
     the index (from 1) for every item."""
     if len(values) > limit:

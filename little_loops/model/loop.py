@@ -8,6 +8,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from little_loops.model.details import EMPTY_DETAILS, Details, Json
+
 ActionType = Literal["shell", "slash"]
 Outcome = Literal["success", "failure"]
 Direction = Literal["minimize", "maximize"]
@@ -202,7 +204,7 @@ class State:
     # A fork (fork.py): `parallel:` branches (each a State: an action, or a `loop:`), or
     # `for_each:` items (a template, or a literal list) over this state's own work.
     parallel: Mapping[str, State] = field(default_factory=lambda: EMPTY)
-    for_each: str | tuple[Any, ...] | None = None
+    for_each: str | tuple[Json, ...] | None = None
     join: Join | None = None
     max_concurrency: int | None = None
     fail_fast: bool = False
@@ -299,17 +301,13 @@ class Loop:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What an evaluator returns: a lowercase word and a JSON-serialisable details map."""
+    """What an evaluator returns: a lowercase word and its details (`details.py`)."""
 
     verdict: str
-    details: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+    details: Details = EMPTY_DETAILS
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "details": dict(self.details)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Verdict:
-        return cls(str(data["verdict"]), dict(data.get("details") or {}))
+    def to_dict(self) -> dict[str, Json]:
+        return {"verdict": self.verdict, "details": self.details.to_json()}
 
 
 def base_verdict(verdict: str) -> str | None:

@@ -16,6 +16,7 @@ from little_loops.errors import (
     EXIT_TIMEOUT,
     RecordError,
 )
+from little_loops.model.details import Json
 from little_loops.model.question import (
     Prompt,
     Question,
@@ -203,8 +204,8 @@ class Progress:
     step: int = 0  # steps finished
     elapsed_ms: int = 0
     cost_usd: float = 0.0
-    captured: dict[str, dict[str, Any]] = field(default_factory=dict)
-    prev: dict[str, Any] = field(default_factory=dict)
+    captured: dict[str, dict[str, Json]] = field(default_factory=dict)
+    prev: dict[str, Json] = field(default_factory=dict)
     convergence: dict[str, float] = field(default_factory=dict)
     prior_reasons: dict[str, str] = field(default_factory=dict)
     path: list[str] = field(default_factory=list)  # not persisted: events.jsonl has it

@@ -8,8 +8,8 @@ Pure; no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+
+from little_loops.model.details import Details
 
 TAIL_LINES = 10
 _LINE_WIDTH = 300
@@ -46,7 +46,7 @@ def command_not_found(stderr: str, command: str | None) -> str:
 
 def step_reason(
     verdict: str,
-    details: Mapping[str, Any],
+    details: Details,
     *,
     exit_code: int | None,
     stderr: str = "",
@@ -56,23 +56,23 @@ def step_reason(
 ) -> str:
     """One line saying why a step gave `verdict`: what a person needs to fix it."""
     if verdict == "timeout":
-        seconds = details.get("timeout_s")
-        return f"timed out after {seconds:g}s" if isinstance(seconds, int | float) else "timed out"
-    judged = details.get("reason")
-    if isinstance(judged, str) and judged.strip() and "model" in details:
+        seconds = details.timeout_s
+        return f"timed out after {seconds:g}s" if seconds is not None else "timed out"
+    judged = details.reason
+    if judged is not None and judged.strip() and details.model is not None:
         return _one_line(judged)
     if action_type == "shell" and exit_code == 127:
         return f"command not found: {command_not_found(stderr, command)}"
     if action_type == "shell" and exit_code == 126:
         return f"cannot execute (permission denied?): {command_not_found(stderr, command)}"
-    error = details.get("error")
+    error = details.error
     last = _last_line(stderr) or _last_line(stdout)
-    if isinstance(error, str) and error.strip():
+    if error is not None and error.strip():
         text = _one_line(error)
         if exit_code is not None and exit_code > 1 and f"exit code {exit_code}" in text:
             text = f"exit code {exit_code}"
         return f"{text}: {last}" if last and last not in text else text
-    if isinstance(judged, str) and judged.strip():
+    if judged is not None and judged.strip():
         return _one_line(judged)
     if exit_code is not None and exit_code < 0:
         return f"killed by signal {-exit_code}" + (f": {last}" if last else "")

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from little_loops.model.details import Json
+
 T = TypeVar("T")
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -28,7 +30,7 @@ class JudgeRequest:
     model: str  # the provider's own model id (no scheme)
     system: str
     user: str
-    schema: Mapping[str, Any]
+    schema: Mapping[str, Json]
     max_tokens: int
     timeout: float  # wall budget for this request, retries and waits included
     deadline: float | None = None  # time.monotonic() when the loop's `timeout` runs out
@@ -39,7 +41,7 @@ class JudgeRequest:
 class JudgeReply:
     """What came back: a structured answer, or only text for the lenient parser."""
 
-    answer: Mapping[str, Any] | None  # the tool input / structured output, when there was one
+    answer: Mapping[str, Json] | None  # the tool input / structured output, when there was one
     text: str = ""  # any text the model wrote instead (or besides)
     model: str = ""  # the model id the server reported
     input_tokens: int = 0
@@ -47,7 +49,7 @@ class JudgeReply:
     cost_usd: float | None = None  # when the provider reports its own cost (claude CLI)
     stop_reason: str | None = None
     attempts: int = 1
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Json] = field(default_factory=dict)
 
 
 class ProviderError(Exception):
@@ -61,13 +63,13 @@ class ProviderError(Exception):
         self,
         message: str,
         *,
-        flags: Mapping[str, Any] | None = None,
+        flags: Mapping[str, Json] | None = None,
         retryable: bool = False,
         retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.flags: dict[str, Any] = dict(flags or {})
+        self.flags: dict[str, Json] = dict(flags or {})
         self.retryable = retryable
         self.retry_after = retry_after
 
@@ -114,9 +116,9 @@ def token_count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def status_flags(status: int) -> dict[str, Any]:
+def status_flags(status: int) -> dict[str, Json]:
     """The details flags for an HTTP error status."""
-    flags: dict[str, Any] = {"api_error": True, "status": status}
+    flags: dict[str, Json] = {"api_error": True, "status": status}
     if status == 429:
         flags["rate_limited"] = True
     elif status == 529:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
+from little_loops.model.details import EMPTY_DETAILS, Details, Json
+
 Event = dict[str, Any]
 # A listener of a run is handed each event as its typed record (`RunEvent`); a sink (the
 # run's events.jsonl) is handed the wire dict it writes.
@@ -69,7 +71,7 @@ class RunEvent:
     step: int | None = None
     state: str | None = None
     # Fields this version does not know, or whose value is not of the expected type.
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Json] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -101,7 +103,11 @@ class RunEvent:
             value = getattr(self, spec.attr)
             if value is None and spec.optional:
                 continue
-            out[spec.wire] = list(value) if isinstance(value, tuple) else value
+            if spec.details:
+                value = value.to_json()
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[spec.wire] = value
         out.update(self.extra)
         return out
 
@@ -132,8 +138,8 @@ class LockReclaimed(RunEvent):
     """The loop's lock was held by a run whose process is gone; this run took it over."""
 
     NAME: ClassVar[str] = "lock_reclaimed"
-    previous_run_id: Any = None  # as the old lock file said
-    previous_pid: Any = None
+    previous_run_id: Json = None  # as the old lock file said
+    previous_pid: Json = None
 
 
 @_record(frozen=True, kw_only=True, eq=False, repr=False)
@@ -185,7 +191,7 @@ class JudgeAsked(RunEvent):
     max_tokens: int = 0
     system: str = ""
     user: str = ""
-    schema: Mapping[str, Any] = field(default_factory=dict)
+    schema: Mapping[str, Json] = field(default_factory=dict)
     examples: int = 0
     est_input_tokens: int = 0  # about 4 characters a token: system, user (examples in it), schema
     cached: bool = False
@@ -198,7 +204,7 @@ class JudgeRetry(RunEvent):
     NAME: ClassVar[str] = "judge_retry"
     attempt: int = 0
     delay_s: float = 0.0
-    status: Any = field(default=None, metadata=_OMIT_NONE)  # the HTTP status, when there was one
+    status: int | None = field(default=None, metadata=_OMIT_NONE)  # the HTTP status, if any
     error: str = ""
 
 
@@ -218,7 +224,7 @@ class Evaluate(RunEvent):
     NAME: ClassVar[str] = "evaluate"
     type: str = ""
     verdict: str = ""
-    details: Mapping[str, Any] = field(default_factory=dict)
+    details: Details = EMPTY_DETAILS
     # On a verdict other than success: why, in one line, and the last lines printed.
     reason: str | None = field(default=None, metadata=_OMIT_NONE)
     tail: tuple[str, ...] | None = field(default=None, metadata=_OMIT_NONE)
@@ -258,7 +264,7 @@ class LoopComplete(RunEvent):
     error: str | None = None
     cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
     # A loop that declares `outputs:`: their values at the end.
-    outputs: Mapping[str, Any] | None = field(default=None, metadata=_OMIT_NONE)
+    outputs: Mapping[str, Json] | None = field(default=None, metadata=_OMIT_NONE)
 
 
 @_record(frozen=True, kw_only=True, eq=False, repr=False)
@@ -271,7 +277,7 @@ class ChildStart(RunEvent):
     child_run_id: str = ""
     dir: str = ""
     attempt: int = 1
-    with_: Mapping[str, Any] = field(default_factory=dict, metadata={"wire": "with"})
+    with_: Mapping[str, Json] = field(default_factory=dict, metadata={"wire": "with"})
     resumed: bool = False
     # A fork's branch (`kind: branch`): its key, 1-based index and item (cut, redacted).
     branch: str | None = field(default=None, metadata=_OMIT_NONE)
@@ -294,7 +300,7 @@ class ChildComplete(RunEvent):
     steps: int = 0
     duration_ms: int | None = None
     cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
-    outputs: Mapping[str, Any] = field(default_factory=dict)
+    outputs: Mapping[str, Json] = field(default_factory=dict)
     branch: str | None = field(default=None, metadata=_OMIT_NONE)  # a fork's branch key
     reason: str | None = field(default=None, metadata=_OMIT_NONE)  # why it did not succeed
 
@@ -395,8 +401,11 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "bool": lambda value: isinstance(value, bool),
     "int": _is_int,
     "float": _is_number,
-    "Any": lambda value: True,
-    "Mapping[str, Any]": lambda value: isinstance(value, Mapping),
+    "Json": lambda value: True,
+    "Mapping[str, Json]": lambda value: isinstance(value, Mapping),
+    # What a JSON object decodes to (string keys, JSON values); the emitter's wire dicts are
+    # `Details.to_json()`. A hand-built mapping of anything else stays in `extra`.
+    "Details": lambda value: isinstance(value, dict),
     "tuple[str, ...]": _is_lines,
 }
 
@@ -414,6 +423,8 @@ class _Spec:
     wire: str
     optional: bool
     fits: Callable[[Any], bool]
+    # A `Details` field: an object on the wire (`to_json`), the record read back (`read`).
+    details: bool = False
 
 
 _SPECS: dict[type[RunEvent], tuple[_Spec, ...]] = {}
@@ -441,6 +452,7 @@ def _specs(cls: type[RunEvent]) -> tuple[_Spec, ...]:
                 f.metadata.get("wire", f.name),
                 bool(f.metadata.get("optional")),
                 _fits(str(f.type)),
+                str(f.type) == "Details",
             )
             for f in dataclasses.fields(cls)
             if f.name not in _COMMON and f.name != "event"
@@ -462,7 +474,7 @@ def _by_wire(cls: type[RunEvent]) -> dict[str, _Spec]:
     return found
 
 
-def parse(raw: object) -> RunEvent:
+def parse(raw: Json) -> RunEvent:
     """The typed event of one line of events.jsonl (a dict); never raises.
 
     A field missing takes its default; one this version does not know, or whose value is not
@@ -482,7 +494,10 @@ def parse(raw: object) -> RunEvent:
         if spec is None or not spec.fits(value):
             extra[key] = value
         else:
-            values[spec.attr] = tuple(value) if isinstance(value, list) else value
+            if spec.details and isinstance(value, dict):
+                values[spec.attr] = Details(value)
+            else:
+                values[spec.attr] = tuple(value) if isinstance(value, list) else value
     if cls is None:
         return UnknownEvent(event=name if isinstance(name, str) else "", extra=extra, **values)
     return cls(extra=extra, **values)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from little_loops.errors import LoopError
+from little_loops.model.details import EMPTY_DETAILS, Details
 from little_loops.model.fork import join_record
 from little_loops.model.loop import base_verdict
 from little_loops.record.events import (
@@ -60,7 +61,7 @@ class Step:
     timed_out: bool = False
     eval_type: str | None = None
     verdict: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+    details: Details = EMPTY_DETAILS
     retries: int = 0  # retry events since the step was (last) entered
     attempts: int = 1  # the highest attempt number, a resumed step's earlier ones included
     fail_open: str | None = None
@@ -104,13 +105,12 @@ class Step:
         or `error`, else a short fact."""
         if self.why and self.why.strip():
             return " ".join(self.why.split())
-        for key in ("reason", "error"):
-            value = self.details.get(key)
-            if isinstance(value, str) and value.strip():
+        for value in (self.details.reason, self.details.error):
+            if value is not None and value.strip():
                 return " ".join(value.split())
         if self.verdict == "timeout":
-            limit = self.details.get("timeout_s")
-            return f"the action timed out after {limit:g}s" if is_num(limit) else "timed out"
+            limit = self.details.timeout_s
+            return f"the action timed out after {limit:g}s" if limit is not None else "timed out"
         if self.exit_code is not None:
             return f"exit code {self.exit_code}"
         return f"verdict {self.verdict}"
@@ -118,13 +118,12 @@ class Step:
     @property
     def judged(self) -> bool:
         """True when a model gave the verdict (it reports a confidence)."""
-        return self.eval_type == "llm_structured" or "confidence" in self.details
+        return self.eval_type == "llm_structured" or self.details.judged
 
     @property
     def cost_usd(self) -> float:
         """What its judge cost, as its verdict's details say."""
-        cost = self.details.get("cost_usd")
-        return float(cost) if is_num(cost) else 0.0
+        return self.details.cost_usd
 
     # -- folding one event into the step ---------------------------------------------------
 
@@ -136,7 +135,7 @@ class Step:
             self.action_type = event.action_type or None
             self.exit_code = self.duration_ms = self.verdict = self.eval_type = None
             self.timed_out = False
-            self.details = {}
+            self.details = EMPTY_DETAILS
             self.why, self.tail = None, []
         elif isinstance(event, ActionComplete):
             self.exit_code = event.exit_code
@@ -147,7 +146,7 @@ class Step:
         elif isinstance(event, Evaluate):
             self.eval_type = event.type or None
             self.verdict = event.verdict or None
-            self.details = dict(event.details)
+            self.details = event.details
             self.why = event.reason
             self.tail = list(event.tail or ())
         elif isinstance(event, Retry):

@@ -205,7 +205,7 @@ def take_answer(
     question: Question,
     *,
     keep: Callable[[Path, dict[str, Any]], None],
-    read: Callable[[Path], Any],
+    read: Callable[[Path], object],
 ) -> Answer | None:
     """The recorded answer to `question`, kept under `answers/used/` by `keep` (the run's
     session: sealed, atomic) and removed from `answers/`; a second take reads that copy back

@@ -248,8 +248,8 @@ def status_text(base: Path, run_id: str | None) -> str:
     if verdicts:
         lines.append("last verdicts:")
         for e in verdicts:
-            reason = e.reason or e.details.get("reason") or e.details.get("error")
-            note = f" - {shown(reason)}" if isinstance(reason, str) and reason else ""
+            reason = e.reason or e.details.reason or e.details.error
+            note = f" - {shown(reason)}" if reason else ""
             lines.append(f"  step {e.step} {shown(e.state)}: {shown(e.verdict)}{note}")
     if i.pending:
         lines.append("questions:")

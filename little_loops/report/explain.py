@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from little_loops.errors import LoopError
+from little_loops.model.details import Details
 from little_loops.record.events import Evaluate, JudgeAsked, JudgeRetry, read_records
 from little_loops.record.store import RunDir
 
@@ -52,7 +53,7 @@ def explain(run_dir: RunDir, step: int | None) -> dict[str, Any]:
         "requests": [_request(e) for e in requests],
         "retries": [e.to_dict() for e in mine[start:end] if isinstance(e, JudgeRetry)],
         "verdict": None if verdict is None else verdict.verdict,
-        "details": {} if verdict is None else dict(verdict.details),
+        "details": {} if verdict is None else verdict.details.to_json(),
     }
 
 
@@ -74,12 +75,12 @@ def _request(event: JudgeAsked) -> dict[str, Any]:
 def explain_text(found: Mapping[str, Any]) -> str:
     """The explanation as people read it."""
     out = [f"run {found['run_id']}, step {found['step']} ({found['state']})"]
-    details: Mapping[str, Any] = found["details"]
+    details = Details(found["details"])
     answered = (
         "the recording (--replay; nothing sent)"
-        if details.get("replayed") or details.get("replay_miss")
+        if details.replayed or details.replay_miss
         else "the cache (nothing sent)"
-        if details.get("cached")
+        if details.cached
         else "the model"
     )
     for i, req in enumerate(found["requests"], 1):
@@ -112,40 +113,36 @@ def explain_text(found: Mapping[str, Any]) -> str:
     if found["verdict"] is None:
         out.append("nothing yet: the step was cut off before its verdict")
         return "\n".join(out) + "\n"
-    confident = "confident" if details.get("confident") else "not confident"
+    confident = "confident" if details.confident else "not confident"
     out.append(
-        f"verdict:      {found['verdict']} (confidence {float(details.get('confidence') or 0):.2f}"
-        f", {confident})"
+        f"verdict:      {found['verdict']} (confidence {details.confidence or 0:.2f}, {confident})"
     )
-    out.append(f"reason:       {details.get('reason', '')}")
-    if details.get("error"):
-        out.append(f"error:        {details['error']}")
-    for member in details.get("panel") or ():
+    out.append(f"reason:       {details.reason or ''}")
+    if details.error:
+        out.append(f"error:        {details.error}")
+    for member in details.panel:
         out.append(
-            f"  {member.get('model')}: {member.get('verdict')} "
-            f"({float(member.get('confidence') or 0):.2f}) {member.get('reason', '')}"
+            f"  {member.model}: {member.verdict} "
+            f"({member.confidence or 0:.2f}) {member.reason or ''}"
         )
-    for sample in details.get("samples") or ():
+    for sample in details.samples:
         out.append(
-            f"  sample: {sample.get('verdict')} ({float(sample.get('confidence') or 0):.2f}) "
-            f"{sample.get('reason', '')}"
+            f"  sample: {sample.verdict} ({sample.confidence or 0:.2f}) {sample.reason or ''}"
         )
-    if details.get("raw") is not None:
-        out.append("raw answer:   " + json.dumps(details["raw"], ensure_ascii=False))
-    usage = details.get("usage") or {}
+    if details.raw is not None:
+        out.append("raw answer:   " + json.dumps(details.raw, ensure_ascii=False))
+    usage = details.usage
     facts = [
-        f"model {details.get('model') or '?'}",
+        f"model {details.model or '?'}",
         f"{usage.get('input_tokens', 0)} tokens in, {usage.get('output_tokens', 0)} out",
-        f"cost ${float(details.get('cost_usd') or 0):.4f}",
+        f"cost ${details.cost_usd:.4f}",
     ]
-    if details.get("replayed"):
-        facts.append(
-            f"replayed (recorded cost ${float(details.get('recorded_cost_usd') or 0):.4f})"
-        )
-    if details.get("cached"):
+    if details.replayed:
+        facts.append(f"replayed (recorded cost ${details.recorded_cost_usd:.4f})")
+    if details.cached:
         facts.append("from the cache")
-    if details.get("latency_ms") is not None:
-        facts.append(f"{details['latency_ms']:.0f} ms")
+    if details.latency_ms is not None:
+        facts.append(f"{details.latency_ms:.0f} ms")
     if found["retries"]:
         facts.append(f"{len(found['retries'])} retries")
     out.append("              " + " · ".join(facts))

@@ -213,8 +213,8 @@ class GitHubReport:
             parts.append("| step | state | verdict | confidence | reason |")
             parts.append("|---:|---|---|---:|---|")
             for visit in judged:
-                confidence = visit.details.get("confidence")
-                conf = f"{confidence:.2f}" if is_num(confidence) else ""
+                confidence = visit.details.confidence
+                conf = f"{confidence:.2f}" if confidence is not None else ""
                 parts.append(
                     f"| {visit.step} | `{_cell(visit.state)}` | {_cell(visit.verdict or '')} "
                     f"| {conf} | {_cell(visit.reason)} |"

@@ -243,8 +243,8 @@ def _step_text(visit: Step) -> str:
         lines.append(f"verdict: {visit.verdict}{how}")
         if visit.failed and visit.routed_to is not None:
             lines.append(f"routed to '{visit.routed_to}': the loop handled this verdict")
-        confidence = visit.details.get("confidence")
-        if is_num(confidence):
+        confidence = visit.details.confidence
+        if confidence is not None:
             lines.append(f"confidence: {confidence:.2f}")
         if visit.failed or visit.judged:
             lines.append(f"reason: {shorten(visit.reason, _ACTION_CHARS)}")

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
+from little_loops.model.details import Details
 from little_loops.record.events import (
     ActionComplete,
     ActionStart,
@@ -30,6 +31,15 @@ from little_loops.record.events import (
     RunEvent,
     StateEnter,
 )
+
+if TYPE_CHECKING:
+    # The SDK's types, for the checker only: the optional extra is imported when export is
+    # asked for, never by `ll run` without it.
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+    from opentelemetry.trace import Span, SpanKind
+    from opentelemetry.util.types import AttributeValue
 
 # The [otel] extra's packages by name: the project itself is installed from a checkout or a
 # wheel, never by name from the package index (README.md), so the hint names what to add.
@@ -82,9 +92,10 @@ def otlp_listener(env: Mapping[str, str]) -> TraceListener:
         }
     )
     provider = TracerProvider(resource=resource)
-    exporter: Any = _Counted(OTLPSpanExporter(), endpoint(env))  # duck-typed SpanExporter
+    exporter = _Counted(OTLPSpanExporter(), endpoint(env))
     # Batched: a slow collector never slows a step; `close` flushes what is left.
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    # _Counted has SpanExporter's methods without its base class (see there).
+    provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
     # The exporter logs every failed attempt at length; `close` says it once, in one line.
     logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
     return TraceListener(provider, exporter=exporter)
@@ -100,14 +111,15 @@ def endpoint(env: Mapping[str, str]) -> str:
 
 
 class _Counted:
-    """An exporter that counts the spans it could not deliver (the SDK's processor calls it)."""
+    """An exporter that counts the spans it could not deliver (the SDK's processor calls it).
+    It has the SDK's `SpanExporter` methods (the SDK is imported only when export is asked)."""
 
-    def __init__(self, inner: Any, where: str) -> None:
+    def __init__(self, inner: SpanExporter, where: str) -> None:
         self.inner = inner
         self.where = where
         self.lost = 0
 
-    def export(self, spans: Any) -> Any:
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         from opentelemetry.sdk.trace.export import SpanExportResult
 
         result = self.inner.export(spans)
@@ -128,7 +140,7 @@ class TraceListener:
 
     def __init__(
         self,
-        provider: Any,
+        provider: TracerProvider,
         *,
         clock: Callable[[], int] = time.time_ns,
         exporter: _Counted | None = None,
@@ -138,9 +150,9 @@ class TraceListener:
         self.problem: str | None = None  # set by `close` when spans could not be delivered
         self._tracer = provider.get_tracer(SCOPE)
         self._clock = clock
-        self._run: Any = None
-        self._step: Any = None
-        self._judge: Any = None
+        self._run: Span | None = None
+        self._step: Span | None = None
+        self._judge: Span | None = None
         self._closed = False
         self._broken = False  # a handler failed: no more spans, `problem` says why
 
@@ -239,7 +251,10 @@ class TraceListener:
 
     def _judge_retry(self, event: JudgeRetry, now: int) -> None:
         if self._judge is not None:
-            attributes: dict[str, Any] = {"attempt": event.attempt, "delay_s": event.delay_s}
+            attributes: dict[str, AttributeValue] = {
+                "attempt": event.attempt,
+                "delay_s": event.delay_s,
+            }
             if event.status is not None:
                 attributes["status"] = event.status
             attributes["error"] = event.error
@@ -253,11 +268,11 @@ class TraceListener:
                 self._judge.set_attributes(_judge_attributes(verdict, details))
                 if verdict == "error":
                     self._judge.set_attribute("error.type", _error_type(details))
-                    _fail(self._judge, str(details.get("error") or "the judge failed"))
+                    _fail(self._judge, details.error or "the judge failed")
             self._end_judge(now)
         if self._step is not None:
             self._step.set_attributes({"ll.evaluate.type": event.type, "ll.verdict": verdict})
-            if details.get("cached") is True:
+            if details.cached:
                 self._step.set_attribute("ll.judge.cached", True)
             reason = event.reason
             if reason:
@@ -265,7 +280,7 @@ class TraceListener:
 
     def _retry(self, event: Retry, now: int) -> None:
         if self._step is not None:
-            attributes = {
+            attributes: dict[str, AttributeValue] = {
                 "attempt": event.attempt,
                 "delay_s": event.delay_s,
                 "verdict": event.verdict,
@@ -311,47 +326,62 @@ class TraceListener:
             self._judge = None
 
 
+_E = TypeVar("_E", bound=RunEvent)
+Handler = Callable[[TraceListener, RunEvent, int], None]
+
+
+def _on(kind: type[_E], method: Callable[[TraceListener, _E, int], None]) -> tuple[str, Handler]:
+    """The table's row for events of `kind`: its name, and `method` called with the record."""
+
+    def handle(listener: TraceListener, event: RunEvent, now: int) -> None:
+        if isinstance(event, kind):
+            method(listener, event, now)
+
+    return kind.NAME, handle
+
+
 # Each handler takes the record of its event's name (the dispatch is by `RunEvent.name`).
-_HANDLERS: dict[str, Callable[[TraceListener, Any, int], None]] = {
-    "loop_start": TraceListener._loop_start,
-    "state_enter": TraceListener._state_enter,
-    "action_start": TraceListener._action_start,
-    "action_complete": TraceListener._action_complete,
-    "judge_start": TraceListener._judge_start,
-    "judge_retry": TraceListener._judge_retry,
-    "evaluate": TraceListener._evaluate,
-    "retry": TraceListener._retry,
-    "route": TraceListener._route,
-    "loop_complete": TraceListener._loop_complete,
-}
+_HANDLERS: dict[str, Handler] = dict(
+    [
+        _on(LoopStart, TraceListener._loop_start),
+        _on(StateEnter, TraceListener._state_enter),
+        _on(ActionStart, TraceListener._action_start),
+        _on(ActionComplete, TraceListener._action_complete),
+        _on(JudgeStart, TraceListener._judge_start),
+        _on(JudgeRetry, TraceListener._judge_retry),
+        _on(Evaluate, TraceListener._evaluate),
+        _on(Retry, TraceListener._retry),
+        _on(Route, TraceListener._route),
+        _on(LoopComplete, TraceListener._loop_complete),
+    ]
+)
 
 
-def _judge_attributes(verdict: str, details: Mapping[str, Any]) -> dict[str, Any]:
-    usage = details.get("usage")
-    usage = usage if isinstance(usage, Mapping) else {}
-    attributes: dict[str, Any] = {
-        "gen_ai.usage.input_tokens": _int(usage.get("input_tokens")),
-        "gen_ai.usage.output_tokens": _int(usage.get("output_tokens")),
-        "ll.judge.cost_usd": float(details.get("cost_usd") or 0.0),
-        "ll.judge.cost_known": bool(details.get("cost_known")),
+def _judge_attributes(verdict: str, details: Details) -> dict[str, AttributeValue]:
+    usage = details.usage
+    attributes: dict[str, AttributeValue] = {
+        "gen_ai.usage.input_tokens": usage.get("input_tokens", 0),
+        "gen_ai.usage.output_tokens": usage.get("output_tokens", 0),
+        "ll.judge.cost_usd": details.cost_usd,
+        "ll.judge.cost_known": details.cost_known,
         "ll.judge.verdict": verdict,
-        "ll.judge.confidence": float(details.get("confidence") or 0.0),
+        "ll.judge.confidence": details.confidence or 0.0,
     }
-    if details.get("model"):
-        attributes["gen_ai.response.model"] = str(details["model"])
-    if isinstance(details.get("attempts"), int):
-        attributes["ll.judge.attempts"] = details["attempts"]
-    if details.get("stop_reason"):
-        attributes["gen_ai.response.finish_reasons"] = [str(details["stop_reason"])]
+    if details.model:
+        attributes["gen_ai.response.model"] = details.model
+    if details.attempts is not None:
+        attributes["ll.judge.attempts"] = details.attempts
+    if details.stop_reason:
+        attributes["gen_ai.response.finish_reasons"] = [details.stop_reason]
     return attributes
 
 
-def _error_type(details: Mapping[str, Any]) -> str:
+def _error_type(details: Details) -> str:
     """The first of the judge's error flags (`timeout`, `rate_limited`, ...), for `error.type`."""
+    flags = [flag for flag in details.flags if flag != "cost_known"]
     for flag in ("loop_timeout", "timeout", "rate_limited", "overloaded", "no_api_key"):
-        if details.get(flag) is True:
+        if flag in flags:
             return flag
-    flags = sorted(k for k, v in details.items() if v is True and k not in ("cost_known",))
     return flags[0] if flags else "_OTHER"
 
 
@@ -377,19 +407,19 @@ def _judge_target(model: str) -> tuple[str, str]:
     return GENAI_PROVIDERS.get(scheme, scheme), target
 
 
-def _inside(parent: Any) -> Any:
+def _inside(parent: Span) -> Context:
     from opentelemetry.trace import set_span_in_context
 
     return set_span_in_context(parent)
 
 
-def _client_kind() -> Any:
+def _client_kind() -> SpanKind:
     from opentelemetry.trace import SpanKind
 
     return SpanKind.CLIENT
 
 
-def _fail(span: Any, description: str) -> None:
+def _fail(span: Span, description: str) -> None:
     from opentelemetry.trace import Status, StatusCode
 
     span.set_status(Status(StatusCode.ERROR, description))

@@ -280,7 +280,7 @@ def _step_detail(run: RunRead, step: Step, fold: bool) -> dict[str, Any]:
         "via": step.via,
         "to": step.routed_to,
         "fail_open": step.fail_open,
-        "details": _json_cut(dict(step.details), DETAIL_JSON_CHARS) if step.details else None,
+        "details": _json_cut(step.details.to_json(), DETAIL_JSON_CHARS) if step.details else None,
         "tail": [_cut(line, LINE_CHARS) for line in step.tail[-TAIL_LINES:]] or None,
     }
     if fold and step.action is not None:

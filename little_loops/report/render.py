@@ -33,6 +33,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import IO, Any
 
+from little_loops.model.details import EMPTY_DETAILS
 from little_loops.record.events import (
     ActionComplete,
     ActionStart,
@@ -106,7 +107,7 @@ class PlainRenderer:
         # every event would cost each step of a run some 20 µs more).
         self.history = History()
         self._shown: int | None = None  # the step whose header line is out
-        self._action_ms: object = None
+        self._action_ms: int | None = None
         self._began_ts: float | None = None  # the step's (or attempt's) first event, from ts
         self._step_ms: float | None = None
         self._verdict: Evaluate | None = None
@@ -321,9 +322,9 @@ class PlainRenderer:
 
     def _whole_step_ms(self, event: Evaluate) -> float | None:
         """The step's time up to its verdict: the action and its judge, not the action alone."""
-        parts = [self._action_ms, event.details.get("latency_ms")]
-        summed = sum(p for p in parts if isinstance(p, int | float) and not isinstance(p, bool))
-        known = any(isinstance(p, int | float) for p in parts)
+        parts = [p for p in (self._action_ms, event.details.latency_ms) if p is not None]
+        summed = sum(parts)
+        known = bool(parts)
         end = _ts_ms(event.ts)
         if self._began_ts is not None and end is not None and end - self._began_ts > summed:
             return end - self._began_ts
@@ -344,15 +345,13 @@ class PlainRenderer:
         """`failure 0.93 "reason" 12 ms` for the step that just finished."""
         v = self._verdict
         parts = [v.verdict if v is not None else "?"]
-        details = v.details if v is not None else {}
-        confidence = details.get("confidence")
+        details = v.details if v is not None else EMPTY_DETAILS
+        confidence = details.confidence
         judged = v is not None and v.type not in ("", "exit_code") and v.verdict != "error"
-        if judged and isinstance(confidence, int | float):
+        if judged and confidence is not None:
             parts.append(f"{confidence:.2f}")
-        reason = (
-            (v.reason if v is not None else None) or details.get("reason") or details.get("error")
-        )
-        if isinstance(reason, str) and reason:
+        reason = (v.reason if v is not None else None) or details.reason or details.error
+        if reason:
             parts.append(json.dumps(clip(reason, max(70, self.width - 50)), ensure_ascii=False))
         if self._step_ms is not None:
             parts.append(duration(self._step_ms))

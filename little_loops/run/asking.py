@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from little_loops.errors import LoopError
+from little_loops.model.details import Details
 from little_loops.model.loop import (
     State,
     Verdict,
@@ -128,7 +129,7 @@ def _answered(
     p = ctx.progress
     qid = question.id
     if answer is None:  # expired
-        verdict = Verdict("timeout", {"question_id": qid})
+        verdict = Verdict("timeout", Details(question_id=qid))
         reason = f"question {qid} expired at {question.expires_at} without an answer"
         record = {**output_record(state, None), "by": None}
     else:
@@ -149,7 +150,7 @@ def _answered(
                 via=answer.via or "answer",
             )
         )
-        verdict = Verdict(value if state.choices else "success", {"question_id": qid, "by": by})
+        verdict = Verdict(value if state.choices else "success", Details(question_id=qid, by=by))
         reason = None
         text = note if state.choices else value
         record = {**output_record(state, None), "output": text or "", "by": by}
@@ -159,7 +160,7 @@ def _answered(
             state=state.name,
             type="ask",
             verdict=verdict.verdict,
-            details=dict(verdict.details),
+            details=verdict.details,
             reason=reason,
         )
     )

@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import Any, overload
+from typing import overload
 
 from little_loops.actions import (
     ActionRequest,
@@ -32,6 +32,7 @@ from little_loops.run.action_layer import (
     AnswerStub,
     ChildRequest,
     ChildStub,
+    OutputHook,
     Simulation,
     stub,
 )
@@ -98,7 +99,7 @@ class BranchActions:
         inner: ActionLayer,
         scope: Scope,
         jobs: threading.Semaphore,
-        verbose: tuple[str, Any] | None = None,
+        verbose: tuple[str, OutputHook] | None = None,
     ) -> None:
         self.inner, self.scope, self.jobs = inner, scope, jobs
         # `--verbose`: (the branch's path, the root's output hook): whole lines, prefixed.
@@ -155,7 +156,7 @@ class Lines:
     """An action's output for `--verbose` in a fork: each whole line, prefixed with the branch's
     path (`[rollout/us-east] …`), so concurrent branches never split each other's lines."""
 
-    def __init__(self, label: str, out: Any) -> None:
+    def __init__(self, label: str, out: OutputHook) -> None:
         self.prefix, self.out = f"[{label}] ".encode(), out
         self.rest = {"stdout": b"", "stderr": b""}
 
@@ -176,7 +177,7 @@ class TreeSlots:
     def __init__(self, inner: ActionLayer, jobs: threading.Semaphore) -> None:
         self.inner, self.jobs = inner, jobs
         self.scope: Scope | None = None
-        self.verbose: tuple[str, Any] | None = None
+        self.verbose: tuple[str, OutputHook] | None = None
 
 
 _LISTENER_LOCKS: dict[int, threading.Lock] = {}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from little_loops.actions import DEFAULT_TAIL_BYTES
 from little_loops.errors import (
@@ -24,6 +23,7 @@ from little_loops.errors import (
     SimulationError,
 )
 from little_loops.load.children import templates
+from little_loops.model.details import Details, Json
 from little_loops.model.fork import (
     BranchEnd,
     BranchRecord,
@@ -78,7 +78,7 @@ ITEMS = "items.json"
 JOIN = "join.json"
 
 
-def _stored_items(stored: Path, cap: int, read: Callable[[Path], Any]) -> list[Item]:
+def _stored_items(stored: Path, cap: int, read: Callable[[Path], object]) -> list[Item]:
     """The items a fork stored when it started (read back by the run's session, which fills
     in their sealed secrets), checked as any file read back (`items_record`). Anything else
     stops the run (exit 3), resumable once the file is repaired."""
@@ -147,10 +147,10 @@ def _joined(
     ends: dict[str, BranchEnd],
     verdict: str,
     reason: str | None,
-    record: dict[str, Any] | None = None,
+    record: dict[str, Json] | None = None,
 ) -> StepResult:
     record = record or summary(join, items, ends, verdict)
-    details = {
+    details: dict[str, Json] = {
         "policy": describe(join),
         **{k: record[k] for k in ("total", "succeeded", "failed", "cancelled")},
     }
@@ -164,13 +164,13 @@ def _joined(
             state=state.name,
             type="join",
             verdict=verdict,
-            details=details,
+            details=Details(details),
             reason=reason,
         )
     )
     if state.capture:
         ctx.progress.captured[state.capture] = record
-    return StepResult(Verdict(verdict, details), None, reason, record)
+    return StepResult(Verdict(verdict, Details(details)), None, reason, record)
 
 
 def _refuse_cut_items(ctx: RunContext, state: State) -> None:
@@ -179,7 +179,7 @@ def _refuse_cut_items(ctx: RunContext, state: State) -> None:
     if not isinstance(state.for_each, str):
         return
     for part in placeholders(state.for_each):
-        record: Any = None
+        record: object = None
         if part.namespace == "captured" and part.path[1:] == ("output",):
             record = ctx.progress.captured.get(part.path[0])
         elif part.namespace == "prev" and part.path == ("output",):
@@ -204,7 +204,7 @@ def _fork_items(ctx: RunContext, step: int, state: State, root: Path) -> list[It
         given = state.for_each
         if isinstance(given, str):
             text = ctx.steps.templates.render(given, step, state, 1, shell=False)
-            values: list[Any] = parse_items(text)
+            values: list[Json] = parse_items(text)
         else:
             values = list(given or ())
         items = make_items(values, max_items(ctx.env))

@@ -7,9 +7,8 @@ into the calling state's verdict and record.
 
 from __future__ import annotations
 
-from typing import Any
-
 from little_loops.errors import LoopError
+from little_loops.model.details import Details, Json
 from little_loops.model.loop import (
     State,
     Verdict,
@@ -52,7 +51,7 @@ class LoopStep:
             subloop.bind_inputs(child, values, state.loop)
         except (ChildError, LoopError) as exc:
             reason = str(exc.message if isinstance(exc, LoopError) else exc)
-            return verdict_of(ctx, step, state, Verdict("error", {"error": reason}), reason)
+            return verdict_of(ctx, step, state, Verdict("error", Details(error=reason)), reason)
         attempt = max(ctx.progress.attempt, 1)  # a resumed run continues the attempt count
         while True:
             # A fresh child run each attempt: sub/<step>-<state>.<attempt> after the first.
@@ -117,7 +116,7 @@ def verdict_of(
     state: State,
     verdict: Verdict,
     reason: str | None,
-    record: dict[str, Any] | None = None,
+    record: dict[str, Json] | None = None,
 ) -> StepResult:
     """The `loop:` state's verdict, told (`evaluate`, type `loop`) and captured."""
     ctx.session.emit(
@@ -126,7 +125,7 @@ def verdict_of(
             state=state.name,
             type="loop",
             verdict=verdict.verdict,
-            details=dict(verdict.details),
+            details=verdict.details,
             reason=reason,
         )
     )

@@ -341,8 +341,8 @@ class Runner:
         if self.steps.ends_run(state):
             return self._after_terminal(state, result)
         # A child's terminal routes as its outcome when it has no route of its own.
-        outcome = result.verdict.details.get("outcome") if state.is_loop else None
-        if verdict in ("error", "timeout") or not isinstance(outcome, str):
+        outcome = result.verdict.details.outcome if state.is_loop else None
+        if verdict in ("error", "timeout"):
             outcome = None
         decision = router.route(self.loop, state, verdict, outcome)
         if decision is None:
@@ -409,20 +409,20 @@ class Runner:
         fields = result.record or output_record(state, result.action)
         record = {**fields, "verdict": result.verdict.verdict}
         p.prev = record
-        kept = {**record, "confidence": details.get("confidence"), "reason": details.get("reason")}
+        kept = {**record, "confidence": details.confidence, "reason": details.reason}
         if state.capture:
             p.captured[state.capture] = kept
         self.session.keep_outputs(kept, state.capture)
-        value = details.get("value")
+        value = details.value
         converging = state.evaluate is not None and state.evaluate.type == "convergence"
-        if converging and isinstance(value, int | float) and not isinstance(value, bool):
-            p.convergence[state.name] = float(value)
+        if converging and value is not None:
+            p.convergence[state.name] = value
         # Only a real judge verdict's reason is shown to the judge again, never an error text.
-        reason = details.get("reason")
+        reason = details.reason
         judged = state.evaluate is not None and state.evaluate.type == "llm_structured"
-        real = "confident" in details and "error" not in details  # not an error, not a timeout
-        if judged and real and not details.get("fail_open") and isinstance(reason, str) and reason:
-            p.prior_reasons[state.name] = str(reason)
+        real = details.confident is not None and details.error is None  # not an error/timeout
+        if judged and real and not details.fail_open and reason:
+            p.prior_reasons[state.name] = reason
 
     def _outputs(self, final_state: str) -> dict[str, str]:
         """The loop's `outputs:`, rendered in its scope at its end; one that cannot be rendered

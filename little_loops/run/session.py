@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from little_loops.model.details import Json
 from little_loops.model.loop import Loop
 from little_loops.model.progress import (
     _CHANGING,
@@ -138,7 +139,7 @@ class RunSession:
     def flush(self) -> None:
         self.sink.flush()
 
-    def keep_outputs(self, record: dict[str, Any], capture: str | None) -> None:
+    def keep_outputs(self, record: dict[str, Json], capture: str | None) -> None:
         """A finished step's record: appended once, pointed to by the next state.json."""
         where = self.outputs.append(self._sealer.seal(record) if self.redactor else record)
         self._prev_ref = where
@@ -177,14 +178,14 @@ class RunSession:
                 self.outputs.sync()
             self.run_dir.write_state({**self._fixed, **data}, fsync=self.options.fsync)
 
-    def write_record(self, path: Path, value: Any) -> None:
+    def write_record(self, path: Path, value: Json) -> None:
         """A JSON record of the run's tree beside its state (a fork's `items.json` and
         `join.json`, a branch's `result.json`, a used answer): secrets sealed as markers (so
         `read_record` gives them back), written whole (a temporary file, then a rename)."""
         sealed = self._sealer.seal(value) if self.redactor else value
         atomic_write_text(path, json.dumps(sealed, ensure_ascii=False) + "\n")
 
-    def read_record(self, path: Path) -> Any:
+    def read_record(self, path: Path) -> object:
         """A record `write_record` wrote, its secrets filled in again. Raises OSError or
         ValueError (a missing or torn file) for the caller to decide."""
         value = json.loads(path.read_text(encoding="utf-8"))

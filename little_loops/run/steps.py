@@ -15,7 +15,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from little_loops import actions
 from little_loops.evaluators import (
@@ -23,7 +23,9 @@ from little_loops.evaluators import (
     evaluate,
 )
 from little_loops.model import reasons
+from little_loops.model.details import Details, Json
 from little_loops.model.loop import (
+    Evaluate,
     Loop,
     Retry,
     State,
@@ -43,13 +45,16 @@ from little_loops.run.session import RunSession
 from little_loops.run.step_scope import StepScope
 from little_loops.templates.interpolate import program_keys
 
+if TYPE_CHECKING:
+    from little_loops.evaluators.llm import JudgeSession
+
 
 @dataclass(frozen=True)
 class StepResult:
     verdict: Verdict
     action: actions.ActionResult | None
     reason: str | None = None  # one line, for a verdict other than success
-    record: dict[str, Any] | None = None  # the output fields of `prev` and `captured`
+    record: dict[str, Json] | None = None  # the output fields of `prev` and `captured`
 
 
 class Finish(Exception):
@@ -98,7 +103,7 @@ class StepPipeline:
         # Recorded at the start, so a run resumed from elsewhere acts in the same place; runs
         # recorded before v2 ran their actions in the loop file's directory.
         self._cwd = Path(progress.options.cwd or loop.dir)
-        self._judge: Any = None
+        self._judge: JudgeSession | None = None
         self._judge_spent = 0.0  # what the judge's answers in this evaluation cost so far
 
     def run(self, step: int, state: State) -> StepResult:
@@ -163,16 +168,14 @@ class StepPipeline:
                 self.progress.captured[state.capture] = record
             if action.timed_out:
                 self.check_deadline(state.name)
-                verdict = Verdict("timeout", {"timeout_s": self._action_timeout(state)})
+                verdict = Verdict("timeout", Details(timeout_s=self._action_timeout(state)))
                 return self._evaluated(step, state, verdict, action, "timeout", shown, record)
             if action.error is not None:
-                verdict = Verdict("error", {"error": action.error, **dict(action.details)})
+                verdict = Verdict("error", Details({"error": action.error, **action.details}))
                 return self._evaluated(step, state, verdict, action, "action", shown, record)
-            forced = action.details.get("simulated_verdict")
-            if isinstance(forced, str):  # a simulation's answer (simulate.py) stands as given
-                verdict = Verdict(
-                    forced, {k: v for k, v in action.details.items() if k != "simulated_verdict"}
-                )
+            forced = action.details.simulated_verdict
+            if forced is not None:  # a simulation's answer (simulate.py) stands as given
+                verdict = Verdict(forced, action.details.without("simulated_verdict"))
                 return self._evaluated(step, state, verdict, action, "simulated", shown, record)
         elif state.terminal:
             return StepResult(Verdict("success"), None)  # nothing ran, so nothing failed
@@ -224,14 +227,14 @@ class StepPipeline:
         action: actions.ActionResult | None,
         kind: str,
         command: str | None,
-        record: dict[str, Any] | None,
+        record: dict[str, Json] | None,
     ) -> StepResult:
         denied = action.details.get("permission_denials") if action is not None else None
         if denied and "permission_denials" not in verdict.details:
             # Tools the claude CLI refused to run: kept whatever the verdict, for the author.
-            verdict = Verdict(verdict.verdict, {**verdict.details, "permission_denials": denied})
+            verdict = Verdict(verdict.verdict, verdict.details.with_(permission_denials=denied))
         # The judge's answers were counted as they came; only the rest is added here.
-        self.spend(_cost(verdict.details.get("cost_usd")) - self._judge_spent)
+        self.spend(verdict.details.cost_usd - self._judge_spent)
         self._judge_spent = 0.0
         why: dict[str, Any] = {}
         if verdict.verdict != "success":
@@ -255,7 +258,7 @@ class StepPipeline:
                 state=state.name,
                 type=kind,
                 verdict=verdict.verdict,
-                details=dict(verdict.details),
+                details=verdict.details,
                 reason=why.get("reason"),
                 tail=why.get("tail"),
             )
@@ -360,7 +363,7 @@ class StepPipeline:
 
     # -- the judge -------------------------------------------------------------------------
 
-    def _judge_session(self) -> Any:
+    def _judge_session(self) -> JudgeSession:
         if self._judge is None:
             from little_loops.evaluators.llm import (
                 JudgeSession,
@@ -405,17 +408,17 @@ class StepPipeline:
         self.actions.kill_orphans()  # nothing a step started outlives the run
 
 
-def output_record(state: State, action: actions.ActionResult | None) -> dict[str, Any]:
+def output_record(state: State, action: actions.ActionResult | None) -> dict[str, Json]:
     # Trailing newlines are dropped, as shell command substitution does, so that
     # `${captured.dir.output}/file` works after an action that printed a path.
-    record = {
+    record: dict[str, Json] = {
         "output": action.output.rstrip("\n") if action else "",
         "stderr": action.stderr.rstrip("\n") if action else "",
         "exit_code": action.exit_code if action else None,
         "duration_ms": action.duration_ms if action else 0,
         "state": state.name,
     }
-    if action is not None and action.details.get("output_cut"):
+    if action is not None and action.details.output_cut:
         record["output_cut"] = True  # `output` holds only the last 1 MiB of stdout
     return record
 
@@ -442,7 +445,7 @@ def _same(text: str) -> str:
     return text
 
 
-def _uses_judge(spec: Any) -> bool:
+def _uses_judge(spec: Evaluate) -> bool:
     if spec.type == "llm_structured":
         return True
     return any(_uses_judge(sub) for sub in spec.of)

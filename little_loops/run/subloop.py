@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from little_loops.errors import LoopError
+from little_loops.model.details import Details, Json
 from little_loops.model.loop import (
     Loop,
     State,
 )
+from little_loops.model.progress import Progress, RunResult
 from little_loops.record.events import (
     Listener,
     RunEvent,
@@ -210,7 +212,7 @@ class ChildEnd:
             return self.outcome  # stopped at an unrouted verdict: `failure`
         return self.final_state
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, Json]:
         """What `prev` and `captured.X` show after the calling state."""
         return {
             "output": json.dumps(dict(self.outputs), ensure_ascii=False, sort_keys=True),
@@ -226,13 +228,13 @@ class ChildEnd:
             "cost_usd": round(self.cost_usd, 6),
         }
 
-    def details(self) -> dict[str, Any]:
-        return {
-            "child_run_id": self.run_id,
-            "final_state": self.final_state,
-            "outcome": self.outcome,
-            "exit_code": self.exit_code,
-        }
+    def details(self) -> Details:
+        return Details(
+            child_run_id=self.run_id,
+            final_state=self.final_state,
+            outcome=self.outcome,
+            exit_code=self.exit_code,
+        )
 
     def reason(self) -> str | None:
         if self.outcome == "success":
@@ -241,7 +243,7 @@ class ChildEnd:
         return f"sub-loop ended {self.outcome} at '{self.final_state}'{why}"
 
     @classmethod
-    def of_run(cls, run_id: str, result: Any, progress: Any, child: Loop) -> ChildEnd:
+    def of_run(cls, run_id: str, result: RunResult, progress: Progress, child: Loop) -> ChildEnd:
         """The end of a child run that just returned `result` (a `RunResult`), with its
         `progress` (cost, outputs)."""
         return cls(

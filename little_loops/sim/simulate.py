@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any, overload
+from typing import overload
 
 from little_loops.actions import (
     ActionRequest,
@@ -24,6 +24,7 @@ from little_loops.errors import (
     EXIT_TIMEOUT,
     RunError,
 )
+from little_loops.model.details import Details, Json
 from little_loops.model.loop import Loop
 from little_loops.model.progress import OUTCOME_EXIT
 from little_loops.record.events import (
@@ -205,7 +206,7 @@ def _result(entry: Entry, timeout: float | None, clock: SimulatedClock) -> Actio
     if timed_out and timeout is not None:
         spent = timeout  # the action ran until its timeout stopped it
     clock.sleep(spent)
-    details: dict[str, Any] = {"simulated": True}
+    details: dict[str, Json] = {"simulated": True}
     if entry.final_state is not None:
         details["final_state"] = entry.final_state
     if entry.outputs:
@@ -231,7 +232,7 @@ def _result(entry: Entry, timeout: float | None, clock: SimulatedClock) -> Actio
         output_bytes=len(output.encode()) + len(entry.stderr.encode()),
         error=error,
         cost_usd=entry.cost_usd,
-        details=details,
+        details=Details(details),
     )
 
 

@@ -23,6 +23,7 @@ from little_loops.actions import (
     slash,
 )
 from little_loops.errors import EXIT_RUN_ERROR, LoopError
+from little_loops.model.details import Details
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -384,7 +385,7 @@ def test_result_round_trips(tmp_path: Path) -> None:
     result = run_shell("echo hi; exit 4", cwd=tmp_path)
     assert ActionResult.from_dict(result.to_dict()) == result
     slashy = ActionResult(
-        "text", "", 0, 5, False, 10, error="boom", cost_usd=0.5, details={"usage": {"a": 1}}
+        "text", "", 0, 5, False, 10, error="boom", cost_usd=0.5, details=Details(usage={"a": 1})
     )
     again = ActionResult.from_dict(slashy.to_dict())
     assert again.to_dict() == slashy.to_dict()
@@ -420,7 +421,7 @@ def test_slash_ok(tmp_path: Path, fake_claude: FakeClaude) -> None:
     assert result.details["is_error"] is False
     assert result.details["subtype"] == "success"
     assert result.details["num_turns"] == 2
-    assert result.details["usage"]["output_tokens"] == 56
+    assert result.details.usage["output_tokens"] == 56
     assert result.details["model"] == "claude-fake-1"
     assert result.details["session_id"]
     [call] = fake_claude.calls()

@@ -23,6 +23,7 @@ from little_loops.evaluators.agreement import (
     kappa,
     parse_share,
 )
+from little_loops.model.details import Details
 
 REPO = Path(__file__).resolve().parents[2]
 LOOP = REPO / "loops" / "judge-release-notes.yaml"
@@ -302,7 +303,7 @@ def test_run_cases_reports_progress_and_reads_each_answer() -> None:
 
     class Session:
         def judge(self, spec: Evaluate, inp: object) -> Verdict:
-            return Verdict("failure", {"confidence": 0.4, "reason": "no", "cost_usd": 0.01})
+            return Verdict("failure", Details(confidence=0.4, reason="no", cost_usd=0.01))
 
     seen: list[tuple[int, int]] = []
     cases = [Case(1, "a", "failure"), Case(2, "b", "success")]

@@ -24,6 +24,7 @@ from project import Project
 from test_judge_e2e import body, ll_run, user_text
 
 from little_loops.evaluators.votes import Sample, panel
+from little_loops.model.details import Details
 
 RUBRIC = "Are the release notes ready? They must name a fix and a feature.\n"
 
@@ -283,14 +284,14 @@ def test_a_panel_tie_goes_to_the_less_favourable_verdict(
 def test_panel_votes_count_like_samples() -> None:
     enum = ("success", "failure", "blocked", "partial")
     votes = [
-        Sample("success", {"confidence": 0.9, "reason": "a", "cost_usd": 0.01}),
-        Sample("error", {"confidence": 0.0, "reason": "down", "error": "down"}),
-        Sample("success", {"confidence": 0.7, "reason": "c", "cost_usd": 0.02}),
+        Sample("success", Details(confidence=0.9, reason="a", cost_usd=0.01)),
+        Sample("error", Details(confidence=0.0, reason="down", error="down")),
+        Sample("success", Details(confidence=0.7, reason="c", cost_usd=0.02)),
     ]
     result = panel(votes, ["a", "b", "c"], enum)
     assert result.verdict == "success"
     assert result.details["cost_usd"] == pytest.approx(0.03)
-    assert result.details["panel"][1] == {
+    assert result.details.panel[1] == {
         "model": "b",
         "verdict": "error",
         "confidence": 0.0,

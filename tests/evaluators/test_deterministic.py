@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +18,11 @@ from little_loops.model.loop import (
     Verdict,
 )
 from little_loops.templates.interpolate import render
+
+
+def _parts(v: Verdict) -> list[dict[str, Any]]:
+    """An `all`/`any` verdict's sub-verdicts, as its details list them."""
+    return cast(list[dict[str, Any]], v.details["of"])
 
 
 def inp(text: str = "", exit_code: int | None = 0, **scope: Any) -> EvalInput:
@@ -93,7 +98,7 @@ def test_output_contains_source_is_interpolated() -> None:
 def test_output_contains_bad_pattern_never_raises() -> None:
     v = run(Evaluate("output_contains", pattern="("), inp("x"))
     assert v.verdict == "failure"
-    assert "invalid regex" in v.details["error"]
+    assert "invalid regex" in (v.details.error or "")
     assert run(Evaluate("output_contains"), inp("x")).verdict == "failure"
 
 
@@ -135,7 +140,7 @@ def test_output_numeric(text: str, op: str, target: Any, verdict: str) -> None:
 def test_output_numeric_not_a_number(text: str) -> None:
     v = run(Evaluate("output_numeric", operator="eq", target=1), inp(text))
     assert v.verdict == "error"
-    assert "not a number" in v.details["error"]
+    assert "not a number" in (v.details.error or "")
     assert v.details["text"] == text.strip()
 
 
@@ -145,7 +150,7 @@ def test_output_numeric_bad_target_and_operator() -> None:
     assert v.details["target"] == "hello"
     v = run(Evaluate("output_numeric", operator="approx", target=1), inp("1"))
     assert v.verdict == "error"
-    assert "unknown operator" in v.details["error"]
+    assert "unknown operator" in (v.details.error or "")
 
 
 def test_output_numeric_source() -> None:
@@ -219,19 +224,19 @@ def test_output_json(path: str, op: str, target: Any, verdict: str) -> None:
 def test_output_json_errors(path: str, op: str, target: Any, message: str) -> None:
     v = run(Evaluate("output_json", path=path, operator=op, target=target), inp(DOC))
     assert v.verdict == "error"
-    assert message in v.details["error"]
+    assert message in (v.details.error or "")
 
 
 def test_output_json_rejects_non_standard_numbers() -> None:
     v = run(Evaluate("output_json", path=".", operator="eq", target=1), inp("[NaN]"))
     assert v.verdict == "error"
-    assert "NaN" in v.details["error"]
+    assert "NaN" in (v.details.error or "")
 
 
 def test_output_json_bad_json_and_existence() -> None:
     v = run(Evaluate("output_json", path=".a", operator="eq", target=1), inp("{nope"))
     assert v.verdict == "error"
-    assert v.details["error"].startswith("the output is not valid JSON")
+    assert (v.details.error or "").startswith("the output is not valid JSON")
     assert run(Evaluate("output_json", path=".items[0]"), inp(DOC)).verdict == "success"
     assert run(Evaluate("output_json", path=".nope"), inp(DOC)).verdict == "error"
 
@@ -303,7 +308,7 @@ def test_convergence_previous_from_a_template() -> None:
     assert run(spec, inp("5", c={"output": ""})).details["previous"] is None
     bad = run(spec, inp("5", c={"output": "five"}))
     assert bad.verdict == "error"
-    assert "previous value 'five'" in bad.details["error"]
+    assert "previous value 'five'" in (bad.details.error or "")
 
 
 def test_convergence_errors_and_no_target() -> None:
@@ -332,8 +337,8 @@ def test_all_and_any() -> None:
     v = run(both, inp("ok", exit_code=1))
     assert v.details["passed"] == 1
     assert v.details["total"] == 2
-    assert [p["verdict"] for p in v.details["of"]] == ["success", "failure"]
-    assert v.details["of"][1] == {
+    assert [p["verdict"] for p in _parts(v)] == ["success", "failure"]
+    assert _parts(v)[1] == {
         "type": "exit_code",
         "verdict": "failure",
         "details": {"exit_code": 1},
@@ -344,7 +349,7 @@ def test_any_error_makes_error() -> None:
     either = Evaluate("any", of=(OK, NUM))
     v = run(either, inp("ok"))  # "ok" passes the regex but is not a number
     assert v.verdict == "error"
-    assert v.details["of"][1]["verdict"] == "error"
+    assert _parts(v)[1]["verdict"] == "error"
     assert run(Evaluate("all", of=(CODE, OK)), inp("ok", exit_code=7)).verdict == "error"
 
 

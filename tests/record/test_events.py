@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from project import Project
 
+from little_loops.model.details import Details, Json
 from little_loops.record.events import (
     ENCODE,
     EVENT_NAMES,
@@ -292,7 +293,10 @@ def test_send_writes_the_same_line_as_emit(tmp_path: Path) -> None:
     by_name = Emitter("r", [], clock=lambda: clock)
     events = [
         (Route(step=2, state="a", from_="a", to="b", verdict="success", via="next"), None),
-        (Evaluate(step=1, state="a", type="exit_code", verdict="success", details={"x": 1}), None),
+        (
+            Evaluate(step=1, state="a", type="exit_code", verdict="success", details=Details(x=1)),
+            None,
+        ),
         (
             Evaluate(step=1, state="a", type="t", verdict="error", reason="why", tail=("x",)),
             None,
@@ -347,7 +351,7 @@ def test_parse_keeps_what_it_does_not_know_and_never_raises() -> None:
         max_size=8,
     )
 )
-def test_parse_takes_any_line(raw: dict[str, object]) -> None:
+def test_parse_takes_any_line(raw: dict[str, Json]) -> None:
     event = parse(raw)
     again = event.to_dict()
     assert isinstance(again, dict)
