@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -14,6 +13,7 @@ from little_loops.errors import (
     UndefinedVariable,
 )
 from little_loops.model.loop import Scalar
+from little_loops.model.records import record
 from little_loops.templates.shell_quote import (
     ShellLexer,
     UnsafeValue,
@@ -33,7 +33,7 @@ _BODY = re.compile(
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Placeholder:
     """One `${...}` in a template, with its offsets in the template text."""
 
@@ -49,7 +49,7 @@ class Placeholder:
         return ".".join((self.namespace, *self.path))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PlaceholderError:
     """A `${` that is not a well-formed placeholder; `message` says what is wrong."""
 
@@ -143,7 +143,7 @@ def placeholders(text: str) -> list[Placeholder]:
 _ESCAPED_NAMESPACES = frozenset({"captured", "prev", "item"})  # item: a fork's (fork.py)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Compiled:
     parts: tuple[str | Placeholder, ...]
     error: PlaceholderError | None
