@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
+from project import Project
 
 from little_loops.model.details import Details, Json
 from little_loops.record.events import (
@@ -252,29 +253,20 @@ states:
 """
 
 
-def run_story(tmp_path: Path) -> Path:
+def run_story(project: Project) -> Path:
     """A real `ll run` of STORY (a retry, routed failures, the on_max_iterations jump)."""
-    import subprocess
-    import sys
-
-    (tmp_path / "story.yaml").write_text(STORY, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "little_loops", "run", "story.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    tmp_path = project.path
+    project.write("story.yaml", STORY)
+    done = project.ll("run", "story.yaml")
     assert done.returncode == 4, done.stderr  # max_iterations
     (run,) = (tmp_path / ".loops" / "runs").iterdir()
     return run / "events.jsonl"
 
 
 def test_every_line_of_a_real_run_parses_typed_and_writes_back_byte_for_byte(
-    tmp_path: Path,
+    project: Project,
 ) -> None:
-    lines = run_story(tmp_path).read_text(encoding="utf-8").splitlines()
+    lines = run_story(project).read_text(encoding="utf-8").splitlines()
     typed = [parse(json.loads(line)) for line in lines]
     assert not [e for e in typed if isinstance(e, UnknownEvent)]
     assert {e.name for e in typed} >= {
