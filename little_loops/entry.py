@@ -66,6 +66,76 @@ def _validate(args: list[str]) -> int | None:
     return validate_files(files, strict=strict, fmt=fmt, out=sys.stdout)
 
 
+_RUN_FLAGS = {
+    "-q": "quiet",
+    "--quiet": "quiet",
+    "--json": "json_mode",
+    "-v": "verbose",
+    "--verbose": "verbose",
+}
+
+
+def _run(args: list[str]) -> int | None:
+    """`ll run FILE` without click, or None when click should handle these arguments.
+
+    Only FILE, -q, --json, -v, --set and --max-iterations are taken here; any other option,
+    LL_JOBS (click reads it) or a usage mistake goes to the click command, which words every
+    usage error (the file's checks are made again there: nothing has started yet). Both run
+    the same function, `cli.execute.prepare_run`, and report errors as `cli.main` does.
+    """
+    if "LL_JOBS" in os.environ:
+        return None
+    given: dict[str, Any] = {}
+    sets: list[str] = []
+    files: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg in _RUN_FLAGS:
+            given[_RUN_FLAGS[arg]] = True
+        elif arg == "--set" or arg.startswith("--set="):
+            value = arg[6:] if arg.startswith("--set=") else next(rest, None)
+            if value is None:
+                return None
+            sets.append(value)
+        elif arg == "--max-iterations" or arg.startswith("--max-iterations="):
+            value = arg.partition("=")[2] if "=" in arg else next(rest, "")
+            if not (value.isascii() and value.isdigit()) or int(value) < 1:
+                return None
+            given["max_iterations"] = int(value)
+        elif arg == "--":
+            files.extend(rest)
+        elif arg.startswith("-"):
+            return None
+        else:
+            files.append(arg)
+    if len(files) != 1:
+        return None
+    from little_loops.cli.execute import RunArgs, prepare_run
+    from little_loops.errors import LoadError, LoopError
+
+    try:
+        try:
+            go = prepare_run(RunArgs(files[0], tuple(sets), **given))
+        except Exception as exc:
+            click = sys.modules.get("click")
+            if click is not None and isinstance(exc, click.ClickException):
+                return None
+            raise
+        if go is not None:
+            go()
+    except LoadError as exc:
+        for diagnostic in exc.diagnostics:
+            sys.stderr.write(diagnostic.format() + "\n")
+        return exc.exit_code
+    except LoopError as exc:
+        sys.stderr.write(f"ll: error: {exc.message}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("ll: interrupted\n")
+        return 130
+    return 0
+
+
 def _exit_on_signals() -> None:
     """Ctrl-C or SIGTERM before a run installs its own handlers (while starting up or loading
     the file) ends `ll` with 130 or 143, as an interrupted run does, not click's "Aborted!"."""
@@ -139,6 +209,10 @@ def _main() -> None:
         sys.stdout.write(HELP.replace("Usage: ll ", f"Usage: {prog} ", 1))
         return
     _exit_on_signals()
+    if argv[:1] == ["run"]:
+        code = _run(argv[1:])
+        if code is not None:
+            sys.exit(code)
     from little_loops.cli.main import main as cli_main
 
     # Named, so click neither says "python -m little_loops" nor guesses from argv[0] itself.

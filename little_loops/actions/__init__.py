@@ -12,7 +12,6 @@ import os
 import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,6 +38,7 @@ from little_loops.actions.slash import (
 )
 from little_loops.errors import RunError
 from little_loops.model.details import EMPTY_DETAILS, Details, Json
+from little_loops.model.records import record
 from little_loops.record.store import LogSegment
 
 __all__ = [
@@ -61,7 +61,7 @@ __all__ = [
 MAX_ARG_BYTES = 100_000
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ActionRequest:
     """One action to run, with every setting it runs with: what crosses the action seam
     (`run/action_layer.ActionLayer.run`) instead of loose parameters.
@@ -112,7 +112,7 @@ class ActionStartError(RunError):
 _CUT = Details(output_cut=True)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ActionResult:
     """What one action did. Text fields are tails, decoded as UTF-8 with replacement.
 

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from little_loops.actions.reaper import (
@@ -28,6 +27,7 @@ from little_loops.actions.reaper import (
     SPAWNING,
     group_alive,
 )
+from little_loops.model.records import record
 from little_loops.record.store import LogSegment, StepLog
 
 OutputHook = Callable[[str, bytes], None]
@@ -89,7 +89,7 @@ class Tail:
         return bytes(data).decode("utf-8", errors="replace")
 
 
-@dataclass
+@record
 class Run:
     stdout: Tail
     stderr: Tail

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -23,26 +23,22 @@ from little_loops.errors import (
     EXIT_USAGE,
     LoopError,
 )
-from little_loops.record import questions as qs
-from little_loops.record.questions import (
-    Answer,
-    Expired,
-    Question,
-)
 from little_loops.record.store import (
     RunDir,
     find_run,
     owner_alive,
 )
 
+# record/questions.py (and its imports) is loaded only when a question is asked or answered:
+# a plain `ll run` imports this module for its prompt, and never needs it.
+if TYPE_CHECKING:
+    from little_loops.record.questions import (
+        Answer,
+        Expired,
+        Question,
+    )
+
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def interactive(*, no_input: bool, quiet: bool, json_mode: bool) -> bool:
-    """A person can be asked here: a terminal on both ends, and nothing said otherwise."""
-    if no_input or quiet or json_mode or os.environ.get("CI"):
-        return False
-    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def clean(text: str) -> str:
@@ -68,6 +64,8 @@ def terminal_prompt(
         out.write(f"  answer {qid}> ")
         out.flush()
         line = _read_line(poll)
+        from little_loops.record.questions import Answer, Expired
+
         if isinstance(line, Answer | Expired):  # answered elsewhere, or expired
             out.write("\n")
             return line
@@ -110,6 +108,8 @@ def _read_line(
 
 
 def _record(qid: str, value: str, note: str | None, via: str) -> Answer:
+    from little_loops.record import questions as qs
+
     by = qs.default_by(os.environ)
     return qs.answer_record(qid, value, note=note, by=by, via=via, now=time.time())
 
@@ -122,6 +122,8 @@ def presets(values: tuple[str, ...], loop: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     asks = {name: s for name, s in loop.states.items() if s.is_ask}
     for item in values:
+        from little_loops.record import questions as qs
+
         key, value = qs.split_answer(item)
         if key is None:
             raise click.BadParameter(
@@ -156,6 +158,8 @@ def record_answers(
 ) -> list[Answer]:
     """Each `[ID=]VALUE` bound to exactly one pending question and written for the run to
     take; every answer is checked before any is written (exit 2 and nothing recorded)."""
+    from little_loops.record import questions as qs
+
     run_id = str(state.get("run_id") or run_dir.run_id)
     pending = qs.tree_pending(run_dir.root, state)
     now = time.time()
@@ -177,20 +181,6 @@ def record_answers(
     for record in records:
         qs.write_answer(qs.tree_root(run_dir.root), record)
     return records
-
-
-def answer_options(command: Any) -> Any:
-    """`--answer` and `--no-input`, shared by `ll run` and `ll resume`."""
-    command = click.option(
-        "--no-input", is_flag=True, help="Never ask at the terminal: a question suspends the run."
-    )(command)
-    return click.option(
-        "--answer",
-        "answers",
-        multiple=True,
-        metavar="[ID=]VALUE",
-        help="Answer a question (ID: the asking state, or its id from 'll status').",
-    )(command)
 
 
 def find_run_dir(run_id: str) -> RunDir:
@@ -225,6 +215,8 @@ def answer(run_id: str, answer: str, note: str | None, by: str | None) -> None:
     Example:
       ll answer 20261122-041430-publish-7a1c approve --note "checked the page"
     """
+    from little_loops.record import questions as qs
+
     run_dir = find_run_dir(run_id)
     state = run_dir.read_state()
     status = state.get("status")
@@ -252,6 +244,8 @@ LIVE_WAIT_S = 3.0  # how long `ll answer` watches a live run take an answer
 def _live(run_dir: RunDir, qid: str) -> str:
     """What a live run did with the answer, as seen: taken (at its prompt, or by the fork
     whose branch asked), left when the run stopped, or not yet taken (the run is busy)."""
+    from little_loops.record import questions as qs
+
     root = qs.tree_root(run_dir.root)
     resume = f"ll resume {run_dir.run_id}"
     deadline = time.monotonic() + LIVE_WAIT_S
@@ -280,6 +274,8 @@ def _live(run_dir: RunDir, qid: str) -> str:
 
 def suspended_text(run_root: Path, run_id: str) -> str:
     """What `ll` prints when a run suspends: each question and the command that answers it."""
+    from little_loops.record import questions as qs
+
     try:
         state = RunDir(run_root).read_state()
     except LoopError:
@@ -298,6 +294,8 @@ def suspended_text(run_root: Path, run_id: str) -> str:
 
 
 def pending_ids(run_root: Path) -> list[str]:
+    from little_loops.record import questions as qs
+
     try:
         state = RunDir(run_root).read_state()
     except LoopError:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any, NamedTuple
-
-import click
 
 from little_loops.cli import launch
 from little_loops.errors import EXIT_SUSPENDED
@@ -18,6 +17,8 @@ def parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
+            import click
+
             raise click.BadParameter(f"'{item}' is not KEY=VALUE", param_hint="--set")
         if loop is not None and key not in loop.context and key not in loop.inputs:
             import difflib
@@ -29,6 +30,8 @@ def parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
                 if close
                 else (f"its keys are: {', '.join(known)}" if known else "it has no 'context:'")
             )
+            import click
+
             raise click.BadParameter(
                 f"the loop has no context key '{key}'; {hint}", param_hint="--set"
             )
@@ -47,6 +50,141 @@ class Display(NamedTuple):
     otel: bool = False
     no_input: bool = False
     report: str | None = None  # --report FILE: the HTML report, written at the run's end
+
+
+class RunArgs(NamedTuple):
+    """The options of `ll run`, as the click command parses them (the defaults are its own):
+    the fast path of entry.py builds these for the common options without click."""
+
+    file: str
+    sets: tuple[str, ...] = ()
+    max_iterations: int | None = None
+    dry_run: bool = False
+    json_mode: bool = False
+    quiet: bool = False
+    verbose: bool = False
+    junit_xml: str | None = None
+    report: str | None = None
+    heartbeat: float | None = None
+    otel: bool = False
+    claude: str | None = None
+    claude_flags: str | None = None
+    model: str | None = None
+    no_cache: bool = False
+    record: str | None = None
+    replay: str | None = None
+    fsync: bool = False
+    allow_concurrent: bool = False
+    background: bool = False
+    simulate: str | None = None
+    answers: tuple[str, ...] = ()
+    no_input: bool = False
+    jobs: int = 8
+    branch: str | None = None
+    run_id: str | None = None
+
+
+def _usage(message: str) -> Exception:
+    import click
+
+    return click.UsageError(message)
+
+
+def prepare_run(args: RunArgs) -> Callable[[], None] | None:
+    """`ll run`: every check of the file and the options, then the run to start (None after
+    `--dry-run`, which only prints). A mistake is raised before anything is started or
+    written: a click exception for a usage error, a LoopError for the others."""
+    import os
+    from pathlib import Path
+
+    from little_loops.load.loader import load
+
+    if args.record and args.replay:
+        raise _usage(
+            "--record and --replay cannot be used together: replay answers from FILE without "
+            "asking the judge, so there is nothing to record; drop one of them"
+        )
+    judge = args.model or os.environ.get("LL_MODEL") or None
+    if judge is not None:
+        from little_loops.providers import model_problem
+
+        problem = model_problem(judge)
+        if problem is not None:
+            raise _usage(f"{'--model' if args.model else 'LL_MODEL'}: {problem}")
+    launch.regular_file(args.file)
+    loop = load(Path(args.file))
+    overrides = parse_sets((*args.sets, *launch.background_sets()), loop)
+    from little_loops.load.children import missing_inputs
+
+    if (missing := missing_inputs(loop, overrides)) is not None:
+        raise _usage(missing)
+    preset: dict[str, str] = {}
+    if args.answers:
+        from little_loops.cli.answer import presets
+
+        preset = presets(args.answers, loop)
+    if args.dry_run:
+        from little_loops.run.plan import dry_run as plan
+
+        launch.echo(plan(loop, overrides), nl=False)
+        return None
+    if args.record:
+        launch.writable(args.record, "the judge recording")
+    from little_loops.record.store import max_log_bytes
+
+    max_log_bytes()  # a bad LL_MAX_LOG_BYTES is a usage error before the run, not after
+    from little_loops.record.prune import env_keep
+
+    env_keep(os.environ)  # and a bad LL_KEEP_RUNS
+
+    def go() -> None:
+        if args.background:
+            launch.start_background(loop.name)
+        from little_loops import actions
+        from little_loops.run.runner import RunOptions
+
+        options = RunOptions(
+            overrides=overrides,
+            max_iterations=args.max_iterations,
+            claude=tuple(actions.claude_command(args.claude, os.environ)),
+            claude_flags=tuple(actions.claude_flags(args.claude_flags, os.environ)),
+            model=judge,
+            cache=not args.no_cache,
+            record=Path(args.record) if args.record else None,
+            replay=Path(args.replay) if args.replay else None,
+            fsync=args.fsync,
+            # a simulation takes no lock
+            allow_concurrent=args.allow_concurrent or args.simulate is not None,
+            answers=preset,
+            jobs=args.jobs,
+        )
+        if args.branch is not None:
+            from little_loops.cli.matrix import run_branch
+
+            run_branch(
+                loop, options, args.branch, args.run_id, json_mode=args.json_mode, quiet=args.quiet
+            )
+            return
+        if args.report:
+            launch.report_target(args.report)
+        display = Display(
+            args.json_mode,
+            args.quiet,
+            args.verbose,
+            args.junit_xml,
+            args.heartbeat,
+            args.otel,
+            args.no_input,
+            args.report,
+        )
+        rig = None
+        if args.simulate:
+            from little_loops.sim.stepping import Rig
+
+            rig = Rig.simulated(Path(args.simulate), loop, replay=args.replay is not None)
+        execute(loop, options, None, None, args.run_id, display, rig)
+
+    return go
 
 
 def execute(
@@ -86,12 +224,9 @@ def execute(
     on_output = launch.fan_out([hook for hook in hooks if hook is not None])
     if on_output is not None:
         options = dataclasses.replace(options, on_output=on_output)
-    from little_loops.cli.answer import (
-        interactive,
-        terminal_prompt,
-    )
+    if launch.interactive(no_input=display.no_input, quiet=display.quiet, json_mode=json_mode):
+        from little_loops.cli.answer import terminal_prompt
 
-    if interactive(no_input=display.no_input, quiet=display.quiet, json_mode=json_mode):
         options = dataclasses.replace(options, prompt=terminal_prompt)
     reporters = launch.reporters(loop, display.junit_xml, json_mode)
     tracer = launch.tracer(display.otel)
@@ -111,7 +246,7 @@ def execute(
 
         hint = no_key_hint(loop, options.model, options.replay, dict(options.env or os.environ))
         if hint is not None and not display.quiet:
-            click.echo(hint, err=True)
+            launch.echo(hint, err=True)
     with signals_as_exceptions():
         runner = Runner(
             loop,
@@ -131,18 +266,18 @@ def execute(
     if tracer is not None:
         tracer.close()  # flush the trace: after the signals are ignored, so it is not cut off
         if tracer.problem:
-            click.echo(f"ll: warning: {tracer.problem}", err=True)
+            launch.echo(f"ll: warning: {tracer.problem}", err=True)
     launch.after_run(loop, result, runner, display.report, quiet=display.quiet or json_mode)
     for reporter in reporters:
         # The run is over and recorded; a report that could not be written does not change
         # its exit code (nor make `ll resume` run its terminal again).
         problem = getattr(reporter, "problem", None)
         if problem:
-            click.echo(f"ll: warning: {problem}", err=True)
+            launch.echo(f"ll: warning: {problem}", err=True)
     if rig is not None and rig.paused and result.exit_code == EXIT_SUSPENDED:
         if not json_mode:
-            click.echo(rig.next_text(), nl=False)
-            click.echo(
+            launch.echo(rig.next_text(), nl=False)
+            launch.echo(
                 f"ll: paused; continue with 'll step {result.run_id}' or "
                 f"'ll resume {result.run_id}'",
                 err=True,
@@ -150,9 +285,9 @@ def execute(
     elif result.outcome == "suspended" and not json_mode:
         from little_loops.cli.answer import suspended_text
 
-        click.echo(suspended_text(result.run_dir, result.run_id), nl=False, err=True)
+        launch.echo(suspended_text(result.run_dir, result.run_id), nl=False, err=True)
     elif result.outcome == "interrupted" and not json_mode:
-        click.echo(
+        launch.echo(
             f"ll: run {result.run_id} stopped at step {result.steps + 1}; "
             f"resume with: ll resume {result.run_id}",
             err=True,

@@ -1,7 +1,8 @@
 """What `ll run` and `ll resume` need around a run: checks made before it, the output hooks,
 the signals after it, and the detached re-launch behind `--background`.
 
-Like `cli`, this imports only click and the standard library at the top.
+It imports only the standard library at the top, not even click: a plain `ll run` starts
+without click (entry.py), and prints its few lines through `echo` here.
 """
 
 from __future__ import annotations
@@ -11,9 +12,21 @@ import os
 import sys
 from typing import Any
 
-import click
-
 from little_loops.errors import LoopError
+
+
+def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """`click.echo` of plain text (no colours to strip), without importing click."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n" if nl else text)
+    stream.flush()
+
+
+def interactive(*, no_input: bool, quiet: bool, json_mode: bool) -> bool:
+    """A person can be asked here: a terminal on both ends, and nothing said otherwise."""
+    if no_input or quiet or json_mode or os.environ.get("CI"):
+        return False
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def ignore_signals() -> None:
@@ -153,11 +166,11 @@ def start_background(loop_name: str) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not (root / "state.json").exists():
         if proc.poll() is not None:
-            click.echo((root / "output.log").read_text(errors="replace"), err=True, nl=False)
+            echo((root / "output.log").read_text(errors="replace"), err=True, nl=False)
             sys.exit(proc.returncode)
         time.sleep(0.02)
-    click.echo(f"ll: started run {run_id} in the background (pid {proc.pid})")
-    click.echo(f"    follow it with: ll logs -f {run_id}")
+    echo(f"ll: started run {run_id} in the background (pid {proc.pid})")
+    echo(f"    follow it with: ll logs -f {run_id}")
     sys.exit(0)
 
 
@@ -181,7 +194,7 @@ def tracer(flag: bool) -> Any:
 
             raise LoopError(f"--otel: {exc}") from None  # exit code 2, like a usage error
         # Only the environment asked, and it may be set for other programs: run unexported.
-        click.echo(f"ll: warning: OTEL_EXPORTER_OTLP_ENDPOINT is set, but {exc}", err=True)
+        echo(f"ll: warning: OTEL_EXPORTER_OTLP_ENDPOINT is set, but {exc}", err=True)
         return None
     import atexit
 
@@ -212,7 +225,7 @@ def github_outputs(result: Any) -> None:
             pending = []
     problem = write_outputs(Path(target), result.run_id, result.exit_code, pending)
     if problem:
-        click.echo(f"ll: warning: {problem}", err=True)
+        echo(f"ll: warning: {problem}", err=True)
 
 
 def reporters(loop: Any, junit_xml: str | None, json_mode: bool) -> list[Any]:
@@ -255,10 +268,10 @@ def after_run(loop: Any, result: Any, runner: Any, report: str | None, *, quiet:
                 mask=redactor.obj if redactor else None,
             )
         except LoopError as exc:
-            click.echo(f"ll: warning: {exc.message}", err=True)
+            echo(f"ll: warning: {exc.message}", err=True)
         else:
             if not quiet:
-                click.echo(f"ll: report: {path}", err=True)
+                echo(f"ll: report: {path}", err=True)
     keep = loop.keep_runs
     if keep is None:
         from little_loops.record.prune import env_keep
@@ -266,7 +279,7 @@ def after_run(loop: Any, result: Any, runner: Any, report: str | None, *, quiet:
         try:
             keep = env_keep(os.environ)
         except LoopError as exc:
-            click.echo(f"ll: warning: {exc.message}; no runs were pruned", err=True)
+            echo(f"ll: warning: {exc.message}; no runs were pruned", err=True)
             return
     if keep is None or result.run_dir is None:
         return
@@ -277,4 +290,4 @@ def after_run(loop: Any, result: Any, runner: Any, report: str | None, *, quiet:
         base, keep=keep, older_than=None, loop_file=str(loop.path.resolve()), verbose=False
     )
     if removed and not quiet:
-        click.echo(f"ll: keep_runs {keep}: {text.strip()}", err=True)
+        echo(f"ll: keep_runs {keep}: {text.strip()}", err=True)

@@ -1,8 +1,9 @@
 """The `ll` command: click options in, one core call, errors mapped to exit codes.
 
 Start-up matters: at the top this module imports only click, the standard library, `errors`
-and its two companions `cli_inspect` (the commands that look at runs) and `cli_launch`, which
-keep to the same rule. Everything else is imported inside the command that needs it.
+and the companions `run` and `resume` need (`launch`, `execute`, `options`), which keep to the
+same rule. Everything else is imported inside the command that needs it, and the other
+commands' modules (`inspect`, `sim`, `judge`, ...) only when their command is run or listed.
 """
 
 from __future__ import annotations
@@ -15,23 +16,43 @@ import click
 from little_loops import __version__
 from little_loops.cli import launch
 from little_loops.cli import options as option_groups
-from little_loops.cli.answer import COMMANDS as ANSWER_COMMANDS
-from little_loops.cli.answer import answer_options as _answer_options
 from little_loops.cli.execute import Display, execute, parse_sets
-from little_loops.cli.inspect import COMMANDS
-from little_loops.cli.judge import COMMANDS as JUDGE_COMMANDS
-from little_loops.cli.matrix import COMMANDS as MATRIX_COMMANDS
-from little_loops.cli.migrate import COMMANDS as MIGRATE_COMMANDS
-from little_loops.cli.report import COMMANDS as REPORT_COMMANDS
-from little_loops.cli.sim import COMMANDS as SIM_COMMANDS
 from little_loops.errors import (
     LoadError,
     LoopError,
 )
 
+# The commands of the other modules of cli/ (each lists its own in `COMMANDS`), by name: a
+# module is imported when one of its commands is run, or when the help lists them all.
+ELSEWHERE = {
+    **dict.fromkeys(
+        ("list", "status", "history", "stop", "logs", "graph", "compile", "init", "schema"),
+        "inspect",
+    ),
+    **dict.fromkeys(("step", "test"), "sim"),
+    "judge": "judge",
+    "answer": "answer",
+    "migrate": "migrate",
+    **dict.fromkeys(("plan-matrix", "join"), "matrix"),
+    **dict.fromkeys(("report", "prune"), "report"),
+}
+
 
 class _Group(click.Group):
-    """Turns every LoopError into one line on stderr and its exit code."""
+    """Loads the other modules' commands when asked for them (click's lazy group), and turns
+    every LoopError into one line on stderr and its exit code."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *ELSEWHERE})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in ELSEWHERE:
+            from importlib import import_module
+
+            module = import_module(f"little_loops.cli.{ELSEWHERE[cmd_name]}")
+            for command in module.COMMANDS:
+                self.add_command(command)
+        return self.commands.get(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -109,7 +130,7 @@ def validate(files: tuple[str, ...], strict: bool, fmt: str) -> None:
     metavar="SCRIPT",
     help="Answer every action from SCRIPT (YAML); nothing runs, nothing sleeps.",
 )
-@_answer_options
+@option_groups.answers
 @click.option(
     "--jobs",
     type=click.IntRange(min=1),
@@ -163,79 +184,40 @@ def run(
     Example:
       ll run loops/rollout.yaml --set failing=ap-south --max-iterations 10
     """
-    import os
-    from pathlib import Path
+    from little_loops.cli.execute import RunArgs, prepare_run
 
-    from little_loops.load.loader import load
-
-    if record and replay:
-        raise click.UsageError(
-            "--record and --replay cannot be used together: replay answers from FILE without "
-            "asking the judge, so there is nothing to record; drop one of them"
+    go = prepare_run(
+        RunArgs(
+            file=file,
+            sets=sets,
+            max_iterations=max_iterations,
+            dry_run=dry_run,
+            json_mode=json_mode,
+            quiet=quiet,
+            verbose=verbose,
+            junit_xml=junit_xml,
+            report=report,
+            heartbeat=heartbeat,
+            otel=otel,
+            claude=claude,
+            claude_flags=claude_flags,
+            model=model,
+            no_cache=no_cache,
+            record=record,
+            replay=replay,
+            fsync=fsync,
+            allow_concurrent=allow_concurrent,
+            background=background,
+            simulate=simulate,
+            answers=answers,
+            no_input=no_input,
+            jobs=jobs,
+            branch=branch,
+            run_id=run_id,
         )
-    judge = model or os.environ.get("LL_MODEL") or None
-    if judge is not None:
-        from little_loops.providers import model_problem
-
-        problem = model_problem(judge)
-        if problem is not None:
-            raise click.UsageError(f"{'--model' if model else 'LL_MODEL'}: {problem}")
-    launch.regular_file(file)
-    loop = load(Path(file))
-    overrides = parse_sets((*sets, *launch.background_sets()), loop)
-    from little_loops.load.children import missing_inputs
-
-    if (missing := missing_inputs(loop, overrides)) is not None:
-        raise click.UsageError(missing)
-    from little_loops.cli.answer import presets
-
-    preset = presets(answers, loop)
-    if dry_run:
-        from little_loops.run.plan import dry_run as plan
-
-        click.echo(plan(loop, overrides), nl=False)
-        return
-    if record:
-        launch.writable(record, "the judge recording")
-    from little_loops.record.store import max_log_bytes
-
-    max_log_bytes()  # a bad LL_MAX_LOG_BYTES is a usage error before the run, not after
-    from little_loops.record.prune import env_keep
-
-    env_keep(os.environ)  # and a bad LL_KEEP_RUNS
-    if background:
-        launch.start_background(loop.name)
-    from little_loops import actions
-    from little_loops.run.runner import RunOptions
-
-    options = RunOptions(
-        overrides=overrides,
-        max_iterations=max_iterations,
-        claude=tuple(actions.claude_command(claude, os.environ)),
-        claude_flags=tuple(actions.claude_flags(claude_flags, os.environ)),
-        model=judge,
-        cache=not no_cache,
-        record=Path(record) if record else None,
-        replay=Path(replay) if replay else None,
-        fsync=fsync,
-        allow_concurrent=allow_concurrent or simulate is not None,  # a simulation takes no lock
-        answers=preset,
-        jobs=jobs,
     )
-    if branch is not None:
-        from little_loops.cli.matrix import run_branch
-
-        run_branch(loop, options, branch, run_id, json_mode=json_mode, quiet=quiet)
-        return
-    if report:
-        launch.report_target(report)
-    display = Display(json_mode, quiet, verbose, junit_xml, heartbeat, otel, no_input, report)
-    rig = None
-    if simulate:
-        from little_loops.sim.stepping import Rig
-
-        rig = Rig.simulated(Path(simulate), loop, replay=replay is not None)
-    execute(loop, options, None, None, run_id, display, rig)
+    if go is not None:
+        go()
 
 
 @main.command(short_help="Continue an interrupted run from its last finished step.")
@@ -245,7 +227,7 @@ def run(
     "--set", "sets", multiple=True, metavar="KEY=VALUE", help="Give secret context values again."
 )
 @option_groups.output
-@_answer_options
+@option_groups.answers
 @click.option("--note", help="With --answer: a note kept with the answer.")
 @click.option("--by", help="With --answer: who answers (default: $LL_USER, $GITHUB_ACTOR, $USER).")
 def resume(
@@ -297,18 +279,6 @@ def resume(
     from little_loops.sim.stepping import resumed_rig
 
     execute(loop, options, progress, run_dir, None, display, resumed_rig(loop, options, run_dir))
-
-
-for _command in (
-    *COMMANDS,
-    *SIM_COMMANDS,
-    *JUDGE_COMMANDS,
-    *ANSWER_COMMANDS,
-    *MIGRATE_COMMANDS,
-    *MATRIX_COMMANDS,
-    *REPORT_COMMANDS,
-):
-    main.add_command(_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -86,3 +86,17 @@ def output(f: Any) -> Any:
     ):
         f = option(f)
     return f
+
+
+def answers(command: Any) -> Any:
+    """`--answer` and `--no-input`, shared by `ll run` and `ll resume`."""
+    command = click.option(
+        "--no-input", is_flag=True, help="Never ask at the terminal: a question suspends the run."
+    )(command)
+    return click.option(
+        "--answer",
+        "answers",
+        multiple=True,
+        metavar="[ID=]VALUE",
+        help="Answer a question (ID: the asking state, or its id from 'll status').",
+    )(command)

@@ -7,13 +7,13 @@ all, so there is no import cycle (docs/architecture.md, "The evaluator contract"
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 from little_loops.model.loop import (
     Evaluate,
     Verdict,
 )
+from little_loops.model.records import record
 
 
 class JudgeSession(Protocol):
@@ -23,7 +23,7 @@ class JudgeSession(Protocol):
         """The judge's verdict on one finished action."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EvalInput:
     """What an evaluator sees of a finished action.
 

@@ -39,9 +39,9 @@ def needs_sdk(loop: Loop, model_override: str | None, replay: Path | None) -> bo
     """Whether a run of `loop` will import the Anthropic SDK for its judges."""
     if replay is not None:  # answers come from the recording, never from a provider
         return False
-    from ..providers import split_model
-
     for model in judge_models(loop, model_override):
+        from ..providers import split_model  # only with a judge: it is not small
+
         try:
             provider, _ = split_model(model)
         except ValueError:  # the judge reports it as a config error; nothing to warm
@@ -76,9 +76,9 @@ def no_key_hint(
     the loop without one. None when a key is set, or no judge needs one."""
     if replay is not None or env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN"):
         return None
-    from ..providers import split_model
-
     for model in sorted(judge_models(loop, model_override)):
+        from ..providers import split_model
+
         try:
             provider, _ = split_model(model)
         except ValueError:

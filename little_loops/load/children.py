@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from little_loops.errors import Diagnostic
@@ -26,6 +26,7 @@ from little_loops.model.loop import (
     Loop,
     State,
 )
+from little_loops.model.records import record
 from little_loops.model.router import route
 from little_loops.templates.interpolate import (
     Placeholder,
@@ -45,7 +46,7 @@ OUTCOMES = ("success", "failure")
 LoadChild = Callable[[Path, str], tuple[Loop | None, list[Diagnostic]]]
 
 
-@dataclass
+@record
 class _Tree:
     """The files being loaded, outermost first, and the results already known for a chain."""
 

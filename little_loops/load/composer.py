@@ -9,13 +9,14 @@ refuse documents nested or aliased deeply enough to crash or stall the program.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import yaml
 
 from little_loops.errors import Diagnostic
 from little_loops.model.loop import Pos
+from little_loops.model.records import record
 from little_loops.wording import (
     NodePath,
     where,
@@ -34,7 +35,7 @@ _SEQ_TAGS = (None, "!", "tag:yaml.org,2002:seq")
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-@dataclass
+@record
 class SourceMap:
     """Line and column of each node (`values`) and of each mapping key (`keys`), by path.
 
@@ -65,7 +66,7 @@ class _Stop(Exception):
         self.pos, self.code, self.message = pos, code, message
 
 
-@dataclass
+@record
 class _Frame:
     value: dict[str, Any] | list[Any]
     path: NodePath

@@ -90,9 +90,9 @@ def parse(
     file = str(path) if file is None else file
     sha = ""
     if digest:
-        import hashlib  # its OpenSSL import is a noticeable part of start-up
+        from little_loops.record.store import sha256  # without hashlib's OpenSSL import
 
-        sha = hashlib.sha256(data).hexdigest()
+        sha = sha256(data)
     text = decode(data, file)
     if isinstance(text, Diagnostic):
         return None, [text]

@@ -12,13 +12,13 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from little_loops.errors import Diagnostic
 from little_loops.model.loop import Pos
+from little_loops.model.records import record
 from little_loops.wording import (
     NodePath,
     describe,
@@ -101,7 +101,7 @@ def loop_schema() -> Mapping[str, Any]:
     return data
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SchemaIssue:
     """One way a document breaks the schema. `key` is set when the problem is a mapping key."""
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from functools import cached_property
 
 from little_loops.errors import (
@@ -22,6 +21,7 @@ from little_loops.model.loop import (
     Pos,
     State,
 )
+from little_loops.model.records import record
 from little_loops.templates.interpolate import (
     Placeholder,
     PlaceholderError,
@@ -64,7 +64,7 @@ BRANCH_FIELDS = (
 CHILD_FIELDS = ("output", "stderr", "exit_code", "duration_ms", "verdict", "final_state", "outcome")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Ctx:
     """What every check needs: the loop, its file name, and where each node is."""
 

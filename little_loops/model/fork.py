@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from little_loops.errors import RecordError
@@ -28,6 +28,7 @@ from little_loops.model.question import (
     Question,
     json_kind,
 )
+from little_loops.model.records import record
 
 KEY_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,40}")
 MAX_ITEMS = 1000  # more items than this: verdict `error` before any branch starts
@@ -40,7 +41,7 @@ class ItemsError(Exception):
     """The items cannot be used: the fork state's verdict is `error`, with this reason."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Item:
     """One branch: its key (directory, path, `branches.KEY`), 1-based index and value."""
 
@@ -130,7 +131,7 @@ _KINDS: dict[str, tuple[type, ...]] = {
 }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BranchRecord:
     """A branch's record: its `result.json` beside its run, and its entry in the fork's
     `join.json` and `captured.X.branches`. Which keys it has depends on how the branch
@@ -247,7 +248,7 @@ def _want(kinds: tuple[type, ...]) -> str:
     return "a string" if str in kinds else "a number"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BranchEnd:
     """How one branch ended: its verdict (or `cancelled`) and its record; a branch waiting
     for an answer (`suspended`) holds its questions."""

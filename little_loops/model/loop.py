@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
 from little_loops.model.details import EMPTY_DETAILS, Details, Json
+from little_loops.model.records import record
 
 ActionType = Literal["shell", "slash"]
 Outcome = Literal["success", "failure"]
@@ -72,7 +73,7 @@ ERROR_VERDICTS = frozenset({"error", "timeout"})
 UNCERTAIN_SUFFIX = "_uncertain"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Pos:
     """Where a node starts in the loop file: 1-based line and column."""
 
@@ -80,7 +81,7 @@ class Pos:
     col: int = 1
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LlmDefaults:
     """The loop's `llm:` block: defaults for every `llm_structured` evaluator."""
 
@@ -91,7 +92,7 @@ class LlmDefaults:
     max_output_chars: int = 4000
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Example:
     """One few-shot example of a judge: an output and the verdict (and reason) it deserves."""
 
@@ -100,7 +101,7 @@ class Example:
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Evaluate:
     """One evaluator's configuration (SPEC section 4): every type's keys in one record, those
     unused by its type at their defaults. Each type's own typed view is in evaluators/configs.py.
@@ -148,7 +149,7 @@ class Evaluate:
     reference: str | None = None  # the expected answer (a template), fenced for the judge
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Retry:
     """`retry:` on a state: re-run the action in place for some verdicts before routing."""
 
@@ -160,7 +161,7 @@ class Retry:
     on: tuple[str, ...] = ("error", "timeout")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Route:
     """One route: where a verdict goes and which key of the file said so (`via`)."""
 
@@ -169,7 +170,7 @@ class Route:
     pos: Pos = Pos()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class State:
     """One state of the machine, with its routes already merged from every shorthand.
 
@@ -233,7 +234,7 @@ class State:
         return frozenset(out)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Join:
     """`join:` of a fork: how many branches must give `verdict` (None: succeed).
 
@@ -243,7 +244,7 @@ class Join:
     verdict: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Input:
     """One input a loop declares in `context` (a child's parameter): `key: ~` is required,
     a scalar is a default, `{type, default, enum, description}` says more."""
@@ -255,7 +256,7 @@ class Input:
     description: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Loop:
     """A whole loop file, validated."""
 
@@ -299,7 +300,7 @@ class Loop:
         return (self.dir / self.working_dir).resolve()  # an absolute one replaces self.dir
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Verdict:
     """What an evaluator returns: a lowercase word and its details (`details.py`)."""
 

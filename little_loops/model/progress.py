@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from little_loops.model.question import (
     json_kind,
     pending_of,
 )
+from little_loops.model.records import record
 
 OUTCOME_EXIT = {
     "success": EXIT_SUCCESS,
@@ -34,7 +35,7 @@ OUTCOME_EXIT = {
 }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunOptions:
     """What the command line adds to a loop file."""
 
@@ -68,7 +69,7 @@ DEFAULT_CLAUDE = ("claude",)
 DEFAULT_CLAUDE_FLAGS = ("--dangerously-skip-permissions",)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SavedOptions:
     """The command-line options a run keeps in state.json (`options`), which `ll resume`
     reads back: where it acts, its `--set` values (secrets left out), its judge's settings,
@@ -151,7 +152,7 @@ class SavedOptions:
         )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Routed:
     """The route a step took: the `route` event, and state.json's `last_route`."""
 
@@ -188,7 +189,7 @@ def _bad_option(
     )
 
 
-@dataclass
+@record
 class Progress:
     """The mutable state of a run, written whole into state.json once per step; `captured` and
     `prev` are written there as references into outputs.dat (see `RunSession.persist`)."""
@@ -263,7 +264,7 @@ _FIXED = (
 _CHANGING = tuple(name for name in _PERSISTED if name not in _FIXED)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunResult:
     run_id: str
     outcome: str

@@ -9,11 +9,11 @@ order, as the run has always written.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from little_loops.errors import RecordError
+from little_loops.model.records import record
 
 
 def iso(epoch: float) -> str:
@@ -31,6 +31,15 @@ def epoch(text: object) -> float | None:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+class Suspended(Exception):
+    """The run cannot go on until these questions are answered (raised inside a run). Here
+    rather than in record/questions.py, so that the runner catches it without loading that."""
+
+    def __init__(self, pending: list[Question]) -> None:
+        super().__init__(", ".join(q.id for q in pending))
+        self.pending = pending
 
 
 def _field(data: Mapping[str, Any], key: str, where: str, kind: str) -> Any:
@@ -75,7 +84,7 @@ def _object(data: object, where: str, what: str) -> Mapping[str, Any]:
     return data
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Question:
     """One occurrence of an `ask` state's question. Its id is the state's path from the root
     run and the step: `approve@7`, `reviews/security@1`. Times are ISO 8601 UTC;
@@ -155,7 +164,7 @@ def pending_of(data: object, where: str) -> list[Question]:
     return [Question.from_json(q, where) for q in data]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Answer:
     """An answer to one question (`ll answer`, `--answer`, the prompt, a preset, the
     simulation); `asked_at` ties it to one occurrence of the question."""
@@ -199,7 +208,7 @@ class Answer:
         return self.asked_at is None or self.asked_at == question.asked_at
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Expired:
     """What a waiting prompt is told when its question's time is up: nobody answered."""
 

@@ -15,11 +15,12 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, ClassVar
+from typing import IO, Any, ClassVar
 
 from little_loops.model.details import EMPTY_DETAILS, Details, Json
+from little_loops.model.records import record
 
 Event = dict[str, Any]
 # A listener of a run is handed each event as its typed record (`RunEvent`); a sink (the
@@ -72,22 +73,12 @@ def utc_now() -> str:
 _OMIT_NONE = {"optional": True}
 
 
-# Each event class is a dataclass with only its `__init__` generated: `RunEvent` gives every
-# subclass its `__eq__` and `__repr__`. Generated per class, with the `__setattr__`,
-# `__delattr__` and `__hash__` of `frozen=True`, they cost twice the module's import now, which
-# every `ll run` pays (docs/performance.md, "Start-up of ll run"). The records are frozen for
-# the type checker (`_record` is `dataclass` to mypy, so an assignment to a field is an error
-# there) but not at run time, where a guard would cost every event of every step.
-if TYPE_CHECKING:
-    from dataclasses import dataclass as _record
-else:
-
-    def _record(**options: Any) -> Any:
-        options.pop("frozen", None)
-        return dataclass(**options)
-
-
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+# Each event class is a `record` (model/records.py: a dataclass with only its `__init__`
+# compiled) whose `__eq__` and `__repr__` come from `RunEvent`. Generated per class, with the
+# `__hash__` of `frozen=True`, they cost twice the module's import, which every `ll run` pays
+# (docs/performance.md, "Start-up of `ll run`"). A record's `__init__` writes the fields into
+# the instance directly, so being frozen costs an event nothing when it is made.
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class RunEvent:
     """The fields every event has. `ts` and `run_id` are filled in by the `Emitter`."""
 
@@ -148,7 +139,7 @@ class RunEvent:
         return event
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class LoopStart(RunEvent):
     """A run starts, or resumes (`resumed`)."""
 
@@ -159,7 +150,7 @@ class LoopStart(RunEvent):
     resumed: bool = False
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class LockReclaimed(RunEvent):
     """The loop's lock was held by a run whose process is gone; this run took it over."""
 
@@ -168,14 +159,14 @@ class LockReclaimed(RunEvent):
     previous_pid: Json = None
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class StateEnter(RunEvent):
     """A step begins: the run enters a state."""
 
     NAME: ClassVar[str] = "state_enter"
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class ActionStart(RunEvent):
     """A step's action starts (after interpolation)."""
 
@@ -186,7 +177,7 @@ class ActionStart(RunEvent):
     log_at: int | None = field(default=None, metadata=_OMIT_NONE)
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class ActionComplete(RunEvent):
     """A step's action ended."""
 
@@ -197,7 +188,7 @@ class ActionComplete(RunEvent):
     output_bytes: int | None = None
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class JudgeStart(RunEvent):
     """A model is asked for a verdict (not sent for a cache hit)."""
 
@@ -206,7 +197,7 @@ class JudgeStart(RunEvent):
     samples: int = 1
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class JudgeAsked(RunEvent):
     """What one judge model is asked (a cache hit too): what `ll judge explain` shows."""
 
@@ -223,7 +214,7 @@ class JudgeAsked(RunEvent):
     cached: bool = False
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class JudgeRetry(RunEvent):
     """A judge call is tried again after an error."""
 
@@ -234,7 +225,7 @@ class JudgeRetry(RunEvent):
     error: str = ""
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class JudgeFailOpen(RunEvent):
     """The judge failed and `fail_open` made the verdict success."""
 
@@ -243,7 +234,7 @@ class JudgeFailOpen(RunEvent):
     flags: tuple[str, ...] = ()
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class Evaluate(RunEvent):
     """A step's verdict, from its evaluator (or the action alone)."""
 
@@ -256,7 +247,7 @@ class Evaluate(RunEvent):
     tail: tuple[str, ...] | None = field(default=None, metadata=_OMIT_NONE)
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class Retry(RunEvent):
     """A step is run again after a delay."""
 
@@ -266,7 +257,7 @@ class Retry(RunEvent):
     verdict: str = ""
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class Route(RunEvent):
     """Where a verdict sent the run, and by which key."""
 
@@ -277,7 +268,7 @@ class Route(RunEvent):
     via: str = ""
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class LoopComplete(RunEvent):
     """The run ended: how, where, after how many steps."""
 
@@ -293,7 +284,7 @@ class LoopComplete(RunEvent):
     outputs: Mapping[str, Json] | None = field(default=None, metadata=_OMIT_NONE)
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class ChildStart(RunEvent):
     """A `loop:` state starts (or resumes) its child run, in `dir` under this run's directory."""
 
@@ -313,7 +304,7 @@ class ChildStart(RunEvent):
     total: int | None = field(default=None, metadata=_OMIT_NONE)  # the fork's branches
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class ChildComplete(RunEvent):
     """A `loop:` state's child run ended; `verdict` is what the calling state routes on."""
 
@@ -331,7 +322,7 @@ class ChildComplete(RunEvent):
     reason: str | None = field(default=None, metadata=_OMIT_NONE)  # why it did not succeed
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class Ask(RunEvent):
     """An `ask` state asks a person; `expires_at` is None without a timeout."""
 
@@ -343,7 +334,7 @@ class Ask(RunEvent):
     expires_at: str | None = None
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class Answer(RunEvent):
     """A question is answered; `via`: prompt, resume, answer, preset or simulate."""
 
@@ -355,7 +346,7 @@ class Answer(RunEvent):
     via: str = ""
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class LoopSuspended(RunEvent):
     """The run waits for answers to `pending` and exits 6; `ll resume` continues it."""
 
@@ -368,7 +359,7 @@ class LoopSuspended(RunEvent):
     cost_usd: float | None = field(default=None, metadata=_OMIT_NONE)
 
 
-@_record(frozen=True, kw_only=True, eq=False, repr=False)
+@record(frozen=True, kw_only=True, eq=False, repr=False)
 class UnknownEvent(RunEvent):
     """An event this version does not know (a newer `ll` wrote it); all its fields in `extra`."""
 
@@ -443,7 +434,7 @@ def _fits(hint: str) -> Callable[[Any], bool]:
     return check
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Spec:
     attr: str
     wire: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -20,6 +20,7 @@ from little_loops.errors import LoopError
 from little_loops.model.details import EMPTY_DETAILS, Details
 from little_loops.model.fork import join_record
 from little_loops.model.loop import base_verdict
+from little_loops.model.records import record
 from little_loops.record.events import (
     ActionComplete,
     ActionStart,
@@ -46,7 +47,7 @@ FAILING_VERDICTS = frozenset({"failure", "error", "timeout"})
 _OUTPUT_LINES = 20
 
 
-@dataclass
+@record
 class Step:
     """One step (one state visit) as its events tell it; a retried step's last attempt."""
 
@@ -389,7 +390,7 @@ class History:
         return full
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Node:
     """One step of a run tree (`History.walk`): where it is and the run it belongs to."""
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from little_loops.errors import EXIT_USAGE, LoopError
+from little_loops.model.records import record
 from little_loops.record.store import RUNS, RunDir, list_runs, lock_held_by, owner_alive
 
 # Statuses (state.json's `status`) a prune may remove; anything else is kept.
@@ -55,7 +54,7 @@ def env_keep(environ: Mapping[str, str]) -> int | None:
     return int(text)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Verdict:
     """What a prune decided about one run."""
 
@@ -163,6 +162,8 @@ def remove(base: Path, run_id: str) -> bool:
     if why is not None:
         os.rename(aside, source)
         return False
+    import shutil  # only when a run is deleted: it imports bz2 and lzma
+
     shutil.rmtree(aside, ignore_errors=True)
     return True
 

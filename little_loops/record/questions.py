@@ -29,6 +29,7 @@ from little_loops.model.question import (
     Answer,
     Expired,
     Question,
+    Suspended,
     epoch,
     iso,
     pending_of,
@@ -55,14 +56,6 @@ class AnswerError(LoopError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, exit_code=EXIT_USAGE)
-
-
-class Suspended(Exception):
-    """The run cannot go on until these questions are answered (raised inside a run)."""
-
-    def __init__(self, pending: list[Question]) -> None:
-        super().__init__(", ".join(q.id for q in pending))
-        self.pending = pending
 
 
 def question_id(path: Iterable[str], step: int) -> str:

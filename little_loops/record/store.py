@@ -13,7 +13,6 @@ import functools
 import json
 import os
 import re
-import secrets
 import sys
 import time
 from collections.abc import Iterator
@@ -76,11 +75,27 @@ def cannot(verb: str, path: Path | str, exc: OSError) -> str:
     return f"cannot {verb} {path}: {why}" + (f"; {fix}" if fix else "")
 
 
+def sha256(data: bytes) -> str:
+    """The SHA-256 hex digest of `data`, as `hashlib.sha256(data).hexdigest()` gives it, by
+    the interpreter's built-in implementation when it has one: importing hashlib loads
+    OpenSSL, a few milliseconds of every `ll run` (docs/performance.md)."""
+    for name in ("_sha2", "_sha256"):  # Python 3.12+, 3.10-3.11
+        try:
+            built_in = __import__(name)
+        except ImportError:
+            continue
+        return str(built_in.sha256(data).hexdigest())
+    import hashlib  # a build without its own hashes: OpenSSL's
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def new_run_id(loop_name: str, now: float | None = None) -> str:
     """A sortable, unique id: `20261122-041430-fix-lint-3fa2`."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", loop_name)[:40] or "loop"
-    return f"{stamp}-{slug}-{secrets.token_hex(2)}"
+    # secrets.token_hex(2) is this (os.urandom), without importing secrets, hmac and hashlib.
+    return f"{stamp}-{slug}-{os.urandom(2).hex()}"
 
 
 def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
@@ -660,9 +675,7 @@ class LoopLock:
     """
 
     def __init__(self, base: Path, loop_file: Path) -> None:
-        import hashlib
-
-        key = hashlib.sha256(os.fsencode(loop_file.resolve())).hexdigest()[:16]
+        key = sha256(os.fsencode(loop_file.resolve()))[:16]
         self._base = base
         self.path = base / LOOPS / "locks" / f"{key}.lock"
         self._fd: int | None = None

@@ -12,7 +12,6 @@ exporter itself reads the other standard variables (headers, timeout, protocol d
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
@@ -97,6 +96,8 @@ def otlp_listener(env: Mapping[str, str]) -> TraceListener:
     # _Counted has SpanExporter's methods without its base class (see there).
     provider.add_span_processor(BatchSpanProcessor(exporter))  # type: ignore[arg-type]
     # The exporter logs every failed attempt at length; `close` says it once, in one line.
+    import logging  # only when exporting: it is not small
+
     logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
     return TraceListener(provider, exporter=exporter)
 

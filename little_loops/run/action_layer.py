@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Protocol, overload, runtime_checkable
 
@@ -22,13 +22,14 @@ from little_loops.actions import (
     ActionResult,
 )
 from little_loops.model.loop import Loop
+from little_loops.model.records import record
 from little_loops.record.events import RunEvent
 
 OutputHook = Callable[[str, bytes], None]  # (stream name, chunk), as the output arrives
 Window = Callable[[], AbstractContextManager[None]]  # where a signal may stop the wait
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChildRequest:
     """Whether the child run of the `loop:` state (or fork branch) `state` runs: a
     simulation may answer for the whole child (`ChildStub`)."""
@@ -37,14 +38,14 @@ class ChildRequest:
     loop: Loop
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AnswerRequest:
     """Whether anyone but a person answers the `ask:` state `state` (a simulation's script)."""
 
     state: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChildStub:
     """How a child run ends without running: what `ChildEnd` holds, but its run id."""
 
@@ -59,7 +60,7 @@ class ChildStub:
     via_terminal: bool = True
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AnswerStub:
     """The answer to an `ask:` state without a person: the choice (`verdict`; None: the
     default `success`, `timeout`: nobody answered), its note, and the time it took."""

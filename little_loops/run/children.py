@@ -31,6 +31,7 @@ from little_loops.model.progress import (
     Progress,
     RunResult,
 )
+from little_loops.model.records import record
 from little_loops.record import events as ev
 from little_loops.record.questions import Suspended
 from little_loops.record.store import RunDir
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     )
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Branch:
     """What marks a child as a fork's branch: its key, index and item, its fork's kind and
     size, and how its action layer is wrapped (its scope, the tree's slots)."""
@@ -63,7 +64,7 @@ class Branch:
     wrap: Callable[[ActionLayer], ActionLayer]
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class ChildPlan:
     """A child run as the calling step describes it."""
 
@@ -85,7 +86,7 @@ class ChildPlan:
     snapshot: bool = True  # whether it keeps a copy of its loop file (`Parent.snapshot`)
 
 
-@dataclasses.dataclass
+@record
 class Child:
     """A child run, started: run it (here or in a thread), then read its end back."""
 

@@ -19,7 +19,8 @@ from little_loops.model.progress import (
     RunOptions,
     RunResult,
 )
-from little_loops.record import questions as qs
+from little_loops.model.question import epoch
+from little_loops.model.records import record
 from little_loops.record.events import Listener
 from little_loops.record.secrets import Redactor
 from little_loops.record.store import RunDir
@@ -69,7 +70,7 @@ class RunFactory(Protocol):
     ) -> ChildRun: ...
 
 
-@dataclasses.dataclass(eq=False)
+@record(eq=False)
 class RunContext:
     """One run as its steps see it; the runner makes it once and hands it to every step."""
 
@@ -143,6 +144,6 @@ class RunContext:
         """Wall-clock seconds on the run's clock: a simulated clock moves it on too."""
         clock = self.session.clock
         if self._epoch is None:
-            self._epoch = (qs.epoch(clock.wall()) or 0.0, clock.monotonic())
+            self._epoch = (epoch(clock.wall()) or 0.0, clock.monotonic())
         wall, mono = self._epoch
         return wall + (clock.monotonic() - mono)

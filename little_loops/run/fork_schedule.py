@@ -9,7 +9,6 @@ resumed fork reads back instead of running the branch again.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import queue
 import signal
@@ -37,6 +36,7 @@ from little_loops.model.loop import (
     State,
 )
 from little_loops.model.progress import RunResult
+from little_loops.model.records import record
 from little_loops.record import events as ev
 from little_loops.record import questions as qs
 from little_loops.record.events import Evaluate, read_records
@@ -61,7 +61,7 @@ SUSPENDED = "suspended"  # a branch waiting for an answer (an `ask`): not an end
 RESULT = "result.json"  # a finished branch's record, beside its state.json
 
 
-@dataclasses.dataclass
+@record
 class Job:
     """A branch started in a thread, and what it gave back."""
 

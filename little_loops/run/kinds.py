@@ -10,9 +10,6 @@ from __future__ import annotations
 from typing import Protocol
 
 from little_loops.model.loop import State
-from little_loops.run.asking import AskStep
-from little_loops.run.branches import ForkStep
-from little_loops.run.calls import LoopStep
 from little_loops.run.context import RunContext
 from little_loops.run.steps import StepResult
 
@@ -30,11 +27,29 @@ class ActionStep:
         return ctx.steps.run(step, state)
 
 
+class _Later:
+    """A kind whose module is imported at its first step: a run without sub-loops, forks or
+    questions never loads their code (a fork's, with what it imports, is a tenth of `ll
+    run`'s start-up; docs/performance.md, "Start-up of `ll run`")."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self._where = (module, name)
+        self._kind: StepKind | None = None
+
+    def run(self, ctx: RunContext, step: int, state: State) -> StepResult:
+        if self._kind is None:
+            from importlib import import_module
+
+            module, name = self._where
+            self._kind = getattr(import_module(module), name)()
+        return self._kind.run(ctx, step, state)
+
+
 KINDS: dict[str, StepKind] = {
     "action": ActionStep(),
-    "loop": LoopStep(),
-    "fork": ForkStep(),
-    "ask": AskStep(),
+    "loop": _Later("little_loops.run.calls", "LoopStep"),
+    "fork": _Later("little_loops.run.branches", "ForkStep"),
+    "ask": _Later("little_loops.run.asking", "AskStep"),
 }
 
 

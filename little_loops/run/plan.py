@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from little_loops.errors import LoopError
 from little_loops.load.checks import routed_verdicts
@@ -40,7 +39,7 @@ def dry_run(loop: Loop, overrides: Mapping[str, str]) -> str:
         f"first state: {first.name}",
     ]
     if first.action is not None:
-        scope: dict[str, Mapping[str, Any]] = {
+        scope: dict[str, Mapping[str, object]] = {
             "context": context,
             "state": {"name": first.name, "iteration": 1, "attempt": 1},
             "loop": {

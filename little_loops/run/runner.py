@@ -37,9 +37,9 @@ from little_loops.model.progress import (
     RunResult,
     SavedOptions,
 )
+from little_loops.model.question import Suspended
 from little_loops.record import events as ev
 from little_loops.record.events import Listener
-from little_loops.record.questions import Suspended
 from little_loops.record.secrets import (
     Redactor,
     Sealer,

@@ -14,7 +14,6 @@ import os
 import stat
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from little_loops.model.progress import (
     Progress,
     RunOptions,
 )
+from little_loops.model.records import record
 from little_loops.record import outputs as outputs_store
 from little_loops.record.events import (
     Emitter,
@@ -51,7 +51,7 @@ from little_loops.run.gate import GATE
 _VERDICT_ONLY = ("confidence", "reason")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Clock:
     """Time as a run sees it: a simulation or a test gives its own."""
 

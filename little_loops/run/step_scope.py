@@ -4,7 +4,6 @@ rendering them: the command as run, and as shown with secrets masked."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from little_loops.errors import (
     LoopError,
@@ -30,7 +29,7 @@ class StepScope:
         progress: Progress,
         redactor: Redactor,
         *,
-        loop_scope: Mapping[str, Any],
+        loop_scope: Mapping[str, object],
         env: Mapping[str, str],
         elapsed_ms: Callable[[], int],
         program: frozenset[str] = frozenset(),
@@ -85,7 +84,7 @@ class StepScope:
             shown = command
         return self.redactor.text(shown)
 
-    def scope(self, step: int, state: State, attempt: int) -> dict[str, Mapping[str, Any]]:
+    def scope(self, step: int, state: State, attempt: int) -> dict[str, Mapping[str, object]]:
         p = self.progress
         elapsed_ms = self._elapsed_ms()
         return {

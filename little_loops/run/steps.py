@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from little_loops.model.progress import (
     Progress,
     RunOptions,
 )
+from little_loops.model.records import record
 from little_loops.record import events as ev
 from little_loops.record.secrets import RedactingStream
 from little_loops.record.store import LogSegment
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from little_loops.evaluators.llm import JudgeSession
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StepResult:
     verdict: Verdict
     action: actions.ActionResult | None
@@ -78,7 +79,7 @@ class StepPipeline:
         session: RunSession,
         *,
         env: Mapping[str, str],
-        scope: Mapping[str, Any],
+        scope: Mapping[str, object],
         action_layer: ActionLayer,
         rng: random.Random | None,
     ) -> None:

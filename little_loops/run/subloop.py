@@ -9,11 +9,9 @@ and how its end becomes the calling state's verdict and captured record.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +22,12 @@ from little_loops.model.loop import (
     State,
 )
 from little_loops.model.progress import Progress, RunResult
+from little_loops.model.records import record
 from little_loops.record.events import (
     Listener,
     RunEvent,
 )
-from little_loops.record.store import RunDir
+from little_loops.record.store import RunDir, sha256
 from little_loops.run.action_layer import ChildStub
 from little_loops.templates.interpolate import reads_program_text
 
@@ -42,7 +41,7 @@ class ChildError(Exception):
     """The child cannot start: the calling step ends with verdict `error` and this reason."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Parent:
     """What a child run inherits from the runs above it."""
 
@@ -80,7 +79,7 @@ def load_child(loop: Loop, state: State, depth: int) -> Loop:
         )
     path = (loop.dir / state.loop).resolve()
     try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest = sha256(path.read_bytes())
     except OSError:
         digest = ""  # load says what is wrong
     known = _LOADED.get(path)
@@ -173,7 +172,7 @@ def forward(listener: Listener, segment: tuple[str, ...]) -> Listener:
     return send
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChildEnd:
     """How a child run ended, read from its result or, after a crash, its state.json."""
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from little_loops.errors import (
     RunError,
     UndefinedVariable,
 )
 from little_loops.model.loop import Scalar
+from little_loops.model.records import record
 from little_loops.templates.shell_quote import (
     ShellLexer,
     UnsafeValue,
@@ -33,7 +32,7 @@ _BODY = re.compile(
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Placeholder:
     """One `${...}` in a template, with its offsets in the template text."""
 
@@ -49,7 +48,7 @@ class Placeholder:
         return ".".join((self.namespace, *self.path))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PlaceholderError:
     """A `${` that is not a well-formed placeholder; `message` says what is wrong."""
 
@@ -143,7 +142,7 @@ def placeholders(text: str) -> list[Placeholder]:
 _ESCAPED_NAMESPACES = frozenset({"captured", "prev", "item"})  # item: a fork's (fork.py)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Compiled:
     parts: tuple[str | Placeholder, ...]
     error: PlaceholderError | None
@@ -238,7 +237,7 @@ def _needs_quoting(p: Placeholder, program: frozenset[str] = frozenset()) -> boo
 
 def render(
     template: str,
-    scope: Mapping[str, Mapping[str, Any]],
+    scope: Mapping[str, Mapping[str, object]],
     *,
     shell: bool,
     where: str = "",
@@ -323,7 +322,7 @@ def render(
     return "".join(out)
 
 
-def _value(scope: Mapping[str, Any], placeholder: Placeholder, where: str) -> Any:
+def _value(scope: Mapping[str, object], placeholder: Placeholder, where: str) -> object:
     """The placeholder's value; its `:default=` text when the name is undefined or its value
     is empty (as the shell's `${VAR:-text}`)."""
     try:
@@ -337,9 +336,9 @@ def _value(scope: Mapping[str, Any], placeholder: Placeholder, where: str) -> An
     return value
 
 
-def lookup(scope: Mapping[str, Any], placeholder: Placeholder, *, where: str = "") -> Any:
+def lookup(scope: Mapping[str, object], placeholder: Placeholder, *, where: str = "") -> object:
     """The raw value a placeholder names; UndefinedVariable when any step is missing."""
-    node: Any = scope.get(placeholder.namespace)
+    node: object = scope.get(placeholder.namespace)
     for key in placeholder.path:
         if not isinstance(node, Mapping) or key not in node:
             raise UndefinedVariable(placeholder.name, where=where)
@@ -349,7 +348,7 @@ def lookup(scope: Mapping[str, Any], placeholder: Placeholder, *, where: str = "
     return node
 
 
-def _to_text(value: Any, placeholder: Placeholder, suffix: str) -> str:
+def _to_text(value: object, placeholder: Placeholder, suffix: str) -> str:
     if isinstance(value, str):
         return value
     if value is None:
@@ -372,7 +371,7 @@ def resolve_context(
     overrides: Mapping[str, str],
     *,
     env: Mapping[str, str] | None = None,
-    loop: Mapping[str, Any] | None = None,
+    loop: Mapping[str, object] | None = None,
 ) -> dict[str, str]:
     """The loop's context as text: `--set` overrides applied, then `${context.X}` resolved.
 
@@ -409,7 +408,7 @@ def resolve_context(
                     f"context value '{key}' uses '${{{part.name}}}', which does not exist "
                     "before the run starts; use it in an action instead"
                 )
-        scope: dict[str, Mapping[str, Any]] = {"context": resolved, "env": env_scope}
+        scope: dict[str, Mapping[str, object]] = {"context": resolved, "env": env_scope}
         if loop is not None:
             scope["loop"] = loop
         resolved[key] = render(template, scope, shell=False, where=f"context value '{key}'")

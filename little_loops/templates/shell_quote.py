@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import string
-from dataclasses import dataclass
+
+from little_loops.model.records import record
 
 # Shell quoting contexts the lexer can stand in.
 _CMD = "cmd"  # unquoted: top level, inside $( ... ) or inside backticks
@@ -35,27 +36,29 @@ _BRACKET_SAFE = frozenset(
 )
 
 _WORD_BREAK = frozenset(" \t\n;&|()<>")
-# Per context, a run of characters that changes nothing but the current word.
-_PLAIN: dict[str, re.Pattern[str]] = {
-    _CMD: re.compile(r"[^ \t\n;&|()<>'\"\\$`]+"),
-    _DQ: re.compile(r"[^\"\\$`]+"),
-    _SQ: re.compile(r"[^']+"),
-    _ANSI: re.compile(r"[^'\\]+"),
-    _PARAM: re.compile(r"[^}'\"\\$`]+"),
-    _PARAM_DQ: re.compile(r"[^}'\"\\$`]+"),
-    _PARAM_SQ: re.compile(r"[^}'\"\\$`]+"),
-    _COMMENT: re.compile(r"[^\n]+"),
-    _ARITH: re.compile(r"[^()'\"\\$`]+"),
-    _ARITH_CMD: re.compile(r"[^()'\"\\$`<#]+"),
-    _BRACKET: re.compile(f"[{_BRACKET_CHARS}]+"),
+# Per context, a run of characters that changes nothing but the current word; compiled by the
+# first lexer (`_PLAIN`), as a run that places no value in a shell command needs none of them.
+_PLAIN_SOURCE: dict[str, str] = {
+    _CMD: r"[^ \t\n;&|()<>'\"\\$`]+",
+    _DQ: r"[^\"\\$`]+",
+    _SQ: r"[^']+",
+    _ANSI: r"[^'\\]+",
+    _PARAM: r"[^}'\"\\$`]+",
+    _PARAM_DQ: r"[^}'\"\\$`]+",
+    _PARAM_SQ: r"[^}'\"\\$`]+",
+    _COMMENT: r"[^\n]+",
+    _ARITH: r"[^()'\"\\$`]+",
+    _ARITH_CMD: r"[^()'\"\\$`<#]+",
+    _BRACKET: f"[{_BRACKET_CHARS}]+",
 }
+_PLAIN: dict[str, re.Pattern[str]] = {}
 # Reserved words after which a command name may follow (so `case` there opens a case).
 _BEFORE_COMMAND = frozenset(
     {"if", "then", "else", "elif", "while", "until", "do", "!", "{", "time"}
 )
 
 
-@dataclass
+@record
 class _Heredoc:
     delimiter: str
     strip_tabs: bool
@@ -76,6 +79,9 @@ class ShellLexer:
     """
 
     def __init__(self) -> None:
+        if not _PLAIN:
+            # built whole, then added in one step: another thread sees all of them or none
+            _PLAIN.update({kind: re.compile(text) for kind, text in _PLAIN_SOURCE.items()})
         self.frames: list[str] = [_CMD]
         self.parens: list[int] = [0]  # open '(' per frame, so ')' closes the right $(
         self.cases: list[int] = [0]  # open `case` per frame: its patterns end in ')'

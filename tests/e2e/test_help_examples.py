@@ -9,6 +9,7 @@ Passing means: no usage error (exit 2), no crash (exit 70), no traceback.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -19,9 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
+from project import Project
 
 REPO = Path(__file__).resolve().parents[2]
-LL = [sys.executable, "-m", "little_loops"]
 RUN_ID = re.compile(r"\b\d{8}-\d{6}-(?P<loop>[a-z0-9-]+)-[0-9a-f]{4}\b")
 
 # An upstream-format file for the `ll migrate` examples (our own, a few keys of that format).
@@ -52,10 +53,12 @@ states:
 """
 
 
+@functools.cache
 def _help(*command: str) -> str:
-    return subprocess.run(
-        [*LL, *command, "--help"], capture_output=True, text=True, check=True
-    ).stdout
+    # In process, once: every xdist worker reads about 60 help pages while collecting.
+    done = Project(REPO).ll(*command, "--help")
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def _commands() -> list[tuple[str, ...]]:
@@ -102,8 +105,23 @@ def test_every_command_has_an_example() -> None:
 # -- the sandbox ----------------------------------------------------------------------------
 
 
-def _as(sandbox: Path, run_id: str, *args: str, wait: bool = True) -> subprocess.Popen[str]:
-    """`ll ARGS` whose new run gets `run_id` (the examples name their runs)."""
+def _as(sandbox: Path, run_id: str, *args: str) -> None:
+    """`ll ARGS`, in process, whose new run gets `run_id` (the examples name their runs)."""
+    import little_loops.cli.launch as la
+    import little_loops.record.store as st
+    import little_loops.run.runner as rn
+
+    def named(name: str, now: object = None) -> str:
+        return run_id
+
+    with pytest.MonkeyPatch.context() as patch:
+        for module in (st, rn, la):
+            patch.setattr(module, "new_run_id", named, raising=False)
+        Project(sandbox).ll(*args, env={"CI": "true"})
+
+
+def _running(sandbox: Path, run_id: str, *args: str) -> subprocess.Popen[str]:
+    """`ll ARGS` whose new run gets `run_id`, left running: a process of its own."""
     code = (
         "import sys\n"
         "import little_loops.cli.launch as la, little_loops.record.store as st\n"
@@ -122,8 +140,6 @@ def _as(sandbox: Path, run_id: str, *args: str, wait: bool = True) -> subprocess
         text=True,
         env={**os.environ, "CI": "true"},
     )
-    if wait:
-        proc.communicate(timeout=120)
     return proc
 
 
@@ -135,7 +151,7 @@ def _prepare(sandbox: Path, command: str, line: str) -> list[subprocess.Popen[st
         file = f"loops/{loop}.yaml"
         if command == "stop":
             (sandbox / "slow.yaml").write_text(SLOW, encoding="utf-8")
-            proc = _as(sandbox, run_id, "run", "slow.yaml", wait=False)
+            proc = _running(sandbox, run_id, "run", "slow.yaml")
             state = sandbox / ".loops" / "runs" / run_id / "state.json"
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and '"running"' not in _read(state):
@@ -221,22 +237,14 @@ def test_help_example_runs_as_written(command: str, line: str, sandbox: Path) ->
         assert "gathered 3 branches" in said
 
 
-def test_run_help_example_and_plan_matrix_example_work(tmp_path: Path) -> None:
+def test_run_help_example_and_plan_matrix_example_work(project: Project, tmp_path: Path) -> None:
     """Finding 3: `ll run --help`'s example exited 2; `ll plan-matrix --help`'s named a state
     its loop does not have."""
     shutil.copytree(REPO / "loops", tmp_path / "loops")
     lines = {c: line for c, line in EXAMPLES if c in ("run", "plan-matrix")}
-    run = subprocess.run(
-        [*LL, *lines["run"].split()[1:]], cwd=tmp_path, capture_output=True, text=True, check=False
-    )
+    run = project.ll(*lines["run"].split()[1:])
     assert run.returncode in (0, 1), run.stdout + run.stderr
-    plan = subprocess.run(
-        [*LL, *lines["plan-matrix"].split()[1:]],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    plan = project.ll(*lines["plan-matrix"].split()[1:])
     assert plan.returncode == 0, plan.stderr
     assert json.loads(plan.stdout)["include"]
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from project import Project
 
 from little_loops.load import builder
 from little_loops.load.defaults import (
@@ -120,33 +120,22 @@ def test_the_builder_takes_its_defaults_from_the_schema(
     assert (retry.jitter, retry.max_delay) == (False, 5.0)
 
 
-def test_ll_run_stops_at_the_schema_default_max_iterations(tmp_path: Path) -> None:
+def test_ll_run_stops_at_the_schema_default_max_iterations(
+    project: Project, tmp_path: Path
+) -> None:
     (tmp_path / "spin.yaml").write_text(
         "name: spin\ninitial: a\nstates:\n  a:\n    action: 'true'\n"
         "    on_success: a\n    on_failure: done\n  done:\n    terminal: true\n"
     )
-    ran = subprocess.run(
-        [sys.executable, "-m", "little_loops", "run", "-q", "spin.yaml"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
+    ran = project.ll("run", "-q", "spin.yaml")
     steps = defaults("loop")["max_iterations"]
     assert ran.returncode == 4, ran.stderr
     assert f"max_iterations at 'a' after {steps} steps" in ran.stdout
 
 
-def test_ll_schema_carries_the_defaults(tmp_path: Path) -> None:
-    shown = subprocess.run(
-        [sys.executable, "-m", "little_loops", "schema"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=60,
-        check=True,
-    )
+def test_ll_schema_carries_the_defaults(project: Project) -> None:
+    shown = project.ll("schema")
+    assert shown.returncode == 0, shown.stderr
     schema = json.loads(shown.stdout)
     assert schema["properties"]["max_iterations"]["default"] == defaults("loop")["max_iterations"]
     assert schema["$defs"]["retry"]["properties"]["on"]["default"] == list(defaults("retry")["on"])

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from project import Project, Result
@@ -379,6 +380,57 @@ def test_fragments_and_sub_loops_are_converted_together_with_notes(
     assert run.returncode == 0
 
 
+def test_a_library_imported_by_many_loops_is_parsed_once_and_an_edit_is_seen(
+    tmp_path: Path, project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ll migrate` of a folder whose loops all import `lib/common.yaml` parses the library
+    once (ruamel.yaml's parser is the slow part of a migration), and never keeps a stale one."""
+    from little_loops.migrate import expand
+
+    library = "fragments:\n  greet:\n    action: echo WORD\n    action_type: shell\n"
+    lib = write(tmp_path / "up" / "lib" / "common.yaml", library.replace("WORD", "hello"))
+    loops = [
+        write(
+            tmp_path / "up" / f"l{i}.yaml",
+            f"""
+            name: l{i}
+            import: [lib/common.yaml]
+            initial: say
+            states:
+              say: {{fragment: greet, next: done}}
+              done: {{terminal: true}}
+            """,
+        )
+        for i in range(3)
+    ]
+    parsed: list[str] = []
+    real = expand.yaml_rt
+
+    def counting() -> Any:
+        parser = real()
+        load = parser.load
+
+        def counted(text: str) -> Any:
+            parsed.append(text)
+            return load(text)
+
+        parser.load = counted  # type: ignore[method-assign,assignment]
+        return parser
+
+    monkeypatch.setattr(expand, "yaml_rt", counting)
+    out = tmp_path / "out"
+    proc = project.ll("migrate", *loops, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    for loop in loops:
+        assert "action: echo hello" in (out / loop.name).read_text()
+    assert parsed.count(lib.read_text()) == 1
+    assert len(parsed) - parsed.count(lib.read_text()) == 3  # each loop once
+    lib.write_text(library.replace("WORD", "goodbye"), encoding="utf-8")
+    again = project.ll("migrate", loops[0])
+    assert again.returncode == 0, again.stderr
+    assert "action: echo goodbye" in again.stdout
+
+
 # -- 3. `ll validate` on an unconverted upstream file -------------------------------------------
 
 
@@ -455,12 +507,7 @@ def _corpus_loops() -> list[Path]:
 def corpus_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("corpus")
     files = [*_corpus_loops(), *sorted(CORPUS.glob("lib/*.yaml"))]
-    proc = subprocess.run(
-        [*LL, "migrate", *map(str, files), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = Project(out).ll("migrate", *files, "--out", out)
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.returncode == 1, proc.stderr  # some files need hand work; none is unreadable
     return out

@@ -6,18 +6,10 @@ captures no state makes; and notes that tell the truth."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
-LL = [sys.executable, "-m", "little_loops"]
-
-
-def ll(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*LL, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
+from project import Project
 
 
 def write(path: Path, text: str) -> Path:
@@ -26,22 +18,23 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def convert(tmp_path: Path, text: str, **others: str) -> tuple[Path, str]:
+def convert(project: Project, text: str, **others: str) -> tuple[Path, str]:
     """The upstream file converted by `ll migrate --out`; (the loop, its notes)."""
+    tmp_path = project.path
     src = tmp_path / "upstream"
     for name, body in others.items():
         write(src / f"{name.replace('__', '/')}.yaml", body)
     source = write(src / "loop.yaml", text)
     out = tmp_path / "out"
-    proc = ll("migrate", source, "--out", out, cwd=tmp_path)
+    proc = project.ll("migrate", source, "--out", out)
     notes = (out / "MIGRATION-NOTES.md").read_text()
     assert proc.returncode == 0, notes
     assert "needs hand work" not in notes.split("## ", 1)[1], notes
     return out / "loop.yaml", notes
 
 
-def run(loop: Path, cwd: Path, *args: str) -> tuple[list[str], int, str]:
-    proc = ll("run", loop, *args, cwd=cwd)
+def run(project: Project, loop: Path, *args: str) -> tuple[list[str], int, str]:
+    proc = project.ll("run", loop, *args)
     out = proc.stdout + proc.stderr
     for line in out.splitlines():
         if line.strip().startswith("path:"):
@@ -49,9 +42,9 @@ def run(loop: Path, cwd: Path, *args: str) -> tuple[list[str], int, str]:
     raise AssertionError(out)
 
 
-def test_an_unrouted_verdict_ends_the_run_as_upstream_did(tmp_path: Path) -> None:
+def test_an_unrouted_verdict_ends_the_run_as_upstream_did(project: Project, tmp_path: Path) -> None:
     loop, notes = convert(
-        tmp_path,
+        project,
         """
         name: gate
         initial: check
@@ -62,16 +55,18 @@ def test_an_unrouted_verdict_ends_the_run_as_upstream_did(tmp_path: Path) -> Non
           done: {terminal: true}
         """,
     )
-    path, code, _ = run(loop, tmp_path)
+    path, code, _ = run(project, loop)
     assert path == ["check", "no_route"]
     assert code == 1
     assert "verdict `failure` had no route (upstream ended the run in error there)" in notes
-    assert ll("validate", "--strict", loop, cwd=tmp_path).returncode == 0
+    assert project.ll("validate", "--strict", loop).returncode == 0
 
 
-def test_an_unrouted_no_goes_to_on_error_as_upstream_sends_it(tmp_path: Path) -> None:
+def test_an_unrouted_no_goes_to_on_error_as_upstream_sends_it(
+    project: Project, tmp_path: Path
+) -> None:
     loop, notes = convert(
-        tmp_path,
+        project,
         """
         name: gate
         initial: check
@@ -84,15 +79,17 @@ def test_an_unrouted_no_goes_to_on_error_as_upstream_sends_it(tmp_path: Path) ->
           done: {terminal: true}
         """,
     )
-    path, code, _ = run(loop, tmp_path)
+    path, code, _ = run(project, loop)
     assert path == ["check", "fix", "done"]
     assert code == 0
     assert "upstream sent an unrouted `no` to `on_error`" in notes
 
 
-def test_a_judges_partial_left_unrouted_is_not_taken_for_no(tmp_path: Path) -> None:
+def test_a_judges_partial_left_unrouted_is_not_taken_for_no(
+    project: Project, tmp_path: Path
+) -> None:
     loop, _ = convert(
-        tmp_path,
+        project,
         """
         name: judged
         initial: work
@@ -110,9 +107,9 @@ def test_a_judges_partial_left_unrouted_is_not_taken_for_no(tmp_path: Path) -> N
     assert "blocked: no_route" in text
 
 
-def test_shell_actions_run_in_bash_as_upstream_runs_them(tmp_path: Path) -> None:
+def test_shell_actions_run_in_bash_as_upstream_runs_them(project: Project, tmp_path: Path) -> None:
     loop, notes = convert(
-        tmp_path,
+        project,
         """
         name: bashy
         initial: check
@@ -130,14 +127,16 @@ def test_shell_actions_run_in_bash_as_upstream_runs_them(tmp_path: Path) -> None
     )
     assert "shell: bash" in loop.read_text()
     assert "`shell: bash`" in notes
-    path, code, _ = run(loop, tmp_path)
+    path, code, _ = run(project, loop)
     assert path == ["check", "done"]
     assert code == 0
 
 
-def test_a_terminal_action_is_not_run_as_upstream_never_runs_it(tmp_path: Path) -> None:
+def test_a_terminal_action_is_not_run_as_upstream_never_runs_it(
+    project: Project, tmp_path: Path
+) -> None:
     loop, notes = convert(
-        tmp_path,
+        project,
         """
         name: ends
         initial: start
@@ -148,16 +147,16 @@ def test_a_terminal_action_is_not_run_as_upstream_never_runs_it(tmp_path: Path) 
             terminal: true
         """,
     )
-    path, code, out = run(loop, tmp_path)
+    path, code, out = run(project, loop)
     assert path == ["start", "done"]
     assert code == 0
     assert "terminal ran" not in out
     assert "never runs its action" in notes
 
 
-def test_from_merges_a_partly_overridden_state_deeply(tmp_path: Path) -> None:
+def test_from_merges_a_partly_overridden_state_deeply(project: Project, tmp_path: Path) -> None:
     loop, notes = convert(
-        tmp_path,
+        project,
         """
         name: child
         from: base
@@ -177,15 +176,17 @@ def test_from_merges_a_partly_overridden_state_deeply(tmp_path: Path) -> None:
           done: {terminal: true}
         """,
     )
-    path, code, _ = run(loop, tmp_path)
+    path, code, _ = run(project, loop)
     assert path == ["check", "other"]
     assert code == 0
     assert "overridden in part: check" in notes
 
 
-def test_next_beside_on_error_goes_to_on_error_on_any_failing_exit(tmp_path: Path) -> None:
+def test_next_beside_on_error_goes_to_on_error_on_any_failing_exit(
+    project: Project, tmp_path: Path
+) -> None:
     loop, _ = convert(
-        tmp_path,
+        project,
         """
         name: chain
         initial: build
@@ -198,14 +199,16 @@ def test_next_beside_on_error_goes_to_on_error_on_any_failing_exit(tmp_path: Pat
           broken: {terminal: true}
         """,
     )
-    assert run(loop, tmp_path)[0] == ["build", "broken"]
+    assert run(project, loop)[0] == ["build", "broken"]
     loop.write_text(loop.read_text().replace("exit 2", "exit 1"))
-    assert run(loop, tmp_path)[0] == ["build", "broken"]
+    assert run(project, loop)[0] == ["build", "broken"]
 
 
-def test_max_retries_with_no_route_back_is_dropped_not_hand_work(tmp_path: Path) -> None:
+def test_max_retries_with_no_route_back_is_dropped_not_hand_work(
+    project: Project, tmp_path: Path
+) -> None:
     _, notes = convert(
-        tmp_path,
+        project,
         """
         name: once
         initial: work
@@ -222,9 +225,9 @@ def test_max_retries_with_no_route_back_is_dropped_not_hand_work(tmp_path: Path)
     assert "so upstream never used it; dropped" in notes
 
 
-def test_output_numeric_with_key_reads_the_last_key_value(tmp_path: Path) -> None:
+def test_output_numeric_with_key_reads_the_last_key_value(project: Project, tmp_path: Path) -> None:
     loop, _ = convert(
-        tmp_path,
+        project,
         """
         name: score
         initial: measure
@@ -238,14 +241,16 @@ def test_output_numeric_with_key_reads_the_last_key_value(tmp_path: Path) -> Non
           bad: {terminal: true}
         """,
     )
-    path, code, _ = run(loop, tmp_path)
+    path, code, _ = run(project, loop)
     assert path == ["measure", "measure_value", "good"]
     assert code == 0
 
 
-def test_convergence_without_previous_never_stalls_as_upstream(tmp_path: Path) -> None:
+def test_convergence_without_previous_never_stalls_as_upstream(
+    project: Project, tmp_path: Path
+) -> None:
     loop, notes = convert(
-        tmp_path,
+        project,
         """
         name: conv
         initial: measure
@@ -262,16 +267,16 @@ def test_convergence_without_previous_never_stalls_as_upstream(tmp_path: Path) -
           stuck: {terminal: true}
         """,
     )
-    path, _, _ = run(loop, tmp_path)
+    path, _, _ = run(project, loop)
     assert "stuck" not in path
     # `measure_output` judges the output once the step exited 0 (upstream's error otherwise)
     assert path[:6] == ["measure", "measure_output"] * 3
     assert "written as `route:` entries" in notes
 
 
-def test_local_fragments_and_a_flows_last_entry(tmp_path: Path) -> None:
+def test_local_fragments_and_a_flows_last_entry(project: Project, tmp_path: Path) -> None:
     loop, _ = convert(
-        tmp_path,
+        project,
         """
         name: flowing
         fragments:
@@ -283,14 +288,16 @@ def test_local_fragments_and_a_flows_last_entry(tmp_path: Path) -> None:
           last: {description: the end}
         """,
     )
-    path, code, _ = run(loop, tmp_path)
+    path, code, _ = run(project, loop)
     assert path == ["first", "second", "last"]
     assert code == 0
 
 
-def test_a_capture_no_state_makes_is_empty_with_a_true_note(tmp_path: Path) -> None:
+def test_a_capture_no_state_makes_is_empty_with_a_true_note(
+    project: Project, tmp_path: Path
+) -> None:
     loop, notes = convert(
-        tmp_path,
+        project,
         """
         name: typo
         initial: a
@@ -302,12 +309,14 @@ def test_a_capture_no_state_makes_is_empty_with_a_true_note(tmp_path: Path) -> N
     )
     assert "names no capture of this loop" in notes
     assert "behaves differently" in notes
-    path, code, _ = run(loop, tmp_path)
+    path, code, _ = run(project, loop)
     assert path == ["a", "b", "done"]
     assert code == 0
 
 
-def test_a_non_zero_exit_under_an_output_evaluator_is_upstreams_error(tmp_path: Path) -> None:
+def test_a_non_zero_exit_under_an_output_evaluator_is_upstreams_error(
+    project: Project, tmp_path: Path
+) -> None:
     """Upstream's `output_contains` (and numeric, json, convergence) gave `error` on a non-zero
     exit before reading the output: a step that prints the pattern and fails goes to
     `on_error`, as upstream sent it."""
@@ -325,21 +334,22 @@ def test_a_non_zero_exit_under_an_output_evaluator_is_upstreams_error(tmp_path: 
           failed: {terminal: true}
         context: {code: 0}
         """
-    loop, notes = convert(tmp_path, text)
-    path, code, _ = run(loop, tmp_path, "--set", "code=1")
+    loop, notes = convert(project, text)
+    path, code, _ = run(project, loop, "--set", "code=1")
     assert (path, code) == (["check", "failed"], 1)
-    path, code, _ = run(loop, tmp_path)
+    path, code, _ = run(project, loop)
     assert (path, code) == (["check", "check_output", "done"], 0)
     assert "gave `error` on a non-zero exit before reading the output" in notes
     assert "max_iterations: 100" in loop.read_text()
-    assert ll("validate", "--strict", loop, cwd=tmp_path).returncode == 0
+    assert project.ll("validate", "--strict", loop).returncode == 0
 
 
 def test_an_output_evaluator_whose_error_goes_where_all_else_goes_is_left(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     loop, notes = convert(
-        tmp_path,
+        project,
         """
         name: gate
         initial: check
@@ -355,14 +365,15 @@ def test_an_output_evaluator_whose_error_goes_where_all_else_goes_is_left(
     )
     assert "check_output" not in loop.read_text()
     assert "non-zero exit" not in notes
-    assert run(loop, tmp_path)[:2] == (["check", "done"], 0)
+    assert run(project, loop)[:2] == (["check", "done"], 0)
 
 
 def test_a_required_run_dir_parameter_is_filled_as_upstreams_runner_did(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     loop, notes = convert(
-        tmp_path,
+        project,
         """
         name: oracle
         initial: check
@@ -375,19 +386,21 @@ def test_a_required_run_dir_parameter_is_filled_as_upstreams_runner_did(
           done: {terminal: true}
         """,
     )
-    path, code, out = run(loop, tmp_path)
+    path, code, out = run(project, loop)
     assert (path, code) == (["check", "done"], 0), out
     assert "parameter `run_dir`: upstream's runner filled it" in notes
     elsewhere = tmp_path / "given"
     elsewhere.mkdir()
-    assert run(loop, tmp_path, "--set", f"run_dir={elsewhere}")[:2] == (["check", "done"], 0)
-    assert ll("validate", "--strict", loop, cwd=tmp_path).returncode == 0
+    assert run(project, loop, "--set", f"run_dir={elsewhere}")[:2] == (["check", "done"], 0)
+    assert project.ll("validate", "--strict", loop).returncode == 0
 
 
-def test_an_error_goes_to_the_default_route_before_the_error_route(tmp_path: Path) -> None:
+def test_an_error_goes_to_the_default_route_before_the_error_route(
+    project: Project, tmp_path: Path
+) -> None:
     """Upstream reads a route's `_` before its `_error`: an `error` went to `_`."""
     loop, notes = convert(
-        tmp_path,
+        project,
         """
         name: gate
         initial: check
@@ -401,15 +414,17 @@ def test_an_error_goes_to_the_default_route_before_the_error_route(tmp_path: Pat
           done: {terminal: true}
         """,
     )
-    path, code, _ = run(loop, tmp_path)
+    path, code, _ = run(project, loop)
     assert (path, code) == (["check", "fallback"], 0)
     assert "upstream sent `error` to `_`" in notes
-    assert ll("validate", "--strict", loop, cwd=tmp_path).returncode == 0
+    assert project.ll("validate", "--strict", loop).returncode == 0
 
 
-def test_classify_sends_a_failing_step_to_the_default_route(tmp_path: Path) -> None:
+def test_classify_sends_a_failing_step_to_the_default_route(
+    project: Project, tmp_path: Path
+) -> None:
     loop, _ = convert(
-        tmp_path,
+        project,
         """
         name: gate
         initial: pick
@@ -423,13 +438,15 @@ def test_classify_sends_a_failing_step_to_the_default_route(tmp_path: Path) -> N
           done: {terminal: true}
         """,
     )
-    assert run(loop, tmp_path)[:2] == (["pick", "slow"], 0)
+    assert run(project, loop)[:2] == (["pick", "slow"], 0)
 
 
-def test_context_numbers_take_any_value_as_upstream_took_them(tmp_path: Path) -> None:
+def test_context_numbers_take_any_value_as_upstream_took_them(
+    project: Project, tmp_path: Path
+) -> None:
     """Upstream's context has no types: a caller may pass `0.6` where the child says `90`."""
     loop, notes = convert(
-        tmp_path,
+        project,
         """
         name: caller
         initial: call
@@ -454,18 +471,20 @@ def test_context_numbers_take_any_value_as_upstream_took_them(tmp_path: Path) ->
           ok: {terminal: true}
         """,
     )
-    path, code, out = run(loop, tmp_path)
+    path, code, out = run(project, loop)
     assert (path, code) == (["call", "done"], 0), out
     assert "upstream's context values have no type" in notes
-    assert run(loop.parent / "child.yaml", tmp_path, "--set", "rate=high")[:2] == (
+    assert run(project, loop.parent / "child.yaml", "--set", "rate=high")[:2] == (
         ["show", "ok"],
         0,
     )
 
 
-def test_a_sub_loop_out_of_steps_takes_the_callers_no_route(tmp_path: Path) -> None:
+def test_a_sub_loop_out_of_steps_takes_the_callers_no_route(
+    project: Project, tmp_path: Path
+) -> None:
     loop, notes = convert(
-        tmp_path,
+        project,
         """
         name: caller
         initial: call
@@ -490,9 +509,9 @@ def test_a_sub_loop_out_of_steps_takes_the_callers_no_route(tmp_path: Path) -> N
           ok: {terminal: true}
         """,
     )
-    path, code, out = run(loop, tmp_path)
+    path, code, out = run(project, loop)
     assert (path, code) == (["call", "retry_later"], 0), out
     assert "when the sub-loop ran out of steps" in notes
     child = (loop.parent / "child.yaml").read_text()
     assert "on_max_iterations: max_steps_reached" in child
-    assert run(loop.parent / "child.yaml", tmp_path)[1] == 4  # alone: still the limit's exit
+    assert run(project, loop.parent / "child.yaml")[1] == 4  # alone: still the limit's exit

@@ -11,20 +11,16 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+from project import Project
 
 from little_loops.record.prune import parse_age
 from little_loops.record.store import LoopLock
 
+# `ll` runs in process (the `project` fixture) except the run that must be alive while
+# `ll prune` looks at it: a process of its own.
 LL = [sys.executable, "-m", "little_loops"]
-
-
-def ll(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> Any:
-    return subprocess.run(
-        [*LL, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=120, env=env
-    )
 
 
 def write(where: Path, name: str, text: str) -> Path:
@@ -53,13 +49,15 @@ def quick(cwd: Path, name: str = "quick", extra: str = "") -> Path:
     )
 
 
-def finished(cwd: Path, loop: Path, count: int, env: dict[str, str] | None = None) -> list[str]:
+def finished(
+    project: Project, cwd: Path, loop: Path, count: int, env: dict[str, str] | None = None
+) -> list[str]:
     """The runs of `count` runs of `loop` still there, oldest first: in the order they ran
     (two runs in one second may sort the other way by name)."""
     made: list[str] = []
     for _ in range(count):
         before = set(runs(cwd))
-        done = ll("run", loop, "-q", cwd=cwd, env=env)
+        done = project.ll("run", loop, "-q", cwd=cwd, env=env)
         assert done.returncode == 0, done.stderr
         made.extend(sorted(set(runs(cwd)) - before))
     left = set(runs(cwd))
@@ -75,40 +73,42 @@ def age(cwd: Path, run_id: str, days: float) -> None:
     path.write_text(json.dumps(state), encoding="utf-8")
 
 
-def test_prune_keeps_the_newest_and_says_what_it_freed(tmp_path: Path) -> None:
-    made = finished(tmp_path, quick(tmp_path), 5)
-    dry = ll("prune", "--keep", "2", "--dry-run", cwd=tmp_path)
+def test_prune_keeps_the_newest_and_says_what_it_freed(project: Project, tmp_path: Path) -> None:
+    made = finished(project, tmp_path, quick(tmp_path), 5)
+    dry = project.ll("prune", "--keep", "2", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert runs(tmp_path) == sorted(made)  # nothing removed
     assert [line.split()[2] for line in dry.stdout.splitlines()[:3]] == made[:3][::-1]
     assert dry.stdout.splitlines()[-1].startswith("would remove 3 runs, would free ")
-    done = ll("prune", "--keep", "2", cwd=tmp_path)
+    done = project.ll("prune", "--keep", "2")
     assert done.returncode == 0, done.stderr
     assert runs(tmp_path) == sorted(made[3:])
     last = done.stdout.splitlines()[-1]
     assert re.fullmatch(r"removed 3 runs, freed \d+\.\d KB", last), last
-    assert len(ll("list", cwd=tmp_path).stdout.splitlines()) == 3  # the header and 2 runs
+    assert len(project.ll("list").stdout.splitlines()) == 3  # the header and 2 runs
 
 
-def test_older_than_removes_only_old_runs(tmp_path: Path) -> None:
-    made = finished(tmp_path, quick(tmp_path), 3)
+def test_older_than_removes_only_old_runs(project: Project, tmp_path: Path) -> None:
+    made = finished(project, tmp_path, quick(tmp_path), 3)
     age(tmp_path, made[0], 20)
-    done = ll("prune", "--older-than", "14d", cwd=tmp_path)
+    done = project.ll("prune", "--older-than", "14d")
     assert done.returncode == 0, done.stderr
     assert runs(tmp_path) == sorted(made[1:])
     assert "removed 1 run, freed" in done.stdout
-    bad = ll("prune", "--older-than", "two weeks", cwd=tmp_path)
+    bad = project.ll("prune", "--older-than", "two weeks")
     assert bad.returncode == 2
     assert bad.stderr == (
         "ll: error: --older-than 'two weeks': not an age; give a number and a unit: 90s, 30m, "
         "12h, 14d or 2w\n"
     )
-    nothing = ll("prune", cwd=tmp_path)
+    nothing = project.ll("prune")
     assert nothing.returncode == 2
     assert "give --keep N" in nothing.stderr or "--keep N (the N newest runs)" in nothing.stderr
 
 
-def test_prune_never_touches_a_running_suspended_or_locked_run(tmp_path: Path) -> None:
+def test_prune_never_touches_a_running_suspended_or_locked_run(
+    project: Project, tmp_path: Path
+) -> None:
     slow = write(
         tmp_path,
         "slow.yaml",
@@ -134,13 +134,13 @@ def test_prune_never_touches_a_running_suspended_or_locked_run(tmp_path: Path) -
           done: {terminal: true}
         """,
     )
-    old = finished(tmp_path, quick(tmp_path), 2)
-    waiting = ll("run", ask, "--no-input", cwd=tmp_path)
+    old = finished(project, tmp_path, quick(tmp_path), 2)
+    waiting = project.ll("run", ask, "--no-input")
     assert waiting.returncode == 6, waiting.stderr
     (suspended,) = set(runs(tmp_path)) - set(old)
     # A run interrupted earlier whose loop lock is now held on its behalf (a resume starting).
     locked_loop = quick(tmp_path, "locked")
-    (locked,) = finished(tmp_path, locked_loop, 1)
+    (locked,) = finished(project, tmp_path, locked_loop, 1)
     state_path = tmp_path / ".loops" / "runs" / locked / "state.json"
     state = json.loads(state_path.read_text(encoding="utf-8"))
     state["status"] = "interrupted"
@@ -160,7 +160,7 @@ def test_prune_never_touches_a_running_suspended_or_locked_run(tmp_path: Path) -
         assert running is not None
         for name in (running, suspended, locked, *old):
             age(tmp_path, name, 30)
-        done = ll("prune", "--keep", "0", "--older-than", "1d", cwd=tmp_path)
+        done = project.ll("prune", "--keep", "0", "--older-than", "1d")
         assert done.returncode == 0, done.stderr
         assert sorted(runs(tmp_path)) == sorted([running, suspended, locked])
         assert f"kept {running}: running" in done.stdout
@@ -173,40 +173,40 @@ def test_prune_never_touches_a_running_suspended_or_locked_run(tmp_path: Path) -
         proc.wait(timeout=30)
         lock.release()
     # Stopped now (interrupted, resumable) and unlocked: an explicit prune may remove them.
-    done = ll("prune", "--keep", "0", cwd=tmp_path)
+    done = project.ll("prune", "--keep", "0")
     assert sorted(runs(tmp_path)) == [suspended]
 
 
-def test_keep_runs_key_applies_after_each_run(tmp_path: Path) -> None:
+def test_keep_runs_key_applies_after_each_run(project: Project, tmp_path: Path) -> None:
     kept = quick(tmp_path, "kept", extra="keep_runs: 2")
     other = quick(tmp_path, "other")
-    others = finished(tmp_path, other, 3)
-    made = finished(tmp_path, kept, 4)  # the runs left of the 4
+    others = finished(project, tmp_path, other, 3)
+    made = finished(project, tmp_path, kept, 4)  # the runs left of the 4
     assert len(made) == 2
     assert sorted(runs(tmp_path)) == sorted(others + made)  # other loops' runs untouched
-    loud = ll("run", kept, cwd=tmp_path)
+    loud = project.ll("run", kept)
     assert loud.returncode == 0
     assert "ll: keep_runs 2: removed 1 run, freed" in loud.stderr
 
 
-def test_ll_keep_runs_environment_applies_after_each_run(tmp_path: Path) -> None:
+def test_ll_keep_runs_environment_applies_after_each_run(project: Project, tmp_path: Path) -> None:
     loop = quick(tmp_path)
     env = {**os.environ, "LL_KEEP_RUNS": "1"}
-    made = finished(tmp_path, loop, 3, env=env)
+    made = finished(project, tmp_path, loop, 3, env=env)
     assert len(made) == 1
     assert runs(tmp_path) == sorted(made)
-    by_env = ll("prune", "--dry-run", cwd=tmp_path, env=env)  # the default --keep
+    by_env = project.ll("prune", "--dry-run", env=env)  # the default --keep
     assert by_env.returncode == 0
     assert "would remove 0 runs" in by_env.stdout
-    bad = ll("run", loop, cwd=tmp_path, env={**os.environ, "LL_KEEP_RUNS": "all"})
+    bad = project.ll("run", loop, env={**os.environ, "LL_KEEP_RUNS": "all"})
     assert bad.returncode == 2
     assert bad.stderr.startswith("ll: error: LL_KEEP_RUNS='all': give the number of runs")
     assert bad.stderr.count("\n") == 1
 
 
-def test_keep_runs_is_checked_by_validate(tmp_path: Path) -> None:
+def test_keep_runs_is_checked_by_validate(project: Project, tmp_path: Path) -> None:
     loop = quick(tmp_path, "bad", extra="keep_runs: 0")
-    done = ll("validate", loop, cwd=tmp_path)
+    done = project.ll("validate", loop)
     assert done.returncode == 2
     assert "keep_runs" in done.stderr or "keep_runs" in done.stdout
 

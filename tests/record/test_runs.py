@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from project import Project
 
 from little_loops.errors import EXIT_RUN_ERROR, LoopError
 from little_loops.load.loader import load
@@ -354,6 +355,7 @@ atexit.register(lambda: os.write(2, f"STATE-OPENS {len(opened)}\\n".encode()))
 """
 
 
+# A fresh interpreter where an audit hook counts what `ll` opens (a hook cannot be removed).
 def real_ll(cwd: Path, *args: str, prologue: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", prologue + LL_MAIN, *args],
@@ -364,11 +366,12 @@ def real_ll(cwd: Path, *args: str, prologue: str = "") -> subprocess.CompletedPr
     )
 
 
-def many_runs(tmp_path: Path, count: int, garbage: bool = False) -> list[str]:
+def many_runs(project: Project, count: int, garbage: bool = False) -> list[str]:
     """One real run of a YAML loop, copied under `count - 1` older ids (one a second);
     `garbage`: the copies' state.json is not JSON. The ids, newest first."""
+    tmp_path = project.path
     (tmp_path / "ok.yaml").write_text(textwrap.dedent(PASS.format(name="ok")), encoding="utf-8")
-    done = real_ll(tmp_path, "run", "ok.yaml", "--quiet")
+    done = project.ll("run", "ok.yaml", "--quiet")
     assert done.returncode == 0, done.stderr
     runs = tmp_path / ".loops" / "runs"
     (real,) = list(runs.iterdir())
@@ -382,9 +385,11 @@ def many_runs(tmp_path: Path, count: int, garbage: bool = False) -> list[str]:
     return sorted((p.name for p in runs.iterdir()), reverse=True)
 
 
-def test_ll_list_shows_the_newest_20_runs_and_says_how_many_are_older(tmp_path: Path) -> None:
-    ids = many_runs(tmp_path, 25)
-    proc = real_ll(tmp_path, "list")
+def test_ll_list_shows_the_newest_20_runs_and_says_how_many_are_older(
+    project: Project, tmp_path: Path
+) -> None:
+    ids = many_runs(project, 25)
+    proc = project.ll("list")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].split()[:2] == ["RUN", "LOOP"]
@@ -393,36 +398,36 @@ def test_ll_list_shows_the_newest_20_runs_and_says_how_many_are_older(tmp_path: 
     assert rows(proc.stdout)[1][1:4] == ["ok", "success", "2/50"]  # the row is as before
 
 
-def test_ll_list_limit_and_all(tmp_path: Path) -> None:
-    ids = many_runs(tmp_path, 25)
+def test_ll_list_limit_and_all(project: Project, tmp_path: Path) -> None:
+    ids = many_runs(project, 25)
     for flag in ("--limit", "-n"):
-        proc = real_ll(tmp_path, "list", flag, "3")
+        proc = project.ll("list", flag, "3")
         assert proc.returncode == 0, proc.stderr
         lines = proc.stdout.splitlines()
         assert [line.split()[0] for line in lines[1:4]] == ids[:3]
         assert lines[4:] == ["22 older runs not shown; see every run with: ll list --all"]
-    proc = real_ll(tmp_path, "list", "--all")
+    proc = project.ll("list", "--all")
     assert proc.returncode == 0, proc.stderr
     assert [line.split()[0] for line in proc.stdout.splitlines()[1:]] == ids  # no last line
-    one = real_ll(tmp_path, "list", "-n", "24")
+    one = project.ll("list", "-n", "24")
     assert one.stdout.splitlines()[-1] == "1 older run not shown; see every run with: ll list --all"
-    assert "older" not in real_ll(tmp_path, "list", "-n", "25").stdout
-    both = real_ll(tmp_path, "list", "--all", "-n", "3")
+    assert "older" not in project.ll("list", "-n", "25").stdout
+    both = project.ll("list", "--all", "-n", "3")
     assert both.returncode == 2
     assert "--limit N or --all, not both" in both.stderr
-    zero = real_ll(tmp_path, "list", "-n", "0")
+    zero = project.ll("list", "-n", "0")
     assert zero.returncode == 2
     assert "Traceback" not in zero.stderr
 
 
-def test_ll_list_with_few_runs_has_no_last_line(tmp_path: Path) -> None:
-    ids = many_runs(tmp_path, 3)
-    proc = real_ll(tmp_path, "list")
+def test_ll_list_with_few_runs_has_no_last_line(project: Project, tmp_path: Path) -> None:
+    ids = many_runs(project, 3)
+    proc = project.ll("list")
     assert [line.split()[0] for line in proc.stdout.splitlines()[1:]] == ids
 
 
-def test_ll_list_reads_only_the_runs_it_prints(tmp_path: Path) -> None:
-    ids = many_runs(tmp_path, 2000, garbage=True)
+def test_ll_list_reads_only_the_runs_it_prints(project: Project, tmp_path: Path) -> None:
+    ids = many_runs(project, 2000, garbage=True)
     # The 20 newest of the copies get real state back; the other 1,979 stay garbage.
     good = (tmp_path / ".loops" / "runs" / ids[0] / "state.json").read_text(encoding="utf-8")
     for run_id in ids[1:21]:

@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from project import Project
 
 from little_loops.record.events import parse
 from little_loops.report.otel import (
@@ -32,6 +33,8 @@ from little_loops.report.otel import (
     endpoint,
 )
 
+# `ll` runs in process (the `project` fixture) except where a SIGINT or a fresh interpreter
+# (a shadowed package on PYTHONPATH) is under test.
 LL = [sys.executable, "-m", "little_loops"]
 
 
@@ -299,7 +302,9 @@ def _attrs(span: Any) -> dict[str, Any]:
     return {kv.key: _value(kv.value) for kv in span.attributes}
 
 
-def test_ll_run_exports_the_trace_over_otlp_http(tmp_path: Path, receiver: OtlpReceiver) -> None:
+def test_ll_run_exports_the_trace_over_otlp_http(
+    project: Project, tmp_path: Path, receiver: OtlpReceiver
+) -> None:
     loop = tmp_path / "traced.yaml"
     loop.write_text(
         "name: traced\ninitial: build\nstates:\n"
@@ -315,20 +320,12 @@ def test_ll_run_exports_the_trace_over_otlp_http(tmp_path: Path, receiver: OtlpR
     with LlmServer() as judge:
         judge.script(api_error(529, "overloaded_error", "busy"), message(answer))
         env = {
-            **os.environ,
             "ANTHROPIC_API_KEY": "sk-test-not-real",
             "ANTHROPIC_BASE_URL": judge.url,
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
             "OTEL_SERVICE_NAME": "ci-loops",
         }
-        proc = subprocess.run(
-            [*LL, "run", str(loop), "--json", "--no-cache"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-        )
+        proc = project.ll("run", loop, "--json", "--no-cache", env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     events = [json.loads(line) for line in proc.stdout.splitlines()]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 import pytest
+from project import Project
 
 from little_loops.errors import LoopError
 from little_loops.model.loop import (
@@ -605,21 +605,9 @@ def loop_file(tmp_path: Path) -> Path:
     return path
 
 
-def _run_help() -> str:
-    proc = subprocess.run([*LL, "run", "--help"], capture_output=True, text=True, timeout=60)
-    return proc.stdout
-
-
-@pytest.mark.skipif("--junit-xml" not in _run_help(), reason="ll run has no --junit-xml yet")
-def test_ll_run_junit_xml(tmp_path: Path, loop_file: Path) -> None:
+def test_ll_run_junit_xml(project: Project, tmp_path: Path, loop_file: Path) -> None:
     out = tmp_path / "reports" / "junit.xml"
-    proc = subprocess.run(
-        [*LL, "run", str(loop_file), "--junit-xml", str(out)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = project.ll("run", loop_file, "--junit-xml", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     suite = ET.parse(out).getroot().find("testsuite")
     assert suite is not None
@@ -641,22 +629,14 @@ def test_ll_run_junit_xml(tmp_path: Path, loop_file: Path) -> None:
         assert check.returncode == 0, check.stderr
 
 
-def test_ll_run_in_github_actions(tmp_path: Path, loop_file: Path) -> None:
+def test_ll_run_in_github_actions(project: Project, tmp_path: Path, loop_file: Path) -> None:
     summary = tmp_path / "summary.md"
     env = {
-        **os.environ,
         "GITHUB_ACTIONS": "true",
         "GITHUB_STEP_SUMMARY": str(summary),
         "GITHUB_WORKSPACE": str(tmp_path),
     }
-    proc = subprocess.run(
-        [*LL, "run", str(loop_file), "-q"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    proc = project.ll("run", loop_file, "-q", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (
         "::warning file=ci-demo.yaml,line=6,title=ll%3A check gave failure::"
@@ -681,23 +661,12 @@ states:
 """
 
 
-def test_ll_run_reports_carry_the_reason_and_output(tmp_path: Path) -> None:
+def test_ll_run_reports_carry_the_reason_and_output(project: Project, tmp_path: Path) -> None:
     path = tmp_path / "stops.yaml"
     path.write_text(textwrap.dedent(STOPS), encoding="utf-8")
     report = tmp_path / "junit.xml"
-    env = {
-        **os.environ,
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_WORKSPACE": str(tmp_path),
-    }
-    proc = subprocess.run(
-        [*LL, "run", str(path), "--junit-xml", str(report), "-q"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(tmp_path)}
+    proc = project.ll("run", path, "--junit-xml", report, "-q", env=env)
     reason = "exit code 6: curl: (6) Could not resolve host: example.invalid"
     assert f"(step 1): {reason}" in proc.stdout, proc.stdout + proc.stderr
     case = ET.parse(report).getroot().find("testsuite/testcase")

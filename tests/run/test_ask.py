@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from project import Project
 
 from little_loops.record import questions as qs
 
+# `ll` runs in process (the `project` fixture) except at the terminal prompt (a pty, Ctrl-C):
+# a process of its own.
 LL = [sys.executable, "-m", "little_loops"]
 
 RELEASE = """\
@@ -47,16 +50,12 @@ states:
 """
 
 
-def ll(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> Any:
-    base = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_OUTPUT")}
-    return subprocess.run(
-        [*LL, *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        env={**base, "USER": "tester", **(env or {})},
-    )
+@pytest.fixture(autouse=True)
+def _asker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ll` (in process or not) runs for a user named tester, outside CI."""
+    monkeypatch.setenv("USER", "tester")
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
 
 
 def write(where: Path, name: str, text: str) -> Path:
@@ -86,7 +85,7 @@ def events(root: Path) -> list[dict[str, Any]]:
 # -- loading -----------------------------------------------------------------------------
 
 
-def test_validate_reports_ask_mistakes_at_their_line(tmp_path: Path) -> None:
+def test_validate_reports_ask_mistakes_at_their_line(project: Project, tmp_path: Path) -> None:
     write(
         tmp_path,
         "bad.yaml",
@@ -105,7 +104,7 @@ def test_validate_reports_ask_mistakes_at_their_line(tmp_path: Path) -> None:
           done: {terminal: true}
         """,
     )
-    out = ll("validate", "bad.yaml", cwd=tmp_path)
+    out = project.ll("validate", "bad.yaml")
     assert out.returncode == 2
     lines = out.stdout.splitlines() + out.stderr.splitlines()
     text = "\n".join(lines)
@@ -119,19 +118,21 @@ def test_validate_reports_ask_mistakes_at_their_line(tmp_path: Path) -> None:
     assert "Traceback" not in text
 
 
-def test_a_valid_ask_loop_validates_and_routes_timeout(tmp_path: Path) -> None:
+def test_a_valid_ask_loop_validates_and_routes_timeout(project: Project, tmp_path: Path) -> None:
     release(tmp_path)
-    assert ll("validate", "release.yaml", cwd=tmp_path).returncode == 0
-    strict = ll("validate", "release.yaml", "--strict", cwd=tmp_path)
+    assert project.ll("validate", "release.yaml").returncode == 0
+    strict = project.ll("validate", "release.yaml", "--strict")
     assert "'approve'" not in strict.stdout  # every answer and the expiry are routed
 
 
 # -- suspend and resume ------------------------------------------------------------------
 
 
-def test_a_question_suspends_the_run_and_resume_answers_it(tmp_path: Path) -> None:
+def test_a_question_suspends_the_run_and_resume_answers_it(
+    project: Project, tmp_path: Path
+) -> None:
     release(tmp_path)
-    out = ll("run", "release.yaml", cwd=tmp_path)
+    out = project.ll("run", "release.yaml")
     assert out.returncode == 6, out.stderr
     root = run_root(tmp_path)
     run_id = root.name
@@ -153,20 +154,19 @@ def test_a_question_suspends_the_run_and_resume_answers_it(tmp_path: Path) -> No
     assert suspended["pending"] == ["approve@2"]
     assert suspended["exit_code"] == 6
 
-    listing = ll("list", cwd=tmp_path)
+    listing = project.ll("list")
     assert "suspended (1 question)" in listing.stdout
-    status = ll("status", run_id, cwd=tmp_path)
+    status = project.ll("status", run_id)
     assert "approve@2: Release 1.4.0 passed all checks. Ship it?" in status.stdout
     assert f"answer: ll resume {run_id} --answer approve|reject" in status.stdout
 
-    wrong = ll("resume", run_id, "--answer", "maybe", cwd=tmp_path)
+    wrong = project.ll("resume", run_id, "--answer", "maybe")
     assert wrong.returncode == 2
     assert "'maybe' is not an answer to approve@2: choose one of approve, reject" in wrong.stderr
     assert state(root)["status"] == "suspended"  # nothing changed
 
-    done = ll(
+    done = project.ll(
         "resume", run_id, "--answer", "approve", "--note", "canary ok", "--by", "alice",
-        cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "shipping by alice - canary ok" in done.stdout
@@ -180,55 +180,58 @@ def test_a_question_suspends_the_run_and_resume_answers_it(tmp_path: Path) -> No
     assert state(root)["status"] == "finished"
 
 
-def test_an_answer_is_used_once(tmp_path: Path) -> None:
+def test_an_answer_is_used_once(project: Project, tmp_path: Path) -> None:
     release(tmp_path)
-    ll("run", "release.yaml", cwd=tmp_path)
+    project.ll("run", "release.yaml")
     run_id = run_root(tmp_path).name
     # reject -> fix -> approve again: a new occurrence, which the first answer does not answer
-    again = ll("resume", run_id, "--answer", "reject", cwd=tmp_path)
+    again = project.ll("resume", run_id, "--answer", "reject")
     assert again.returncode == 6, again.stderr
     assert "ll: suspended at 'approve' (step 4)" in again.stderr
     assert [q["id"] for q in state(run_root(tmp_path))["pending"]] == ["approve@4"]
     # resuming without an answer asks again and changes nothing
-    same = ll("resume", run_id, cwd=tmp_path)
+    same = project.ll("resume", run_id)
     assert same.returncode == 6
     assert "(step 4)" in same.stderr
-    assert ll("resume", run_id, "--answer", "approve=approve", cwd=tmp_path).returncode == 0
+    assert project.ll("resume", run_id, "--answer", "approve=approve").returncode == 0
 
 
-def test_answer_records_for_a_suspended_run_and_refuses_bad_ids(tmp_path: Path) -> None:
+def test_answer_records_for_a_suspended_run_and_refuses_bad_ids(
+    project: Project, tmp_path: Path
+) -> None:
     release(tmp_path)
-    ll("run", "release.yaml", cwd=tmp_path)
+    project.ll("run", "release.yaml")
     run_id = run_root(tmp_path).name
-    unknown = ll("answer", run_id, "deploy=approve", cwd=tmp_path)
+    unknown = project.ll("answer", run_id, "deploy=approve")
     assert unknown.returncode == 2
     assert "has no pending question 'deploy'; pending: approve@2 (approve|reject)" in (
         unknown.stderr
     )
-    given = ll("answer", run_id, "approve", "--note", "fine", cwd=tmp_path)
+    given = project.ll("answer", run_id, "approve", "--note", "fine")
     assert given.returncode == 0
     assert f"continue it with: ll resume {run_id}" in given.stdout
     assert state(run_root(tmp_path))["status"] == "suspended"
-    done = ll("resume", run_id, cwd=tmp_path, env={"USER": "bob"})
+    done = project.ll("resume", run_id, env={"USER": "bob"})
     assert done.returncode == 0
     assert "shipping by tester - fine" in done.stdout
-    finished = ll("answer", run_id, "approve", cwd=tmp_path)
+    finished = project.ll("answer", run_id, "approve")
     assert finished.returncode == 2
     assert "already finished" in finished.stderr
 
 
 def test_an_expired_question_takes_the_timeout_route_and_refuses_late_answers(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     release(tmp_path, timeout=1)
-    assert ll("run", "release.yaml", cwd=tmp_path).returncode == 6
+    assert project.ll("run", "release.yaml").returncode == 6
     run_id = run_root(tmp_path).name
     time.sleep(1.5)
-    late = ll("resume", run_id, "--answer", "approve", cwd=tmp_path)
+    late = project.ll("resume", run_id, "--answer", "approve")
     assert late.returncode == 2
     assert "question approve@2 expired at" in late.stderr
     assert f"resume without --answer to take the timeout route: ll resume {run_id}" in late.stderr
-    out = ll("resume", run_id, cwd=tmp_path)
+    out = project.ll("resume", run_id)
     assert out.returncode == 1, out.stdout + out.stderr
     assert "abandon" in out.stdout
     verdicts = [e for e in events(run_root(tmp_path)) if e["event"] == "evaluate"]
@@ -236,30 +239,32 @@ def test_an_expired_question_takes_the_timeout_route_and_refuses_late_answers(
     assert verdicts[-1]["verdict"] == "timeout"
 
 
-def test_presets_answer_every_matching_question(tmp_path: Path) -> None:
+def test_presets_answer_every_matching_question(project: Project, tmp_path: Path) -> None:
     release(tmp_path)
-    out = ll("run", "release.yaml", "--answer", "approve=approve", cwd=tmp_path)
+    out = project.ll("run", "release.yaml", "--answer", "approve=approve")
     assert out.returncode == 0, out.stderr
     answer = next(e for e in events(run_root(tmp_path)) if e["event"] == "answer")
     assert answer["via"] == "preset"
     assert answer["by"] == "tester"
-    bad = ll("run", "release.yaml", "--answer", "approve=yes", cwd=tmp_path)
+    bad = project.ll("run", "release.yaml", "--answer", "approve=yes")
     assert bad.returncode == 2
     assert "'yes' is not an answer to 'approve'" in bad.stderr
-    nobody = ll("run", "release.yaml", "--answer", "deploy=yes", cwd=tmp_path)
+    nobody = project.ll("run", "release.yaml", "--answer", "deploy=yes")
     assert nobody.returncode == 2
     assert "no ask state 'deploy'" in nobody.stderr
 
 
-def test_by_defaults_to_ll_user_then_github_actor_then_user(tmp_path: Path) -> None:
+def test_by_defaults_to_ll_user_then_github_actor_then_user(
+    project: Project, tmp_path: Path
+) -> None:
     assert qs.default_by({"USER": "u", "GITHUB_ACTOR": "g", "LL_USER": "l"}) == "l"
     assert qs.default_by({"USER": "u", "GITHUB_ACTOR": "g"}) == "g"
     assert qs.default_by({"USER": "u"}) == "u"
     assert qs.default_by({}) is None
     release(tmp_path)
-    ll("run", "release.yaml", cwd=tmp_path)
-    out = ll(
-        "resume", run_root(tmp_path).name, "--answer", "approve", cwd=tmp_path,
+    project.ll("run", "release.yaml")
+    out = project.ll(
+        "resume", run_root(tmp_path).name, "--answer", "approve",
         env={"GITHUB_ACTOR": "octocat"},
     )  # fmt: skip
     assert "shipping by octocat" in out.stdout
@@ -313,34 +318,38 @@ states:
 """
 
 
-def test_a_child_question_suspends_the_tree_and_resume_answers_into_it(tmp_path: Path) -> None:
+def test_a_child_question_suspends_the_tree_and_resume_answers_into_it(
+    project: Project, tmp_path: Path
+) -> None:
     write(tmp_path, "parent.yaml", PARENT)
     write(tmp_path, "review.yaml", REVIEW)
-    out = ll("run", "parent.yaml", cwd=tmp_path)
+    out = project.ll("run", "parent.yaml")
     assert out.returncode == 6, out.stdout + out.stderr
     root = run_root(tmp_path)
     assert "ll: suspended at 'reviews/security' (step 1): Security review OK?" in out.stderr
     assert [q["id"] for q in state(root)["pending"]] == ["reviews/security@1"]
-    done = ll("resume", root.name, "--answer", "reviews/security=approve", cwd=tmp_path)
+    done = project.ll("resume", root.name, "--answer", "reviews/security=approve")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "shipped" in done.stdout
     (child,) = (root / "sub").iterdir()
     assert any(e["event"] == "answer" for e in events(child))
 
 
-def test_a_run_directory_copied_into_a_fresh_clone_resumes_there(tmp_path: Path) -> None:
+def test_a_run_directory_copied_into_a_fresh_clone_resumes_there(
+    project: Project, tmp_path: Path
+) -> None:
     first, clone, elsewhere = tmp_path / "ci-job-1", tmp_path / "clone", tmp_path / "other"
     for d in (first, clone, elsewhere):
         d.mkdir()
     for d in (first, clone):
         write(d, "parent.yaml", PARENT)
         write(d, "review.yaml", REVIEW)
-    assert ll("run", "parent.yaml", cwd=first).returncode == 6
+    assert project.ll("run", "parent.yaml", cwd=first).returncode == 6
     root = run_root(first)
     shutil.copytree(first / ".loops", clone / ".loops")
     shutil.rmtree(first)  # the first job's checkout is gone
     moved = clone / ".loops" / "runs" / root.name
-    out = ll("resume", moved, "--answer", "approve", cwd=elsewhere)
+    out = project.ll("resume", moved, "--answer", "approve", cwd=elsewhere)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "shipped" in out.stdout
     data = state(moved)
@@ -351,7 +360,9 @@ def test_a_run_directory_copied_into_a_fresh_clone_resumes_there(tmp_path: Path)
 # -- simulation ----------------------------------------------------------------------------
 
 
-def test_ll_test_answers_questions_from_the_script_both_branches(tmp_path: Path) -> None:
+def test_ll_test_answers_questions_from_the_script_both_branches(
+    project: Project, tmp_path: Path
+) -> None:
     release(tmp_path, timeout=3600)
     write(
         tmp_path,
@@ -389,22 +400,22 @@ def test_ll_test_answers_questions_from_the_script_both_branches(tmp_path: Path)
         expect: {path: [build, approve, fix, approve, rollout, done]}
         """,
     )
-    out = ll("test", "ship.sim.yaml", "late.sim.yaml", "reject.sim.yaml", cwd=tmp_path)
+    out = project.ll("test", "ship.sim.yaml", "late.sim.yaml", "reject.sim.yaml")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "3 passed" in out.stdout
     write(tmp_path, "bad.sim.yaml", "loop: release.yaml\nstates:\n  approve: maybe\n")
-    bad = ll("test", "bad.sim.yaml", cwd=tmp_path)
+    bad = project.ll("test", "bad.sim.yaml")
     assert "bad.sim.yaml:3: state 'approve' cannot be answered" in bad.stdout + bad.stderr
 
 
 # -- CI ------------------------------------------------------------------------------------
 
 
-def test_github_output_and_junit_say_suspended_not_failed(tmp_path: Path) -> None:
+def test_github_output_and_junit_say_suspended_not_failed(project: Project, tmp_path: Path) -> None:
     release(tmp_path)
     outputs = tmp_path / "gh-output"
-    out = ll(
-        "run", "release.yaml", "--junit-xml", "report.xml", cwd=tmp_path,
+    out = project.ll(
+        "run", "release.yaml", "--junit-xml", "report.xml",
         env={"GITHUB_OUTPUT": str(outputs)},
     )  # fmt: skip
     assert out.returncode == 6
@@ -419,7 +430,7 @@ def test_github_output_and_junit_say_suspended_not_failed(tmp_path: Path) -> Non
     assert 'failures="0"' in xml
     assert 'errors="0"' in xml
     assert "suspended" in xml
-    ll("resume", run_id, "--answer", "approve", cwd=tmp_path, env={"GITHUB_OUTPUT": str(outputs)})
+    project.ll("resume", run_id, "--answer", "approve", env={"GITHUB_OUTPUT": str(outputs)})
     assert outputs.read_text().splitlines()[-3:] == [
         "exit_code=0",
         "suspended=false",
@@ -490,12 +501,12 @@ def test_in_a_terminal_the_question_is_asked_and_answered(tmp_path: Path) -> Non
     assert b"shipping by tester - all green" in term.seen
 
 
-def test_ll_answer_reaches_a_run_waiting_at_its_prompt(tmp_path: Path) -> None:
+def test_ll_answer_reaches_a_run_waiting_at_its_prompt(project: Project, tmp_path: Path) -> None:
     release(tmp_path)
     term = Pty(["run", "release.yaml"], tmp_path)
     term.expect("answer approve@2> ")
     run_id = run_root(tmp_path).name
-    given = ll("answer", run_id, "approve", "--by", "carol", cwd=tmp_path)
+    given = project.ll("answer", run_id, "approve", "--by", "carol")
     assert given.returncode == 0, given.stderr
     assert given.stdout.rstrip().endswith("; the running run took it"), given.stdout
     assert term.wait() == 0, term.seen
@@ -510,7 +521,9 @@ def test_no_input_in_a_terminal_suspends_instead_of_asking(tmp_path: Path) -> No
     assert b"ll: suspended at 'approve' (step 2)" in term.seen
 
 
-def test_ctrl_c_at_the_prompt_stops_the_run_and_the_question_stays(tmp_path: Path) -> None:
+def test_ctrl_c_at_the_prompt_stops_the_run_and_the_question_stays(
+    project: Project, tmp_path: Path
+) -> None:
     release(tmp_path)
     term = Pty(["run", "release.yaml"], tmp_path)
     term.expect("answer approve@2> ")
@@ -518,15 +531,17 @@ def test_ctrl_c_at_the_prompt_stops_the_run_and_the_question_stays(tmp_path: Pat
     assert term.wait() == 130, term.seen
     run_id = run_root(tmp_path).name
     assert [q["id"] for q in state(run_root(tmp_path))["pending"]] == ["approve@2"]
-    assert ll("resume", run_id, "--answer", "approve", cwd=tmp_path).returncode == 0
+    assert project.ll("resume", run_id, "--answer", "approve").returncode == 0
 
 
-def test_ll_answer_reaches_a_child_question_waiting_at_the_prompt(tmp_path: Path) -> None:
+def test_ll_answer_reaches_a_child_question_waiting_at_the_prompt(
+    project: Project, tmp_path: Path
+) -> None:
     write(tmp_path, "parent.yaml", PARENT)
     write(tmp_path, "review.yaml", REVIEW)
     term = Pty(["run", "parent.yaml"], tmp_path)
     term.expect("answer reviews/security@1> ")
-    given = ll("answer", run_root(tmp_path).name, "reviews/security=approve", cwd=tmp_path)
+    given = project.ll("answer", run_root(tmp_path).name, "reviews/security=approve")
     assert given.returncode == 0, given.stderr
     assert term.wait() == 0, term.seen
     assert b"shipped" in term.seen
@@ -539,7 +554,9 @@ def test_under_ci_a_terminal_is_not_asked(tmp_path: Path) -> None:
     assert b"answer approve@2>" not in term.seen
 
 
-def test_free_text_questions_take_any_answer_as_the_output(tmp_path: Path) -> None:
+def test_free_text_questions_take_any_answer_as_the_output(
+    project: Project, tmp_path: Path
+) -> None:
     write(
         tmp_path,
         "notes.yaml",
@@ -557,30 +574,31 @@ def test_free_text_questions_take_any_answer_as_the_output(tmp_path: Path) -> No
           done: {terminal: true}
         """,
     )
-    assert ll("run", "notes.yaml", cwd=tmp_path).returncode == 6
+    assert project.ll("run", "notes.yaml").returncode == 6
     run_id = run_root(tmp_path).name
-    out = ll("resume", run_id, "--answer", "the cache key; see #12", cwd=tmp_path)
+    out = project.ll("resume", run_id, "--answer", "the cache key; see #12")
     assert out.returncode == 0, out.stderr
     assert "the cache key; see #12 (success)" in out.stdout
 
 
 def test_with_two_questions_pending_a_bare_answer_is_refused_with_the_list(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     release(tmp_path)
-    ll("run", "release.yaml", cwd=tmp_path)
+    project.ll("run", "release.yaml")
     root = run_root(tmp_path)
     data = state(root)
     # a second question, as a fork's other branch would leave it
     data["pending"].append({**data["pending"][0], "id": "other/approve@1"})
     (root / "state.json").write_text(json.dumps(data), encoding="utf-8")
-    bare = ll("resume", root.name, "--answer", "approve", cwd=tmp_path)
+    bare = project.ll("resume", root.name, "--answer", "approve")
     assert bare.returncode == 2
     assert (
         f"run {root.name} has 2 pending questions: approve@2 (approve|reject), "
         "other/approve@1 (approve|reject); say which one: --answer ID=VALUE"
     ) in bare.stderr
-    aimed = ll("resume", root.name, "--answer", "approve=approve", cwd=tmp_path)
+    aimed = project.ll("resume", root.name, "--answer", "approve=approve")
     assert aimed.returncode == 0, aimed.stderr
 
 
@@ -594,6 +612,7 @@ def test_a_question_expires_while_its_prompt_waits(tmp_path: Path) -> None:
 
 
 def test_a_child_called_again_asks_again_and_the_parent_keeps_no_stale_question(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     write(tmp_path, "review.yaml", REVIEW)
@@ -615,22 +634,24 @@ def test_a_child_called_again_asks_again_and_the_parent_keeps_no_stale_question(
           done: {terminal: true}
         """,
     )
-    assert ll("run", "twice.yaml", cwd=tmp_path).returncode == 6
+    assert project.ll("run", "twice.yaml").returncode == 6
     root = run_root(tmp_path)
-    second = ll("resume", root.name, "--answer", "approve", cwd=tmp_path)
+    second = project.ll("resume", root.name, "--answer", "approve")
     assert second.returncode == 6, second.stdout + second.stderr  # the same question, again
     assert [q["id"] for q in state(root)["pending"]] == ["reviews/security@1"]
     assert "ll: suspended at 'reviews/security' (step 1)" in second.stderr
-    done = ll("resume", root.name, "--answer", "approve", cwd=tmp_path)
+    done = project.ll("resume", root.name, "--answer", "approve")
     assert done.returncode == 0, done.stdout + done.stderr
     assert state(root)["pending"] == []
 
 
-def test_the_github_summary_shows_a_suspended_run_as_waiting(tmp_path: Path) -> None:
+def test_the_github_summary_shows_a_suspended_run_as_waiting(
+    project: Project, tmp_path: Path
+) -> None:
     release(tmp_path)
     summary = tmp_path / "summary.md"
-    out = ll(
-        "run", "release.yaml", cwd=tmp_path,
+    out = project.ll(
+        "run", "release.yaml",
         env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
     )  # fmt: skip
     assert out.returncode == 6

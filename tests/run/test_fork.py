@@ -28,13 +28,9 @@ from little_loops.model.fork import (
 )
 from little_loops.model.loop import Join
 
+# `ll` runs in process (the `project` fixture) except where it is killed with SIGKILL or
+# SIGINT mid-fork: that run keeps a process of its own; the resume runs in process.
 LL = [sys.executable, "-m", "little_loops"]
-
-
-def ll(*args: str | Path, cwd: Path, timeout: float = 90) -> Any:
-    return subprocess.run(
-        [*LL, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout
-    )
 
 
 def write(where: Path, name: str, text: str) -> Path:
@@ -114,10 +110,12 @@ states:
 """
 
 
-def test_four_one_second_branches_at_once_end_well_under_two_seconds(tmp_path: Path) -> None:
+def test_four_one_second_branches_at_once_end_well_under_two_seconds(
+    project: Project, tmp_path: Path
+) -> None:
     loop = write(tmp_path, "four.yaml", FOUR)
     started = time.monotonic()
-    done = ll("run", loop, cwd=tmp_path)
+    done = project.ll("run", loop)
     took = time.monotonic() - started
     assert done.returncode == 0, done.stdout + done.stderr
     root = run_root(tmp_path)
@@ -159,10 +157,11 @@ states:
 
 
 def test_a_failing_branch_with_join_all_routes_failure_and_every_result_is_kept(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     loop = write(tmp_path, "failing.yaml", FAILING)
-    done = ll("run", loop, cwd=tmp_path)
+    done = project.ll("run", loop)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "fix:types:tests-ok" in done.stdout
     root = run_root(tmp_path)
@@ -224,13 +223,15 @@ states:
 """
 
 
-def test_for_each_runs_a_child_per_item_with_item_values_and_keys(tmp_path: Path) -> None:
+def test_for_each_runs_a_child_per_item_with_item_values_and_keys(
+    project: Project, tmp_path: Path
+) -> None:
     out = tmp_path / "out.txt"
     write(tmp_path, "deploy.yaml", DEPLOY)
     loop = write(tmp_path, "rollout.yaml", FOR_EACH.replace("OUT", str(out)))
-    check = ll("validate", loop, cwd=tmp_path)
+    check = project.ll("validate", loop)
     assert check.returncode == 0, check.stdout + check.stderr
-    done = ll("run", loop, cwd=tmp_path)
+    done = project.ll("run", loop)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "us-east-2 ap-south" in done.stdout
     root = run_root(tmp_path)
@@ -265,12 +266,13 @@ states:
 
 
 def test_fail_fast_cancels_running_and_unstarted_branches_and_kills_their_processes(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     pidfile = tmp_path / "slow.pid"
     loop = write(tmp_path, "fast.yaml", FAIL_FAST.replace("PIDFILE", str(pidfile)))
     started = time.monotonic()
-    done = ll("run", loop, cwd=tmp_path)
+    done = project.ll("run", loop)
     assert time.monotonic() - started < 20
     assert done.returncode == 0, done.stdout + done.stderr
     assert "cancelled=slow\nlater" in done.stdout.replace("\r", "")
@@ -312,20 +314,20 @@ def _max_overlap(log: Path) -> int:
     return most
 
 
-def test_jobs_caps_actions_running_at_once(tmp_path: Path) -> None:
+def test_jobs_caps_actions_running_at_once(project: Project, tmp_path: Path) -> None:
     log = tmp_path / "log"
     loop = write(tmp_path, "jobs.yaml", JOBS.replace("LOG", str(log)))
-    done = ll("run", loop, "--jobs", "2", cwd=tmp_path)
+    done = project.ll("run", loop, "--jobs", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     assert _max_overlap(log) == 2
     log.unlink()
-    done = ll("run", loop, cwd=tmp_path)  # default 8: all four at once
+    done = project.ll("run", loop)  # default 8: all four at once
     assert _max_overlap(log) == 4
 
 
-def test_json_events_of_branches_carry_their_path(tmp_path: Path) -> None:
+def test_json_events_of_branches_carry_their_path(project: Project, tmp_path: Path) -> None:
     loop = write(tmp_path, "failing.yaml", FAILING)
-    done = ll("run", loop, "--json", cwd=tmp_path)
+    done = project.ll("run", loop, "--json")
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     paths = {tuple(e["path"]) for e in lines if "path" in e}
     assert {("checks", "lint"), ("checks", "types"), ("checks", "tests")} <= paths
@@ -353,7 +355,9 @@ states:
 """
 
 
-def test_kill_9_mid_fork_then_resume_runs_no_finished_branch_again(tmp_path: Path) -> None:
+def test_kill_9_mid_fork_then_resume_runs_no_finished_branch_again(
+    project: Project, tmp_path: Path
+) -> None:
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
     text = KILL.replace("LEDGER", str(ledger)).replace("GATE", str(gate))
     loop = write(tmp_path, "kill.yaml", text)
@@ -373,7 +377,7 @@ def test_kill_9_mid_fork_then_resume_runs_no_finished_branch_again(tmp_path: Pat
     before = _lines(ledger)
     assert "i4" not in before
     gate.touch()
-    resumed = ll("resume", cwd=tmp_path)
+    resumed = project.ll("resume")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     after = _lines(ledger)
     assert sorted(after) == ["i1", "i2", "i3", "i4", "i5", "i6"]  # each exactly once
@@ -405,13 +409,13 @@ def _lines(path: Path) -> list[str]:
     ],
 )  # fmt: skip
 def test_validate_names_what_is_wrong_with_a_fork(
-    tmp_path: Path, body: str, code: str, words: str
+    project: Project, tmp_path: Path, body: str, code: str, words: str
 ) -> None:
     text = "name: bad\ninitial: s\nstates:\n  s:\n" + body + "    next: done\n"
     text += "  done: {terminal: true}\n"
     loop = tmp_path / "bad.yaml"
     loop.write_text(text, encoding="utf-8")
-    checked = ll("validate", loop, cwd=tmp_path)
+    checked = project.ll("validate", loop)
     assert checked.returncode == 2, checked.stdout + checked.stderr
     out = checked.stdout + checked.stderr
     assert "bad.yaml:" in out, out
@@ -419,7 +423,9 @@ def test_validate_names_what_is_wrong_with_a_fork(
     assert "Traceback" not in out
 
 
-def test_a_fork_must_route_its_failure_and_too_many_items_is_its_error(tmp_path: Path) -> None:
+def test_a_fork_must_route_its_failure_and_too_many_items_is_its_error(
+    project: Project, tmp_path: Path
+) -> None:
     uncovered = write(
         tmp_path,
         "uncovered.yaml",
@@ -433,7 +439,7 @@ def test_a_fork_must_route_its_failure_and_too_many_items_is_its_error(tmp_path:
           done: {terminal: true}
         """,
     )
-    checked = ll("validate", uncovered, cwd=tmp_path)
+    checked = project.ll("validate", uncovered)
     assert checked.returncode == 2
     assert "'failure'" in checked.stdout + checked.stderr
     many = write(
@@ -458,7 +464,7 @@ def test_a_fork_must_route_its_failure_and_too_many_items_is_its_error(tmp_path:
         + "  n: {action: 'seq 1001', capture: n, next: s}\n"
     )
     many.write_text(text)
-    done = ll("run", many, cwd=tmp_path)
+    done = project.ll("run", many)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "more than the cap of 1000" in done.stdout
     assert not (run_root(tmp_path) / "sub" / "0002-s" / "1").exists()
@@ -481,23 +487,25 @@ states:
 """
 
 
-def test_matrix_round_trip_as_two_jobs_in_separate_directories(tmp_path: Path) -> None:
+def test_matrix_round_trip_as_two_jobs_in_separate_directories(
+    project: Project, tmp_path: Path
+) -> None:
     ledger = tmp_path / "ledger"
     loop = write(tmp_path, "mx.yaml", MATRIX.replace("LEDGER", str(ledger)))
-    plan = ll("plan-matrix", loop, "rollout", cwd=tmp_path)
+    plan = project.ll("plan-matrix", loop, "rollout")
     assert plan.returncode == 0, plan.stderr
     matrix = json.loads(plan.stdout)
     assert [row["key"] for row in matrix["include"]] == ["eu-west", "us-east", "ap-south"]
     parent = tmp_path / "parent"
     parent.mkdir()
-    paused = ll("step", loop, "--until", "rollout", cwd=parent)
+    paused = project.ll("step", loop, "--until", "rollout", cwd=parent)
     assert paused.returncode == 6, paused.stdout + paused.stderr
     # two matrix jobs, each in its own checkout
     codes = {}
     for key in ("eu-west", "us-east"):
         job = tmp_path / f"job-{key}"
         job.mkdir()
-        ran = ll("run", loop, "--branch", f"rollout={key}", cwd=job)
+        ran = project.ll("run", loop, "--branch", f"rollout={key}", cwd=job)
         codes[key] = ran.returncode
         assert list((job / ".loops" / "runs").glob("*/branch.json")), ran.stdout + ran.stderr
     assert codes == {"eu-west": 0, "us-east": 1}
@@ -506,7 +514,7 @@ def test_matrix_round_trip_as_two_jobs_in_separate_directories(tmp_path: Path) -
     for gone in (tmp_path / "job-eu-west" / ".loops").rglob("result.json"):
         gone.unlink()
     run_id = run_root(parent).name
-    joined = ll(
+    joined = project.ll(
         "join", run_id, "--from", tmp_path / "job-eu-west", "--from", tmp_path / "job-us-east",
         cwd=parent,
     )  # fmt: skip
@@ -514,7 +522,7 @@ def test_matrix_round_trip_as_two_jobs_in_separate_directories(tmp_path: Path) -
     assert "ok=2 failed=us-east" in joined.stdout
     # no branch ran twice: ap-south, which no job ran, ran in the join
     assert sorted(_lines(ledger)) == ["ap-south", "built", "eu-west", "us-east"]
-    unknown = ll("run", loop, "--branch", "rollout=nowhere", cwd=tmp_path / "job-eu-west")
+    unknown = project.ll("run", loop, "--branch", "rollout=nowhere", cwd=tmp_path / "job-eu-west")
     assert unknown.returncode == 3
     assert "has no branch 'nowhere'" in unknown.stdout + unknown.stderr
 
@@ -532,13 +540,13 @@ expect:
 """
 
 
-def test_a_simulation_answers_branches_by_path(tmp_path: Path) -> None:
+def test_a_simulation_answers_branches_by_path(project: Project, tmp_path: Path) -> None:
     write(tmp_path, "failing.yaml", FAILING)
     script = write(tmp_path, "failing.sim.yaml", SIM_SCRIPT)
-    tested = ll("test", script, cwd=tmp_path)
+    tested = project.ll("test", script)
     assert tested.returncode == 0, tested.stdout + tested.stderr
     wrong = write(tmp_path, "wrong.sim.yaml", SIM_SCRIPT.replace("checks/lint", "checks"))
-    tested = ll("test", wrong, cwd=tmp_path)
+    tested = project.ll("test", wrong)
     assert tested.returncode == 2
     assert "answer its branches instead, as 'checks/KEY'" in tested.stdout + tested.stderr
 
@@ -675,11 +683,13 @@ def test_a_fork_without_fail_fast_does_not_copy_its_ends_after_every_branch(
     assert copied == [1, 2]  # after each branch
 
 
-def test_jobs_caps_a_tree_of_nested_forks_without_deadlock(tmp_path: Path) -> None:
+def test_jobs_caps_a_tree_of_nested_forks_without_deadlock(
+    project: Project, tmp_path: Path
+) -> None:
     log = tmp_path / "log"
     write(tmp_path, "inner.yaml", INNER.replace("LOG", str(log)))
     loop = write(tmp_path, "nested.yaml", NESTED)
-    done = ll("run", loop, "--jobs", "3", cwd=tmp_path)
+    done = project.ll("run", loop, "--jobs", "3")
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(_lines(log)) == 24  # 3 x 4 actions, each a start and an end
     assert _max_overlap(log) <= 3
@@ -755,9 +765,9 @@ def test_plain_terminal_writes_one_whole_line_per_finished_branch() -> None:
     assert live.rows(80)[0].split() == ["lint", "running", "2.5", "s"]
 
 
-def test_ll_graph_draws_a_fork_with_its_branches_and_join(tmp_path: Path) -> None:
+def test_ll_graph_draws_a_fork_with_its_branches_and_join(project: Project, tmp_path: Path) -> None:
     loop = write(tmp_path, "failing.yaml", FAILING)
-    drawn = ll("graph", loop, cwd=tmp_path)
+    drawn = project.ll("graph", loop)
     assert drawn.returncode == 0, drawn.stderr
     assert "parallel: lint ‖ types ‖ tests · join all" in drawn.stdout
 
@@ -797,6 +807,7 @@ states:
 
 
 def test_kill_9_inside_a_loop_branch_resumes_it_from_its_last_finished_step(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     ledger, gate = tmp_path / "ledger", tmp_path / "gate"
@@ -818,7 +829,7 @@ def test_kill_9_inside_a_loop_branch_resumes_it_from_its_last_finished_step(
     proc.wait()
     assert sorted(_lines(ledger)) == ["a-k1", "a-k2", "a-k3", "b-k1", "b-k3"]
     gate.touch()
-    resumed = ll("resume", cwd=tmp_path)
+    resumed = project.ll("resume")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     # k2 went on from its step b: no step ran twice
     assert sorted(_lines(ledger)) == ["a-k1", "a-k2", "a-k3", "b-k1", "b-k2", "b-k3"]
@@ -826,6 +837,7 @@ def test_kill_9_inside_a_loop_branch_resumes_it_from_its_last_finished_step(
 
 
 def test_validate_checks_a_loop_branch_against_its_child_at_the_branchs_line(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     child = "name: c\ninitial: a\ncontext: {suite: ~}\nstates:\n"
@@ -847,7 +859,7 @@ def test_validate_checks_a_loop_branch_against_its_child_at_the_branchs_line(
           done: {terminal: true}
         """,
     )
-    checked = ll("validate", loop, cwd=tmp_path)
+    checked = project.ll("validate", loop)
     assert checked.returncode == 2
     assert "pl.yaml:8:" in checked.stdout
     assert "state 'checks/tests' passes 'suit'" in checked.stdout
@@ -869,30 +881,36 @@ states:
 """
 
 
-def test_the_roots_budget_spent_by_branches_stops_the_fork_with_exit_5(tmp_path: Path) -> None:
+def test_the_roots_budget_spent_by_branches_stops_the_fork_with_exit_5(
+    project: Project, tmp_path: Path
+) -> None:
     loop = write(tmp_path, "budget.yaml", BUDGET)
     script = write(
         tmp_path,
         "budget.sim.yaml",
         "states:\n" + "".join(f"  fan/{k}: {{verdict: success, cost_usd: 0.4}}\n" for k in "abc"),
     )
-    done = ll("run", loop, "--simulate", script, cwd=tmp_path)
+    done = project.ll("run", loop, "--simulate", script)
     assert done.returncode == 5, done.stdout + done.stderr
     assert "passed max_cost_usd" in done.stdout
     root = run_root(tmp_path)
     assert not (root / "sub" / "0001-fan" / "c").exists()  # never started
 
 
-def test_verbose_prefixes_each_whole_line_with_its_branchs_path(tmp_path: Path) -> None:
+def test_verbose_prefixes_each_whole_line_with_its_branchs_path(
+    project: Project, tmp_path: Path
+) -> None:
     loop = write(tmp_path, "failing.yaml", FAILING)
-    done = ll("run", loop, "-v", cwd=tmp_path)
+    done = project.ll("run", loop, "-v")
     lines = done.stdout.splitlines()
     assert "[checks/lint] lint-ok" in lines
     assert "[checks/tests] tests-ok" in lines
     assert "[checks/types] types broke" in lines
 
 
-def test_a_parallel_states_timeout_is_each_action_branchs_default(tmp_path: Path) -> None:
+def test_a_parallel_states_timeout_is_each_action_branchs_default(
+    project: Project, tmp_path: Path
+) -> None:
     loop = write(
         tmp_path,
         "slow.yaml",
@@ -917,13 +935,14 @@ def test_a_parallel_states_timeout_is_each_action_branchs_default(tmp_path: Path
         """,
     )
     started = time.monotonic()
-    done = ll("run", loop, cwd=tmp_path)
+    done = project.ll("run", loop)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "timeout success" in done.stdout
     assert time.monotonic() - started < 15
 
 
 def test_a_join_waiting_on_branch_questions_suspends_and_resumes_with_their_answers(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     """Each branch asks; nothing else can progress, so the run suspends (exit 6) with both
@@ -960,7 +979,7 @@ def test_a_join_waiting_on_branch_questions_suspends_and_resumes_with_their_answ
           held: {action: echo held, terminal: true, outcome: failure}
         """,
     )
-    waiting = ll("run", parent, cwd=tmp_path)
+    waiting = project.ll("run", parent)
     assert waiting.returncode == 6, waiting.stdout + waiting.stderr
     assert "waiting for an answer to regions/eu/approve@1, regions/us/approve@1" in (
         waiting.stderr + waiting.stdout
@@ -968,9 +987,9 @@ def test_a_join_waiting_on_branch_questions_suspends_and_resumes_with_their_answ
     root = run_root(tmp_path)
     assert state(root)["status"] == "suspended"
     for qid in ("regions/eu/approve", "regions/us/approve"):
-        answered = ll("answer", root.name, f"{qid}=approve", cwd=tmp_path)
+        answered = project.ll("answer", root.name, f"{qid}=approve")
         assert answered.returncode == 0, answered.stdout + answered.stderr
-    done = ll("resume", root.name, cwd=tmp_path)
+    done = project.ll("resume", root.name)
     assert done.returncode == 0, done.stdout + done.stderr
     assert [e["to"] for e in events(root) if e["event"] == "route"] == ["shipped"]
     for key in ("eu", "us"):
@@ -978,6 +997,7 @@ def test_a_join_waiting_on_branch_questions_suspends_and_resumes_with_their_answ
 
 
 def test_a_branch_writes_the_same_bytes_however_many_items_the_fork_lists(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     """A branch keeps no copy of the loop file (with its inline items): its files do not grow
@@ -992,7 +1012,7 @@ def test_a_branch_writes_the_same_bytes_however_many_items_the_fork_lists(
             f"    for_each: [{items}]\n    action: 'true'\n    max_concurrency: 1\n"
             "    on_success: done\n    on_failure: done\n  done: {terminal: true}\n"
         )
-        done = ll("run", write(where, "fan.yaml", text), "-q", cwd=where)
+        done = project.ll("run", write(where, "fan.yaml", text), "-q", cwd=where)
         assert done.returncode == 0, done.stdout + done.stderr
         root = run_root(where)
         assert (root / "loop.yaml").read_text() == text

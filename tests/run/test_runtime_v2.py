@@ -1,7 +1,7 @@
 """Spec v2 at run time: terminal actions count, actions run where `ll` was started, a state's
 capture is readable by its own evaluator, and `${loop.run_dir}` / `${loop.dir}`.
 
-Most tests go through the real `ll` in a subprocess, from a YAML file.
+Most tests go through the real `ll` (in process, through the `project` fixture), from a YAML file.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from llm_server import (
     llm_server_fixture,  # noqa: F401  (the llm_server fixture)
     message,
 )
+from project import Project
 
 from little_loops.load.loader import load
 from little_loops.record.events import read_events
@@ -34,6 +35,8 @@ from little_loops.run.runner import (
     RunOptions,
 )
 
+# `ll` runs in process (the `project` fixture) except where a terminal (a pty) or a SIGINT
+# is under test: those runs keep a process of their own.
 LL = [sys.executable, "-m", "little_loops"]
 
 
@@ -41,12 +44,6 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text), encoding="utf-8")
     return path
-
-
-def ll(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*LL, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=60
-    )
 
 
 def events(cwd: Path) -> list[dict[str, Any]]:
@@ -76,8 +73,8 @@ states:
 """
 
 
-def test_a_failing_terminal_action_fails_the_run(tmp_path: Path) -> None:
-    proc = ll("run", write(tmp_path / "release.yaml", PUBLISH), cwd=tmp_path)
+def test_a_failing_terminal_action_fails_the_run(project: Project, tmp_path: Path) -> None:
+    proc = project.ll("run", write(tmp_path / "release.yaml", PUBLISH))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     last = proc.stdout.splitlines()[-1]
     assert last.startswith("ll: failure at 'publish' after 2 steps in ")
@@ -97,7 +94,9 @@ def test_a_failing_terminal_action_fails_the_run(tmp_path: Path) -> None:
     )
 
 
-def test_a_terminal_action_fails_the_run_whatever_its_outcome_says(tmp_path: Path) -> None:
+def test_a_terminal_action_fails_the_run_whatever_its_outcome_says(
+    project: Project, tmp_path: Path
+) -> None:
     path = write(
         tmp_path / "loop.yaml",
         """
@@ -107,14 +106,14 @@ def test_a_terminal_action_fails_the_run_whatever_its_outcome_says(tmp_path: Pat
           end: {action: "false", terminal: true, outcome: success}
         """,
     )
-    proc = ll("run", path, "--json", cwd=tmp_path)
+    proc = project.ll("run", path, "--json")
     assert proc.returncode == 1
     end = json.loads(proc.stdout.splitlines()[-1])
     assert end["outcome"] == "failure"
     assert end["error"] == "terminal state 'end' gave verdict 'failure': exit code 1"
 
 
-def test_a_terminal_with_its_own_evaluator(tmp_path: Path) -> None:
+def test_a_terminal_with_its_own_evaluator(project: Project, tmp_path: Path) -> None:
     path = write(
         tmp_path / "loop.yaml",
         """
@@ -127,12 +126,13 @@ def test_a_terminal_with_its_own_evaluator(tmp_path: Path) -> None:
             terminal: true
         """,
     )
-    proc = ll("run", path, cwd=tmp_path)
+    proc = project.ll("run", path)
     assert proc.returncode == 1
     assert "terminal state 'end' gave verdict 'failure'" in proc.stdout
 
 
 def test_passing_terminal_actions_and_terminals_without_action_are_unchanged(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     path = write(
@@ -147,16 +147,18 @@ def test_passing_terminal_actions_and_terminals_without_action_are_unchanged(
           bad: {terminal: true, outcome: failure}
         """,
     )
-    assert ll("run", path, cwd=tmp_path).returncode == 0
+    assert project.ll("run", path).returncode == 0
     failing = path.read_text().replace('action: "true"', 'action: "false"')
     path.write_text(failing)
-    proc = ll("run", path, "--allow-concurrent", cwd=tmp_path)
+    proc = project.ll("run", path, "--allow-concurrent")
     assert proc.returncode == 1
     assert proc.stdout.splitlines()[-1].startswith("ll: failure at 'bad' after 2 steps")
     assert proc.stdout.rstrip().endswith("s")  # no error text: the terminal said failure itself
 
 
-def test_a_failing_terminal_action_stops_a_maintained_loop(tmp_path: Path) -> None:
+def test_a_failing_terminal_action_stops_a_maintained_loop(
+    project: Project, tmp_path: Path
+) -> None:
     path = write(
         tmp_path / "loop.yaml",
         """
@@ -169,14 +171,16 @@ def test_a_failing_terminal_action_stops_a_maintained_loop(tmp_path: Path) -> No
           notify: {action: "exit 3", terminal: true}
         """,
     )
-    proc = ll("run", path, "--json", cwd=tmp_path)
+    proc = project.ll("run", path, "--json")
     assert proc.returncode == 1
     end = json.loads(proc.stdout.splitlines()[-1])
     assert (end["outcome"], end["steps"], end["final_state"]) == ("failure", 2, "notify")
     assert end["error"] == "terminal state 'notify' gave verdict 'error': exit code 3"
 
 
-def test_a_failing_report_at_max_iterations_keeps_exit_4_and_says_why(tmp_path: Path) -> None:
+def test_a_failing_report_at_max_iterations_keeps_exit_4_and_says_why(
+    project: Project, tmp_path: Path
+) -> None:
     path = write(
         tmp_path / "loop.yaml",
         """
@@ -190,19 +194,19 @@ def test_a_failing_report_at_max_iterations_keeps_exit_4_and_says_why(tmp_path: 
           done: {terminal: true}
         """,
     )
-    proc = ll("run", path, "--json", cwd=tmp_path)
+    proc = project.ll("run", path, "--json")
     assert proc.returncode == 4
     end = json.loads(proc.stdout.splitlines()[-1])
     assert end["outcome"] == "max_iterations"
     assert (
         end["error"] == "terminal state 'report' gave verdict 'error': exit code 5: no mail server"
     )
-    piped = ll("run", path, "--allow-concurrent", cwd=tmp_path)
+    piped = project.ll("run", path, "--allow-concurrent")
     assert "no mail server" in piped.stdout.splitlines()  # the report's output is shown
 
 
 def test_a_terminal_slash_action_counts_by_the_cli_result(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake_claude: FakeClaude = install_fake_claude(tmp_path / "bin", monkeypatch)
     path = write(
@@ -214,12 +218,12 @@ def test_a_terminal_slash_action_counts_by_the_cli_result(
           ship: {action: /ll:ship now, terminal: true}
         """,
     )
-    ok = ll("run", path, "--json", cwd=tmp_path)
+    ok = project.ll("run", path, "--json")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     kinds = [json.loads(line).get("type") for line in ok.stdout.splitlines()]
     assert "none" in kinds  # the CLI's own result, no judge
     fake_claude.scenario("error_result")
-    bad = ll("run", path, "--json", "--allow-concurrent", cwd=tmp_path)
+    bad = project.ll("run", path, "--json", "--allow-concurrent")
     assert bad.returncode == 1
     end = json.loads(bad.stdout.splitlines()[-1])
     assert end["outcome"] == "failure"
@@ -241,8 +245,8 @@ states:
 """
 
 
-def test_a_terminal_action_output_is_shown_when_piped(tmp_path: Path) -> None:
-    proc = ll("run", write(tmp_path / "loop.yaml", SHOWN), cwd=tmp_path)
+def test_a_terminal_action_output_is_shown_when_piped(project: Project, tmp_path: Path) -> None:
+    proc = project.ll("run", write(tmp_path / "loop.yaml", SHOWN))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert "approve with:" in lines
@@ -252,28 +256,29 @@ def test_a_terminal_action_output_is_shown_when_piped(tmp_path: Path) -> None:
 
 
 def test_terminal_output_is_not_shown_with_quiet_or_json_and_once_with_verbose(
+    project: Project,
     tmp_path: Path,
 ) -> None:
     path = write(tmp_path / "loop.yaml", SHOWN)
-    quiet = ll("run", path, "--quiet", cwd=tmp_path)
+    quiet = project.ll("run", path, "--quiet")
     assert "approve with" not in quiet.stdout
     assert len(quiet.stdout.splitlines()) == 1
-    as_json = ll("run", path, "--json", "--allow-concurrent", cwd=tmp_path)
+    as_json = project.ll("run", path, "--json", "--allow-concurrent")
     for line in as_json.stdout.splitlines():
         json.loads(line)  # only events on stdout
-    verbose = ll("run", path, "-v", "--allow-concurrent", cwd=tmp_path)
+    verbose = project.ll("run", path, "-v", "--allow-concurrent")
     assert verbose.stdout.count("ll approve 42") == 1
     assert "hidden-2-prepare-output" in verbose.stdout
 
 
-def test_a_failing_terminal_shows_its_output_and_stderr(tmp_path: Path) -> None:
-    proc = ll("run", write(tmp_path / "release.yaml", PUBLISH), cwd=tmp_path)
+def test_a_failing_terminal_shows_its_output_and_stderr(project: Project, tmp_path: Path) -> None:
+    proc = project.ll("run", write(tmp_path / "release.yaml", PUBLISH))
     lines = proc.stdout.splitlines()
     assert "pushing" in lines
     assert "fatal: could not read from remote repository" in lines
 
 
-def test_terminal_output_hides_secrets(tmp_path: Path) -> None:
+def test_terminal_output_hides_secrets(project: Project, tmp_path: Path) -> None:
     path = write(
         tmp_path / "loop.yaml",
         """
@@ -285,7 +290,7 @@ def test_terminal_output_hides_secrets(tmp_path: Path) -> None:
           tell: {action: 'echo "token is ${context.token}"', terminal: true}
         """,
     )
-    proc = ll("run", path, "--set", "token=hunter2-very-secret", cwd=tmp_path)
+    proc = project.ll("run", path, "--set", "token=hunter2-very-secret")
     assert proc.returncode == 0, proc.stdout
     assert "token is ***" in proc.stdout.splitlines()
     assert "hunter2-very-secret" not in proc.stdout
@@ -320,7 +325,7 @@ def test_a_terminal_action_output_is_shown_in_a_terminal(tmp_path: Path) -> None
 # -- 3. the working directory ------------------------------------------------------------------
 
 
-def test_actions_run_where_ll_was_started(tmp_path: Path) -> None:
+def test_actions_run_where_ll_was_started(project: Project, tmp_path: Path) -> None:
     (tmp_path / "marker").write_text("here\n")
     path = write(
         tmp_path / "loops" / "check.yaml",
@@ -334,14 +339,16 @@ def test_actions_run_where_ll_was_started(tmp_path: Path) -> None:
           bad: {terminal: true, outcome: failure}
         """,
     )
-    proc = ll("run", "loops/check.yaml", cwd=tmp_path)
+    proc = project.ll("run", "loops/check.yaml")
     assert proc.returncode == 0, proc.stdout
     assert state_json(tmp_path)["options"]["cwd"] == str(tmp_path.resolve())
-    dry = ll("run", path, "--dry-run", cwd=tmp_path)
+    dry = project.ll("run", path, "--dry-run")
     assert f"working directory: {tmp_path.resolve()}" in dry.stdout.splitlines()
 
 
-def test_a_relative_working_dir_is_relative_to_the_loop_file(tmp_path: Path) -> None:
+def test_a_relative_working_dir_is_relative_to_the_loop_file(
+    project: Project, tmp_path: Path
+) -> None:
     write(tmp_path / "project" / "data" / "marker", "x")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -356,13 +363,13 @@ def test_a_relative_working_dir_is_relative_to_the_loop_file(tmp_path: Path) -> 
           done: {terminal: true}
         """,
     )
-    proc = ll("run", path, "-v", cwd=elsewhere)
+    proc = project.ll("run", path, "-v", cwd=elsewhere)
     assert proc.returncode == 0, proc.stdout
     assert str((tmp_path / "project" / "data").resolve()) in proc.stdout.splitlines()
     assert (elsewhere / ".loops" / "runs").is_dir()  # the run's files stay where ll started
 
 
-def test_an_absolute_working_dir_stays(tmp_path: Path) -> None:
+def test_an_absolute_working_dir_stays(project: Project, tmp_path: Path) -> None:
     write(tmp_path / "abs" / "marker", "x")
     path = write(
         tmp_path / "loop.yaml",
@@ -375,10 +382,10 @@ def test_an_absolute_working_dir_stays(tmp_path: Path) -> None:
           done: {{terminal: true}}
         """,
     )
-    assert ll("run", path, cwd=tmp_path).returncode == 0
+    assert project.ll("run", path).returncode == 0
 
 
-def test_a_resumed_run_acts_in_the_recorded_directory(tmp_path: Path) -> None:
+def test_a_resumed_run_acts_in_the_recorded_directory(project: Project, tmp_path: Path) -> None:
     start, other = tmp_path / "start", tmp_path / "other"
     other.mkdir()
     write(start / "marker", "x")
@@ -410,7 +417,7 @@ def test_a_resumed_run_acts_in_the_recorded_directory(tmp_path: Path) -> None:
     proc.communicate(timeout=30)
     assert proc.returncode == 130
     (run,) = (start / ".loops" / "runs").iterdir()
-    resumed = ll("resume", run, "--json", cwd=other)
+    resumed = project.ll("resume", run, "--json", cwd=other)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     end = json.loads(resumed.stdout.splitlines()[-1])
     assert (end["outcome"], end["final_state"]) == ("success", "done")
@@ -418,8 +425,8 @@ def test_a_resumed_run_acts_in_the_recorded_directory(tmp_path: Path) -> None:
     assert not (other / "waited").exists()
 
 
-def test_resume_refuses_a_path_that_is_not_a_run(tmp_path: Path) -> None:
-    proc = ll("resume", tmp_path / "nothing", cwd=tmp_path)
+def test_resume_refuses_a_path_that_is_not_a_run(project: Project, tmp_path: Path) -> None:
+    proc = project.ll("resume", tmp_path / "nothing")
     assert proc.returncode == 3
     assert proc.stderr.strip().endswith(
         "is not a run directory (one under .loops/runs/ with a state.json); "
@@ -460,7 +467,7 @@ def test_a_run_recorded_before_v2_resumes_in_the_loop_file_directory(tmp_path: P
 # -- 4. capture before evaluate ----------------------------------------------------------------
 
 
-def test_an_evaluator_reads_its_own_capture(tmp_path: Path) -> None:
+def test_an_evaluator_reads_its_own_capture(project: Project, tmp_path: Path) -> None:
     path = write(
         tmp_path / "loop.yaml",
         """
@@ -487,14 +494,14 @@ def test_an_evaluator_reads_its_own_capture(tmp_path: Path) -> None:
           bad: {terminal: true, outcome: failure}
         """,
     )
-    assert ll("validate", path, cwd=tmp_path).returncode == 0
-    proc = ll("run", path, cwd=tmp_path)
+    assert project.ll("validate", path).returncode == 0
+    proc = project.ll("run", path)
     assert proc.returncode == 0, proc.stdout
     assert "kept 3 success" in proc.stdout.splitlines()
 
 
 def test_a_judge_prompt_reads_its_own_capture(
-    tmp_path: Path, llm_server: LlmServer, monkeypatch: pytest.MonkeyPatch
+    project: Project, tmp_path: Path, llm_server: LlmServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", llm_server.url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-real")
@@ -516,14 +523,14 @@ def test_a_judge_prompt_reads_its_own_capture(
           done: {terminal: true}
         """,
     )
-    proc = ll("run", path, "--no-cache", cwd=tmp_path)
+    proc = project.ll("run", path, "--no-cache")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # captured values go into the judge's prompt fenced as data (the judge's prompt fencing)
     fenced = '<loop_data name="captured.draft.output">\nnotes-42\n</loop_data>'
     assert f"Is '{fenced}' ready?" in llm_server.requests[0].body["messages"][0]["content"]
 
 
-def test_validate_rejects_reading_the_own_verdict(tmp_path: Path) -> None:
+def test_validate_rejects_reading_the_own_verdict(project: Project, tmp_path: Path) -> None:
     path = write(
         tmp_path / "loop.yaml",
         """
@@ -544,7 +551,7 @@ def test_validate_rejects_reading_the_own_verdict(tmp_path: Path) -> None:
           bad: {terminal: true, outcome: failure}
         """,
     )
-    proc = ll("validate", path, cwd=tmp_path)
+    proc = project.ll("validate", path)
     assert proc.returncode == 2
     assert (
         f"{path}:11:15: error: '${{captured.c.verdict}}' in 'evaluate.source' of state "
@@ -600,7 +607,7 @@ def test_validate_checks_every_evaluator_text_for_the_own_verdict_fields(tmp_pat
 # -- 5. ${loop.run_dir} and ${loop.dir} --------------------------------------------------------
 
 
-def test_loop_run_dir_and_loop_dir(tmp_path: Path) -> None:
+def test_loop_run_dir_and_loop_dir(project: Project, tmp_path: Path) -> None:
     write(tmp_path / "loops" / "data.txt", "from-the-loop-folder\n")
     path = write(
         tmp_path / "loops" / "scratch.yaml",
@@ -623,18 +630,18 @@ def test_loop_run_dir_and_loop_dir(tmp_path: Path) -> None:
           bad: {terminal: true, outcome: failure}
         """,
     )
-    assert ll("validate", path, cwd=tmp_path).returncode == 0
-    proc = ll("run", "loops/scratch.yaml", cwd=tmp_path)
+    assert project.ll("validate", path).returncode == 0
+    proc = project.ll("run", "loops/scratch.yaml")
     assert proc.returncode == 0, proc.stdout
     (run,) = (tmp_path / ".loops" / "runs").iterdir()
     assert (run / "notes.txt").read_text() == "from-the-loop-folder\n"
     assert f"dirs: {run.resolve()} {(tmp_path / 'loops').resolve()}" in proc.stdout.splitlines()
-    dry = ll("run", path, "--dry-run", cwd=tmp_path)
+    dry = project.ll("run", path, "--dry-run")
     assert f"shell action: cat {(tmp_path / 'loops').resolve()}/data.txt > " in dry.stdout
     assert "/.loops/runs/" in dry.stdout
 
 
-def test_validate_names_the_loop_fields(tmp_path: Path) -> None:
+def test_validate_names_the_loop_fields(project: Project, tmp_path: Path) -> None:
     path = write(
         tmp_path / "loop.yaml",
         """
@@ -645,7 +652,7 @@ def test_validate_names_the_loop_fields(tmp_path: Path) -> None:
           done: {terminal: true}
         """,
     )
-    proc = ll("validate", path, cwd=tmp_path)
+    proc = project.ll("validate", path)
     assert proc.returncode == 2
     assert "did you mean 'run_dir'?" in proc.stdout + proc.stderr
     assert (

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from project import Project
 
 from little_loops.actions import ActionRequest, ActionResult
 from little_loops.load.loader import load
@@ -28,18 +29,9 @@ from little_loops.run.runner import (
     RunOptions,
 )
 
+# `ll` runs in process (the `project` fixture) except where it is killed with SIGKILL or
+# SIGINT: the run that is cut off keeps a process of its own; the resume runs in process.
 LL = [sys.executable, "-m", "little_loops"]
-
-
-def ll(*args: str | Path, cwd: Path, env: dict[str, str] | None = None, timeout: float = 90) -> Any:
-    return subprocess.run(
-        [*LL, *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def write(where: Path, name: str, text: str) -> Path:
@@ -122,9 +114,11 @@ def setup(tmp_path: Path, child: str = CHILD, parent: str = PARENT) -> Path:
     return write(tmp_path, "parent.yaml", parent.format(log=tmp_path / "side.log"))
 
 
-def test_child_runs_in_its_own_run_dir_and_routes_on_its_terminal_name(tmp_path: Path) -> None:
+def test_child_runs_in_its_own_run_dir_and_routes_on_its_terminal_name(
+    project: Project, tmp_path: Path
+) -> None:
     parent = setup(tmp_path)
-    done = ll("run", parent, cwd=tmp_path)
+    done = project.ll("run", parent)
     assert done.returncode == 0, done.stdout + done.stderr
     root = run_root(tmp_path)
     sub = root / "sub" / "0001-deploy"
@@ -166,13 +160,15 @@ def test_child_runs_in_its_own_run_dir_and_routes_on_its_terminal_name(tmp_path:
     assert "path: deploy -> verify" in done.stdout
 
 
-def test_a_terminal_without_its_own_route_falls_back_to_its_outcome(tmp_path: Path) -> None:
+def test_a_terminal_without_its_own_route_falls_back_to_its_outcome(
+    project: Project, tmp_path: Path
+) -> None:
     parent_text = PARENT.replace(
         "route: {{live: verify, rolled_back: report, success: verify, failure: report}}",
         "route: {{success: verify, failure: report}}",
     )
     parent = setup(tmp_path, parent=parent_text)
-    done = ll("run", parent, "--set", "mode=dry", cwd=tmp_path)
+    done = project.ll("run", parent, "--set", "mode=dry")
     assert done.returncode == 1, done.stdout + done.stderr  # report is a failure terminal
     route = next(e for e in events(run_root(tmp_path)) if e["event"] == "route")
     assert (route["verdict"], route["to"], route["via"]) == (
@@ -182,7 +178,9 @@ def test_a_terminal_without_its_own_route_falls_back_to_its_outcome(tmp_path: Pa
     )
 
 
-def test_child_error_timeout_and_cap_reach_the_parent_as_error_or_timeout(tmp_path: Path) -> None:
+def test_child_error_timeout_and_cap_reach_the_parent_as_error_or_timeout(
+    project: Project, tmp_path: Path
+) -> None:
     child = """
     name: flaky
     initial: work
@@ -219,18 +217,20 @@ def test_child_error_timeout_and_cap_reach_the_parent_as_error_or_timeout(tmp_pa
         """,
     )
     # max_iterations in the child: error
-    capped = ll("run", parent, "--set", "how=loop", cwd=tmp_path)
+    capped = project.ll("run", parent, "--set", "how=loop")
     assert capped.returncode == 0, capped.stdout + capped.stderr
     assert "handled-error" in capped.stdout
     # the calling state's timeout: timeout
     started = time.monotonic()
-    slow = ll("run", parent, "--set", "how=slow", cwd=tmp_path)
+    slow = project.ll("run", parent, "--set", "how=slow")
     assert slow.returncode == 0, slow.stdout + slow.stderr
     assert "handled-timeout" in slow.stdout
     assert time.monotonic() - started < 15
 
 
-def test_bad_with_values_are_the_calling_steps_error_with_a_reason(tmp_path: Path) -> None:
+def test_bad_with_values_are_the_calling_steps_error_with_a_reason(
+    project: Project, tmp_path: Path
+) -> None:
     write(
         tmp_path,
         "child.yaml",
@@ -261,17 +261,17 @@ def test_bad_with_values_are_the_calling_steps_error_with_a_reason(tmp_path: Pat
           ok: {terminal: true}
         """,
     )
-    good = ll("run", parent, cwd=tmp_path)
+    good = project.ll("run", parent)
     assert good.returncode == 0, good.stdout + good.stderr
-    bad_int = ll("run", parent, "--set", "count=many", cwd=tmp_path)
+    bad_int = project.ll("run", parent, "--set", "count=many")
     assert bad_int.returncode == 3, bad_int.stdout + bad_int.stderr
     assert "with: count = 'many' is not a integer" in bad_int.stdout + bad_int.stderr
-    bad_enum = ll("run", parent, "--set", "strategy=yolo", cwd=tmp_path)
+    bad_enum = project.ll("run", parent, "--set", "strategy=yolo")
     assert bad_enum.returncode == 3
     assert "is not one of canary, blue-green" in bad_enum.stdout + bad_enum.stderr
 
 
-def test_secrets_of_the_parent_are_redacted_in_the_child(tmp_path: Path) -> None:
+def test_secrets_of_the_parent_are_redacted_in_the_child(project: Project, tmp_path: Path) -> None:
     write(
         tmp_path,
         "child.yaml",
@@ -300,7 +300,7 @@ def test_secrets_of_the_parent_are_redacted_in_the_child(tmp_path: Path) -> None
           ok: {terminal: true}
         """,
     )
-    done = ll("run", parent, "--json", cwd=tmp_path)
+    done = project.ll("run", parent, "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "hunter2-very-secret" not in done.stdout
     for path in (tmp_path / ".loops").rglob("*"):
@@ -312,7 +312,7 @@ def test_secrets_of_the_parent_are_redacted_in_the_child(tmp_path: Path) -> None
     assert all(e["path"] == ["call"] for e in child_events)
 
 
-def test_the_parents_deadline_bounds_the_child(tmp_path: Path) -> None:
+def test_the_parents_deadline_bounds_the_child(project: Project, tmp_path: Path) -> None:
     write(
         tmp_path,
         "child.yaml",
@@ -340,7 +340,7 @@ def test_the_parents_deadline_bounds_the_child(tmp_path: Path) -> None:
         """,
     )
     started = time.monotonic()
-    done = ll("run", parent, cwd=tmp_path)
+    done = project.ll("run", parent)
     assert done.returncode == 124, done.stdout + done.stderr  # the parent's own deadline ended it
     assert time.monotonic() - started < 15
 
@@ -374,15 +374,16 @@ def test_nesting_deeper_than_eight_runs_is_an_error_at_run_time(
     assert "would start run number 4 in one tree, more than 3" in result.error
 
 
-def test_junit_and_github_summary_show_child_steps_under_their_caller(tmp_path: Path) -> None:
+def test_junit_and_github_summary_show_child_steps_under_their_caller(
+    project: Project, tmp_path: Path
+) -> None:
     parent = setup(tmp_path)
     summary = tmp_path / "summary.md"
-    done = ll(
+    done = project.ll(
         "run",
         parent,
         "--junit-xml",
         tmp_path / "junit.xml",
-        cwd=tmp_path,
         env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -455,7 +456,7 @@ def test_costs_roll_up_to_the_root_and_its_budget(tmp_path: Path) -> None:
     assert state(root / "sub" / "0001-call")["cost_usd"] == 0.5
 
 
-def test_outputs_are_read_through_captured_outputs(tmp_path: Path) -> None:
+def test_outputs_are_read_through_captured_outputs(project: Project, tmp_path: Path) -> None:
     parent = setup(
         tmp_path,
         parent=PARENT.replace(
@@ -464,7 +465,7 @@ def test_outputs_are_read_through_captured_outputs(tmp_path: Path) -> None:
             "outcome=${{captured.deploy.outcome}} code=${{captured.deploy.exit_code}}",
         ),
     )
-    done = ll("run", parent, cwd=tmp_path)
+    done = project.ll("run", parent)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "url=https://eu-west.example.com at=live outcome=success code=0" in done.stdout
 
@@ -520,9 +521,9 @@ def _wait(predicate: Any, proc: subprocess.Popen[Any], timeout: float = 60) -> N
         time.sleep(0.01)
 
 
-def _resume_and_check(tmp_path: Path, log: Path, gate: Path) -> Path:
+def _resume_and_check(project: Project, tmp_path: Path, log: Path, gate: Path) -> Path:
     gate.touch()  # the step runs through this time
-    resumed = ll("resume", cwd=tmp_path)
+    resumed = project.ll("resume")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     lines = log.read_text().splitlines()
     assert lines[:4] == ["first", "a", "b", "c"]
@@ -535,14 +536,14 @@ def _resume_and_check(tmp_path: Path, log: Path, gate: Path) -> Path:
     return root
 
 
-def test_kill_9_mid_action_inside_a_child_then_resume(tmp_path: Path) -> None:
+def test_kill_9_mid_action_inside_a_child_then_resume(project: Project, tmp_path: Path) -> None:
     parent, log, gate = _kill_setup(tmp_path)
     proc = subprocess.Popen([*LL, "run", str(parent), "--quiet"], cwd=tmp_path)
     _wait(Path(f"{gate}.waiting").exists, proc)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert log.read_text().splitlines() == ["first", "a"]
-    root = _resume_and_check(tmp_path, log, gate)
+    root = _resume_and_check(project, tmp_path, log, gate)
     starts = [e for e in events(root) if e["event"] == "child_start"]
     assert [e["resumed"] for e in starts] == [False, True]
     child_starts = [
@@ -551,7 +552,9 @@ def test_kill_9_mid_action_inside_a_child_then_resume(tmp_path: Path) -> None:
     assert child_starts == [False, True]
 
 
-def test_a_changed_child_file_stops_the_resume_unless_forced(tmp_path: Path) -> None:
+def test_a_changed_child_file_stops_the_resume_unless_forced(
+    project: Project, tmp_path: Path
+) -> None:
     parent, log, gate = _kill_setup(tmp_path)
     proc = subprocess.Popen([*LL, "run", str(parent), "--quiet"], cwd=tmp_path)
     _wait(Path(f"{gate}.waiting").exists, proc)
@@ -560,19 +563,19 @@ def test_a_changed_child_file_stops_the_resume_unless_forced(tmp_path: Path) -> 
     child = tmp_path / "child.yaml"
     child.write_text(child.read_text().replace("echo c >>", "echo C >>"))
     gate.touch()
-    refused = ll("resume", cwd=tmp_path)
+    refused = project.ll("resume")
     assert refused.returncode == 3, refused.stdout + refused.stderr
     message = refused.stderr.strip()
     assert message.startswith(f"ll: error: {child} changed since its sub-loop run (sub/0002-work)")
     assert "1 line(s) added, 1 removed, first change at line" in message
     assert message.endswith("resume anyway with --force, or start a new run")
     assert log.read_text().splitlines() == ["first", "a"]  # nothing ran
-    forced = ll("resume", "--force", cwd=tmp_path)
+    forced = project.ll("resume", "--force")
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert log.read_text().splitlines()[:4] == ["first", "a", "b", "C"]
 
 
-def test_kill_9_between_steps_inside_a_child_then_resume(tmp_path: Path) -> None:
+def test_kill_9_between_steps_inside_a_child_then_resume(project: Project, tmp_path: Path) -> None:
     parent, log, gate = _kill_setup(tmp_path)
     proc = subprocess.Popen([*LL, "run", str(parent), "--quiet"], cwd=tmp_path)
     sub = None
@@ -597,10 +600,12 @@ def test_kill_9_between_steps_inside_a_child_then_resume(tmp_path: Path) -> None
     time.sleep(0.5)
     assert sub is not None
     assert state(sub)["step"] == 1
-    _resume_and_check(tmp_path, log, gate)
+    _resume_and_check(project, tmp_path, log, gate)
 
 
-def test_kill_9_between_the_childs_end_and_the_parents_record(tmp_path: Path) -> None:
+def test_kill_9_between_the_childs_end_and_the_parents_record(
+    project: Project, tmp_path: Path
+) -> None:
     """The child's end is written, the parent's step is not: the child is read back, not run."""
     parent, log, gate = _kill_setup(tmp_path)
     gate.touch()
@@ -634,7 +639,7 @@ def test_kill_9_between_the_childs_end_and_the_parents_record(tmp_path: Path) ->
     os.close(read_end)
     assert state(root)["step"] == 1  # the parent has not recorded `work`
     assert log.read_text().splitlines() == ["first", "a", "b", "c"]
-    _resume_and_check(tmp_path, log, gate)
+    _resume_and_check(project, tmp_path, log, gate)
     starts = [e for e in events(root) if e["event"] == "child_start"]
     assert len(starts) == 1  # the finished child was read back, not started again
 
@@ -672,7 +677,9 @@ TREE_EXPECTED = ["p0", "c0", "c1", "c2", "c3", "p1", "c0", "c1", "c2", "c3", "en
 TREE_RUNS = int(os.environ.get("LL_TREE_KILL_RUNS") or 3)
 
 
-def test_random_kills_over_a_two_level_tree_resume_to_the_same_end(tmp_path: Path) -> None:
+def test_random_kills_over_a_two_level_tree_resume_to_the_same_end(
+    project: Project, tmp_path: Path
+) -> None:
     import random
 
     seed = random.randrange(1 << 30)
@@ -701,7 +708,7 @@ def test_random_kills_over_a_two_level_tree_resume_to_the_same_end(tmp_path: Pat
                 break
             args = ["resume"]
         else:  # `run` again when a busy machine never let the run begin in the time given
-            done = ll(*args, cwd=where)
+            done = project.ll(*args, cwd=where)
             assert done.returncode == 0, f"seed {seed}: {done.stdout}{done.stderr}"
         root = run_root(where)
         end = state(root)
@@ -771,7 +778,9 @@ def test_how_a_childs_end_becomes_its_callers_verdict(tmp_path: Path) -> None:
     assert verdict("work", "timeout") == "timeout"
 
 
-def test_retry_on_a_loop_state_runs_a_fresh_child_per_attempt(tmp_path: Path) -> None:
+def test_retry_on_a_loop_state_runs_a_fresh_child_per_attempt(
+    project: Project, tmp_path: Path
+) -> None:
     write(
         tmp_path,
         "child.yaml",
@@ -797,7 +806,7 @@ def test_retry_on_a_loop_state_runs_a_fresh_child_per_attempt(tmp_path: Path) ->
           ok: {terminal: true}
         """,
     )
-    done = ll("run", parent, cwd=tmp_path)
+    done = project.ll("run", parent)
     assert done.returncode == 0, done.stdout + done.stderr
     root = run_root(tmp_path)
     assert state(root / "sub" / "0001-call")["outcome"] == "error"
@@ -810,9 +819,9 @@ def test_retry_on_a_loop_state_runs_a_fresh_child_per_attempt(tmp_path: Path) ->
     ]
 
 
-def test_ll_graph_draws_a_child_as_a_subgraph(tmp_path: Path) -> None:
+def test_ll_graph_draws_a_child_as_a_subgraph(project: Project, tmp_path: Path) -> None:
     parent = setup(tmp_path)
-    drawn = ll("graph", parent, cwd=tmp_path)
+    drawn = project.ll("graph", parent)
     assert drawn.returncode == 0, drawn.stderr
     text = drawn.stdout
     assert 'subgraph s0_child ["deploy: loop child.yaml"]' in text
@@ -821,9 +830,9 @@ def test_ll_graph_draws_a_child_as_a_subgraph(tmp_path: Path) -> None:
     assert "    s0 -.- s0_child" in text
 
 
-def test_ll_graph_dot_draws_a_child_as_a_cluster(tmp_path: Path) -> None:
+def test_ll_graph_dot_draws_a_child_as_a_cluster(project: Project, tmp_path: Path) -> None:
     parent = setup(tmp_path)
-    drawn = ll("graph", parent, "--format", "dot", cwd=tmp_path)
+    drawn = project.ll("graph", parent, "--format", "dot")
     assert drawn.returncode == 0, drawn.stderr
     text = drawn.stdout
     assert "    subgraph cluster_s0_child {" in text

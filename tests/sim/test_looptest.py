@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from project import Project
 
 from little_loops.sim.looptest import path_diff
 
@@ -12,22 +13,16 @@ REPO = Path(__file__).resolve().parents[2]
 SHIPPED_TESTS = sorted((REPO / "loops" / "tests").glob("*.test.yaml"))
 
 
-def ll(ll_cmd: list[str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ll_cmd, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
-    )
-
-
-def test_every_shipped_loop_has_a_passing_test(ll_cmd: list[str], tmp_path: Path) -> None:
+def test_every_shipped_loop_has_a_passing_test(project: Project, tmp_path: Path) -> None:
     for loop in (REPO / "loops").glob("*.yaml"):
         assert any(p.name.startswith(loop.stem) for p in SHIPPED_TESTS), loop.name
-    done = ll(ll_cmd, tmp_path, "test", *map(str, SHIPPED_TESTS))
+    done = project.ll("test", *map(str, SHIPPED_TESTS))
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("PASS ") == len(SHIPPED_TESTS)
     assert list(tmp_path.iterdir()) == []  # no run directory left behind
 
 
-def test_a_mismatch_prints_the_path_diff_and_exits_1(ll_cmd: list[str], tmp_path: Path) -> None:
+def test_a_mismatch_prints_the_path_diff_and_exits_1(project: Project, tmp_path: Path) -> None:
     script = tmp_path / "wrong.test.yaml"
     script.write_text(
         f"loop: {REPO / 'loops' / 'fix-until-green.yaml'}\n"
@@ -36,7 +31,7 @@ def test_a_mismatch_prints_the_path_diff_and_exits_1(ll_cmd: list[str], tmp_path
         encoding="utf-8",
     )
     report = tmp_path / "out" / "ll-test.xml"
-    done = ll(ll_cmd, tmp_path, "test", str(script), "--junit-xml", str(report))
+    done = project.ll("test", str(script), "--junit-xml", str(report))
     assert done.returncode == 1, done.stderr
     assert "FAIL  " in done.stdout
     assert "path differs at step 4:" in done.stdout
@@ -51,7 +46,7 @@ def test_a_mismatch_prints_the_path_diff_and_exits_1(ll_cmd: list[str], tmp_path
     assert "path differs at step 4" in (failure.text or "")
 
 
-def test_bad_input_exits_2_with_one_line(ll_cmd: list[str], tmp_path: Path) -> None:
+def test_bad_input_exits_2_with_one_line(project: Project, tmp_path: Path) -> None:
     good = REPO / "loops" / "tests" / "fix-until-green.test.yaml"
     bad = tmp_path / "bad.test.yaml"
     bad.write_text(
@@ -61,7 +56,7 @@ def test_bad_input_exits_2_with_one_line(ll_cmd: list[str], tmp_path: Path) -> N
     )
     missing = tmp_path / "missing.test.yaml"
     missing.write_text("states: {}\n", encoding="utf-8")
-    done = ll(ll_cmd, tmp_path, "test", str(good), str(bad), str(missing))
+    done = project.ll("test", str(good), str(bad), str(missing))
     assert done.returncode == 2
     assert "PASS  " in done.stdout
     assert "bad.test.yaml:5: unknown expect key 'pth' (did you mean 'path'?)" in done.stdout
@@ -69,18 +64,18 @@ def test_bad_input_exits_2_with_one_line(ll_cmd: list[str], tmp_path: Path) -> N
     assert "Traceback" not in done.stdout + done.stderr
 
 
-def test_set_values_reach_the_run(ll_cmd: list[str], tmp_path: Path) -> None:
+def test_set_values_reach_the_run(project: Project, tmp_path: Path) -> None:
     script = tmp_path / "s.test.yaml"
     base = f"loop: {REPO / 'loops' / 'decide-on-number.yaml'}\nstates:\n  count: {{output: '4'}}\n"
     script.write_text(base + "set: {threshold: '9'}\nexpect: {final_state: fine}\n")
-    assert ll(ll_cmd, tmp_path, "test", str(script)).returncode == 0
+    assert project.ll("test", str(script)).returncode == 0
     script.write_text(base + "expect: {final_state: fine}\n")
-    done = ll(ll_cmd, tmp_path, "test", str(script))
+    done = project.ll("test", str(script))
     assert done.returncode == 1
     assert "final_state: expected fine, got triage" in done.stdout
 
 
-def test_expected_outputs_are_the_runs_outputs(ll_cmd: list[str], tmp_path: Path) -> None:
+def test_expected_outputs_are_the_runs_outputs(project: Project, tmp_path: Path) -> None:
     """`expect: outputs:` is held against what the loop's `outputs:` rendered at its end."""
     (tmp_path / "child.yaml").write_text(
         "name: child\ninitial: build\ncontext: {region: ~}\n"
@@ -92,10 +87,10 @@ def test_expected_outputs_are_the_runs_outputs(ll_cmd: list[str], tmp_path: Path
     head = "loop: child.yaml\nset: {region: eu}\nstates:\n  build: {output: v2}\n"
     good = "expect: {outputs: {url: 'https://eu.example.com', built: v2}}\n"
     script.write_text(head + good)
-    done = ll(ll_cmd, tmp_path, "test", str(script))
+    done = project.ll("test", str(script))
     assert done.returncode == 0, done.stdout + done.stderr
     script.write_text(head + "expect: {outputs: {url: 'https://us.example.com', built: v2}}\n")
-    done = ll(ll_cmd, tmp_path, "test", str(script))
+    done = project.ll("test", str(script))
     assert done.returncode == 1
     assert "https://us.example.com" in done.stdout
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from project import Project
 
 from little_loops.actions import ActionRequest
 from little_loops.load.loader import load
@@ -51,18 +51,12 @@ def demo(tmp_path: Path) -> tuple[Path, Path]:
     return write(tmp_path, "loop.yaml", LOOP.format(marker=marker)), marker
 
 
-def ll(ll_cmd: list[str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ll_cmd, *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False
-    )
-
-
 def test_simulated_run_follows_the_script_and_starts_no_process(
-    ll_cmd: list[str], tmp_path: Path
+    project: Project, tmp_path: Path
 ) -> None:
     loop, marker = demo(tmp_path)
     script = write(tmp_path, "s.sim.yaml", "states:\n  check: [failure, success]\n  fix: success\n")
-    done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
+    done = project.ll("run", str(loop), "--simulate", str(script))
     assert done.returncode == 0, done.stderr
     assert "path: check -> fix -> check -> done" in done.stdout
     assert not marker.exists()  # no action ran, terminal included
@@ -71,9 +65,7 @@ def test_simulated_run_follows_the_script_and_starts_no_process(
     assert kinds.count("action_start") == 4
 
 
-def test_duration_drives_the_loop_timeout_without_waiting(
-    ll_cmd: list[str], tmp_path: Path
-) -> None:
+def test_duration_drives_the_loop_timeout_without_waiting(project: Project, tmp_path: Path) -> None:
     loop = write(
         tmp_path,
         "slow.yaml",
@@ -85,18 +77,18 @@ def test_duration_drives_the_loop_timeout_without_waiting(
     )
     script = write(tmp_path, "s.yaml", "states:\n  build: {output: hi, duration_ms: 60000}\n")
     started = time.monotonic()
-    done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
+    done = project.ll("run", str(loop), "--simulate", str(script))
     assert done.returncode == 124, done.stderr
     assert "loop timeout of 30s reached" in done.stdout + done.stderr
     # A retry's hour-long backoff takes no real time either; the loop timeout ends it.
     retry = write(tmp_path, "r.yaml", "states:\n  build: {verdict: failure, duration_ms: 10}\n")
-    done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(retry))
+    done = project.ll("run", str(loop), "--simulate", str(retry))
     assert done.returncode == 124, done.stderr
-    assert time.monotonic() - started < 30  # two subprocesses; generous on a busy machine
+    assert time.monotonic() - started < 30  # two runs; generous on a busy machine
 
 
 def test_output_without_verdict_is_judged_by_the_real_evaluator(
-    ll_cmd: list[str], tmp_path: Path
+    project: Project, tmp_path: Path
 ) -> None:
     loop = write(
         tmp_path,
@@ -109,16 +101,16 @@ def test_output_without_verdict_is_judged_by_the_real_evaluator(
     )
     for value, code, end in (("250", 0, "many"), ("7", 1, "few")):
         script = write(tmp_path, "s.yaml", f'states:\n  count: {{output: "{value}"}}\n')
-        done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
+        done = project.ll("run", str(loop), "--simulate", str(script))
         assert done.returncode == code, done.stderr
         assert f"-> {end}" in done.stdout
 
 
-def test_judged_state_with_only_output_needs_replay(ll_cmd: list[str], tmp_path: Path) -> None:
+def test_judged_state_with_only_output_needs_replay(project: Project, tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parents[2]
     loop = repo / "loops" / "judge-release-notes.yaml"
     script = write(tmp_path, "s.yaml", "states:\n  draft:\n    output: Release 1.2\n")
-    done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
+    done = project.ll("run", str(loop), "--simulate", str(script))
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert "s.yaml:3:" in done.stderr
@@ -137,11 +129,11 @@ def test_judged_state_with_only_output_needs_replay(ll_cmd: list[str], tmp_path:
     ],
 )
 def test_script_errors_are_one_line_with_file_and_line(
-    ll_cmd: list[str], tmp_path: Path, text: str, line: int, words: str
+    project: Project, tmp_path: Path, text: str, line: int, words: str
 ) -> None:
     loop, _marker = demo(tmp_path)
     script = write(tmp_path, "bad.sim.yaml", text)
-    done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
+    done = project.ll("run", str(loop), "--simulate", str(script))
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1
     assert f"bad.sim.yaml:{line}:" in done.stderr
@@ -150,22 +142,22 @@ def test_script_errors_are_one_line_with_file_and_line(
 
 
 def test_a_state_the_script_leaves_out_ends_the_run_naming_it(
-    ll_cmd: list[str], tmp_path: Path
+    project: Project, tmp_path: Path
 ) -> None:
     loop, marker = demo(tmp_path)
     script = write(tmp_path, "s.yaml", "states:\n  check: failure\n")
-    done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
+    done = project.ll("run", str(loop), "--simulate", str(script))
     assert done.returncode == 3
     assert "no entry for state 'fix' (step 2)" in done.stdout + done.stderr
     assert not marker.exists()
     # a `default:` answers every state it leaves out
     script = write(tmp_path, "s.yaml", "default: success\nstates:\n  check: [failure]\n")
-    done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
+    done = project.ll("run", str(loop), "--simulate", str(script))
     assert done.returncode == 4  # check fails on every visit (the last entry repeats)
     assert "after 10 steps" in done.stdout + done.stderr
 
 
-def test_cost_makes_the_budget_testable(ll_cmd: list[str], tmp_path: Path) -> None:
+def test_cost_makes_the_budget_testable(project: Project, tmp_path: Path) -> None:
     loop = write(
         tmp_path,
         "c.yaml",
@@ -174,7 +166,7 @@ def test_cost_makes_the_budget_testable(ll_cmd: list[str], tmp_path: Path) -> No
         "  done: {terminal: true}\n",
     )
     script = write(tmp_path, "s.yaml", "states:\n  ask: {verdict: success, cost_usd: 0.4}\n")
-    done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
+    done = project.ll("run", str(loop), "--simulate", str(script))
     assert done.returncode == 5, done.stderr
     assert "passed max_cost_usd" in done.stdout + done.stderr
 
@@ -234,9 +226,7 @@ def test_check_refuses_an_entry_for_a_state_without_action(tmp_path: Path) -> No
         script.check(loop, replay=False)
 
 
-def test_a_judged_output_is_decided_by_the_replayed_judge(
-    ll_cmd: list[str], tmp_path: Path
-) -> None:
+def test_a_judged_output_is_decided_by_the_replayed_judge(project: Project, tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parents[2]
     notes = (
         "Release 1.2\\n- Fixed: a crash when the input file is empty (#41)\\n"
@@ -249,9 +239,7 @@ def test_a_judged_output_is_decided_by_the_replayed_judge(
         '    - output: "Release 1.2: various improvements.\\n"\n'
         f'    - output: "{notes}"\n',
     )
-    done = ll(
-        ll_cmd,
-        tmp_path,
+    done = project.ll(
         "run",
         str(repo / "loops" / "judge-release-notes.yaml"),
         "--simulate",
@@ -265,11 +253,11 @@ def test_a_judged_output_is_decided_by_the_replayed_judge(
 
 
 def test_a_script_without_the_first_state_is_refused_before_the_run(
-    ll_cmd: list[str], tmp_path: Path
+    project: Project, tmp_path: Path
 ) -> None:
     loop, marker = demo(tmp_path)
     script = write(tmp_path, "s.yaml", "states:\n  fix: success\n")
-    done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
+    done = project.ll("run", str(loop), "--simulate", str(script))
     assert done.returncode == 2
     assert "s.yaml:1: no entry for state 'check', where the run starts" in done.stderr
     assert not (tmp_path / ".loops").exists()
@@ -277,7 +265,7 @@ def test_a_script_without_the_first_state_is_refused_before_the_run(
 
 
 def test_a_simulation_answers_a_childs_states_under_the_calling_state(
-    ll_cmd: list[str], tmp_path: Path
+    project: Project, tmp_path: Path
 ) -> None:
     """`deploy/canary` is the child's `canary`, run from the parent's `deploy`: no process starts
     in the child either, and its visits count on their own."""
@@ -304,7 +292,7 @@ def test_a_simulation_answers_a_childs_states_under_the_calling_state(
     script = write(
         tmp_path, "s.sim.yaml", "states:\n  deploy/canary: [failure, success]\n  done: success\n"
     )
-    run = ll(ll_cmd, tmp_path, "run", str(parent), "--simulate", str(script))
+    run = project.ll("run", str(parent), "--simulate", str(script))
     assert run.returncode == 0, run.stderr
     assert "path: deploy -> deploy -> done" in run.stdout
     assert not marker.exists()
@@ -317,7 +305,7 @@ def test_a_simulation_answers_a_childs_states_under_the_calling_state(
 
 
 def test_a_script_entry_for_a_loop_state_stands_for_its_whole_child(
-    ll_cmd: list[str], tmp_path: Path
+    project: Project, tmp_path: Path
 ) -> None:
     """`deploy: {final_state: ..., outputs: ...}` ends the child without running it; a name
     that is not one of the child's terminals is one line naming them."""
@@ -341,7 +329,7 @@ def test_a_script_entry_for_a_loop_state_stands_for_its_whole_child(
     )
     stub = "states:\n  deploy: [rolled_back, {final_state: live, outputs: {url: u1}}]\n"
     script = write(tmp_path, "s.sim.yaml", stub + "  verify: success\n")
-    run = ll(ll_cmd, tmp_path, "run", str(parent), "--simulate", str(script))
+    run = project.ll("run", str(parent), "--simulate", str(script))
     assert run.returncode == 1, run.stderr  # the first answer: rolled_back -> failed
     assert "path: deploy -> failed" in run.stdout
     assert not list((tmp_path / ".loops" / "runs").glob("*/sub"))  # no child ran
@@ -351,9 +339,9 @@ def test_a_script_entry_for_a_loop_state_stands_for_its_whole_child(
         "loop: parent.yaml\nstates:\n  deploy: {final_state: live, outputs: {url: u1}}\n"
         "  verify: {output: u1}\nexpect: {path: [deploy, verify, done], outcome: success}\n",
     )
-    assert ll(ll_cmd, tmp_path, "test", str(test)).returncode == 0
+    assert project.ll("test", str(test)).returncode == 0
     bad = write(tmp_path, "b.sim.yaml", "states:\n  deploy: {final_state: canary}\n")
-    run = ll(ll_cmd, tmp_path, "run", str(parent), "--simulate", str(bad))
+    run = project.ll("run", str(parent), "--simulate", str(bad))
     assert run.returncode == 3
     assert "ends its child at 'canary', which is not a terminal state of child.yaml" in (
         run.stdout + run.stderr
@@ -392,14 +380,14 @@ states:
     ids=["fork-branch", "loop-child"],
 )
 def test_a_misspelt_state_inside_a_child_stops_the_simulated_run(
-    ll_cmd: list[str], tmp_path: Path, parent: str, key: str
+    project: Project, tmp_path: Path, parent: str, key: str
 ) -> None:
     """A script key for a child's state that the child lacks would never be used: the run
     stops naming it (before, a fork took it for a failed branch and the run ended green)."""
     write(tmp_path, "ask.yaml", ASKING_CHILD)
     loop = write(tmp_path, "parent.yaml", parent)
     script = write(tmp_path, "t.yaml", f"states:\n  {key}: approve\n")
-    done = ll(ll_cmd, tmp_path, "run", str(loop), "--simulate", str(script))
+    done = project.ll("run", str(loop), "--simulate", str(script))
     assert done.returncode == 3, done.stdout + done.stderr
     out = done.stdout + done.stderr
     assert f"t.yaml:2: '{key}': the loop ask.yaml" in out

@@ -4,8 +4,9 @@ continues."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
+
+from project import Project
 
 from little_loops.load.loader import load
 from little_loops.run.runner import (
@@ -32,12 +33,6 @@ states:
 """
 
 
-def ll(ll_cmd: list[str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ll_cmd, *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
-    )
-
-
 def setup(tmp_path: Path) -> tuple[Path, Path]:
     log = tmp_path / "actions.log"
     loop = tmp_path / "loop.yaml"
@@ -51,10 +46,10 @@ def run_id(tmp_path: Path) -> str:
 
 
 def test_step_pauses_with_exit_6_and_resumes_without_running_a_step_twice(
-    ll_cmd: list[str], tmp_path: Path
+    project: Project, tmp_path: Path
 ) -> None:
     loop, log = setup(tmp_path)
-    first = ll(ll_cmd, tmp_path, "step", str(loop))
+    first = project.ll("step", str(loop))
     assert first.returncode == 6, first.stdout + first.stderr
     assert log.read_text().split() == ["check"]
     assert "next: fix (step 2)  shell: echo fix >> " in first.stdout
@@ -63,50 +58,50 @@ def test_step_pauses_with_exit_6_and_resumes_without_running_a_step_twice(
     state = json.loads((tmp_path / ".loops" / "runs" / rid / "state.json").read_text())
     assert state["exit_code"] == 6
     assert state["status"] == "interrupted"
-    status = ll(ll_cmd, tmp_path, "status", rid)
+    status = project.ll("status", rid)
     assert "status:  paused: paused by ll step after step 1" in status.stdout
     assert f"continue with: ll step {rid} (or ll resume {rid})" in status.stdout
-    listed = ll(ll_cmd, tmp_path, "list")
+    listed = project.ll("list")
     assert "paused" in listed.stdout
-    second = ll(ll_cmd, tmp_path, "step", rid, "-n", "2")
+    second = project.ll("step", rid, "-n", "2")
     assert second.returncode == 6, second.stdout + second.stderr
     assert log.read_text().split() == ["check", "fix", "check"]
     assert "next: fix (step 4)" in second.stdout
     assert "failure -> (stops: failure) · success -> check" in second.stdout
-    last = ll(ll_cmd, tmp_path, "resume", rid)
+    last = project.ll("resume", rid)
     assert last.returncode == 0, last.stdout + last.stderr
     assert log.read_text().split() == ["check", "fix", "check", "fix", "check", "done"]
 
 
-def test_until_pauses_before_the_breakpoint_state(ll_cmd: list[str], tmp_path: Path) -> None:
+def test_until_pauses_before_the_breakpoint_state(project: Project, tmp_path: Path) -> None:
     loop, log = setup(tmp_path)
-    done = ll(ll_cmd, tmp_path, "step", str(loop), "--until", "done")
+    done = project.ll("step", str(loop), "--until", "done")
     assert done.returncode == 6, done.stdout + done.stderr
     assert log.read_text().split() == ["check", "fix", "check", "fix", "check"]
     assert "next: done (step 6)" in done.stdout
     assert "terminal: the run ends with outcome 'success'" in done.stdout
-    again = ll(ll_cmd, tmp_path, "step", run_id(tmp_path), "-n", "5")
+    again = project.ll("step", run_id(tmp_path), "-n", "5")
     assert again.returncode == 0  # the run ended first: its own exit code
     assert log.read_text().split()[-1] == "done"
 
 
 def test_step_with_a_simulation_and_its_resume_stay_simulated(
-    ll_cmd: list[str], tmp_path: Path
+    project: Project, tmp_path: Path
 ) -> None:
     loop, log = setup(tmp_path)
     script = tmp_path / "s.sim.yaml"
     script.write_text("states:\n  check: [failure, success]\n  fix: success\n")
-    first = ll(ll_cmd, tmp_path, "step", str(loop), "--simulate", str(script), "-n", "2")
+    first = project.ll("step", str(loop), "--simulate", str(script), "-n", "2")
     assert first.returncode == 6, first.stdout + first.stderr
-    rest = ll(ll_cmd, tmp_path, "resume", run_id(tmp_path))
+    rest = project.ll("resume", run_id(tmp_path))
     assert rest.returncode == 0, rest.stdout + rest.stderr
     assert "success at 'done' after 4 steps" in rest.stdout
     assert not log.exists()  # nothing ran, before or after the pause
 
 
-def test_until_an_unknown_state_is_one_line(ll_cmd: list[str], tmp_path: Path) -> None:
+def test_until_an_unknown_state_is_one_line(project: Project, tmp_path: Path) -> None:
     loop, log = setup(tmp_path)
-    done = ll(ll_cmd, tmp_path, "step", str(loop), "--until", "dne")
+    done = project.ll("step", str(loop), "--until", "dne")
     assert done.returncode == 2
     assert done.stderr == "ll: error: --until: the loop has no state 'dne' (did you mean 'done'?)\n"
     assert not log.exists()
@@ -148,10 +143,10 @@ def test_rig_pauses_before_a_breakpoint_and_lets_a_run_end(tmp_path: Path) -> No
 
 
 def test_the_next_loop_state_shows_its_child_inputs_and_terminal_routes(
-    ll_cmd: list[str], tmp_path: Path
+    project: Project, tmp_path: Path
 ) -> None:
     release = Path(__file__).resolve().parents[2] / "loops" / "release.yaml"
-    paused = ll(ll_cmd, tmp_path, "step", str(release), "-n", "2")
+    paused = project.ll("step", str(release), "-n", "2")
     assert paused.returncode == 6, paused.stdout + paused.stderr
     assert "ll: paused at 'us' after 2 steps in " in paused.stdout + paused.stderr
     assert ": by ll step after step 2" in paused.stdout + paused.stderr

@@ -1,0 +1,185 @@
+"""A plain `ll run` loads only what it uses (issue 27: the fixed cost of every run).
+
+Not timed: the modules a run of a two-state loop imports are listed from the process itself,
+so a module that comes back (an import moved to the top of a file) fails here, whatever the
+machine's speed. docs/performance.md ("Start-up of `ll run`") has the figures. `ll run` with
+only common options starts without click (entry.py `_run`): it must say and do exactly what
+the click command does, which LL_JOBS forces here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from project import Project
+
+TWO = "name: two\ninitial: a\nstates:\n  a: {action: 'true', next: b}\n  b: {terminal: true}\n"
+
+# What a run without a judge, a fork, a sub-loop or a question never needs; each was imported
+# by every `ll run` before issue 27.
+NOT_LOADED = (
+    "click",  # entry.py runs `ll run FILE -q` itself
+    "anthropic",
+    "little_loops.providers",  # the judge's providers
+    "little_loops.record.questions",  # questions: `ask:` states, `ll answer`
+    "little_loops.run.asking",
+    "little_loops.run.branches",  # forks
+    "little_loops.run.fork_schedule",
+    "little_loops.run.children",  # child runs: forks and `loop:` states
+    "little_loops.run.calls",
+    "little_loops.cli.inspect",  # the other commands
+    "little_loops.cli.judge",
+    "little_loops.cli.matrix",
+    "little_loops.cli.migrate",
+    "little_loops.cli.report",
+    "little_loops.cli.sim",
+    "little_loops.sim",
+    "little_loops.migrate",
+    "little_loops.report.page",
+    "logging",  # OpenTelemetry's, only when exporting
+    "secrets",  # a run id's random part is os.urandom
+    "hashlib",  # its OpenSSL: SHA-256 by the built-in module (record/store.py `sha256`)
+    "shutil",  # only to delete runs (it imports bz2 and lzma)
+    "jsonschema",
+    "rich",
+    "grandalf",
+)
+
+LIST_MODULES = (
+    "import json, sys\nfrom little_loops.entry import main\nsys.argv[0] = 'll'\n"
+    "try:\n    main()\nfinally:\n"
+    "    sys.stderr.write('\\nMODULES ' + json.dumps(sorted(sys.modules)) + '\\n')\n"
+)
+
+
+def modules_of(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run `ll ARGS` in a fresh interpreter; what it did and the modules it had loaded."""
+    proc = subprocess.run(
+        [sys.executable, "-c", LIST_MODULES, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+    line = proc.stderr.rpartition("\nMODULES ")[2]
+    return proc, set(json.loads(line))
+
+
+def test_a_plain_run_loads_no_optional_module(tmp_path: Path) -> None:
+    (tmp_path / "two.yaml").write_text(TWO, encoding="utf-8")
+    proc, modules = modules_of(tmp_path, "run", "-q", "two.yaml")
+    assert proc.returncode == 0, proc.stderr
+    loaded = sorted(m for m in modules if m.split(".")[0] in NOT_LOADED or m in NOT_LOADED)
+    assert not loaded, f"a plain `ll run` imported {loaded}: import them where they are used"
+
+
+def test_a_run_with_a_question_and_a_fork_loads_them_when_it_gets_there(
+    project: Project,
+) -> None:
+    """The kinds imported on the way (run/kinds.py `_Later`) work as the others do."""
+    project.write(
+        "both.yaml",
+        """\
+        name: both
+        initial: fork
+        states:
+          fork:
+            parallel:
+              one: {action: "echo one"}
+              two: {action: "echo two"}
+            next: ask
+          ask:
+            ask: "Ship it?"
+            choices: [ship, wait]
+            route: {ship: done, wait: done}
+          done: {terminal: true}
+        """,
+    )
+    result = project.ll("run", "both.yaml", "--answer", "ask=ship")
+    assert result.returncode == 0, result.stderr
+    assert "success at 'done'" in result.stdout + result.stderr
+
+
+def test_every_command_is_listed_and_found() -> None:
+    """The commands of cli/'s other modules are loaded by name (cli/main.py `ELSEWHERE`):
+    every one of them is there, under the module that defines it."""
+    from importlib import import_module
+
+    from click.testing import CliRunner
+
+    from little_loops.cli.main import ELSEWHERE, main
+
+    for module in set(ELSEWHERE.values()):
+        names = {c.name for c in import_module(f"little_loops.cli.{module}").COMMANDS}
+        assert names == {n for n, m in ELSEWHERE.items() if m == module}, module
+    listed = CliRunner().invoke(main, ["--help"], prog_name="ll", terminal_width=200).output
+    for name in [*ELSEWHERE, "run", "resume", "validate"]:
+        assert f"\n  {name} " in listed, name
+
+
+@pytest.mark.parametrize("command", ["status", "list", "schema"])
+def test_a_command_of_another_module_runs(project: Project, command: str) -> None:
+    result = project.ll(command)
+    assert "No such command" not in result.stderr
+    assert result.returncode in (0, 3), result.stderr
+
+
+FAIL = "name: fail\ninitial: a\nstates:\n  a: {action: 'exit 3', next: b}\n  b: {terminal: true}\n"
+CONTEXT = (
+    "name: ctx\ninitial: a\ncontext: {who: world}\nstates:\n"
+    "  a: {action: 'echo hello ${context.who}', next: b}\n  b: {terminal: true}\n"
+)
+BAD = "name: bad\ninitial: a\nstates:\n  a: {action: 'true', next: nowhere}\n"
+
+FAST = [
+    ["run", "two.yaml"],
+    ["run", "-q", "two.yaml"],
+    ["run", "--json", "two.yaml"],
+    ["run", "two.yaml", "--quiet", "--max-iterations", "1"],
+    ["run", "-v", "ctx.yaml", "--set", "who=you"],
+    ["run", "--verbose", "ctx.yaml", "--set=who=me", "--max-iterations=3"],
+    ["run", "fail.yaml"],
+    ["run", "bad.yaml"],
+    ["run", "missing.yaml"],
+    ["run", "--", "two.yaml"],
+]
+TO_CLICK = [
+    ["run", "ctx.yaml", "--set", "nobody=1"],  # a usage error found by the checks
+    ["run", "ctx.yaml", "--set", "no-equals"],
+    ["run", "two.yaml", "--max-iterations", "0"],
+    ["run", "two.yaml", "--max-iterations"],
+    ["run", "-qv", "two.yaml"],
+    ["run", "two.yaml", "--dry-run"],
+    ["run"],
+    ["run", "two.yaml", "ctx.yaml"],
+]
+
+
+def _same(text: str) -> str:
+    """Output with what differs from run to run (ids, durations) blanked."""
+    text = re.sub(r"\d{8}-\d{6}-[\w.-]+?-[0-9a-f]{4}", "RUN", text)
+    text = re.sub(r'"(ts|\w+_ms)":("[^"]*"|[\d.]+)', r'"\1":X', text)
+    return re.sub(r"\d+(\.\d+)? ?(ms|s)\b", "T", text)
+
+
+@pytest.mark.parametrize("args", FAST + TO_CLICK, ids=" ".join)
+def test_run_without_click_says_and_does_what_click_does(tmp_path: Path, args: list[str]) -> None:
+    for name, text in (("two", TWO), ("fail", FAIL), ("ctx", CONTEXT), ("bad", BAD)):
+        (tmp_path / f"{name}.yaml").write_text(text, encoding="utf-8")
+    fast, fast_modules = modules_of(tmp_path, *args)
+    slow, slow_modules = modules_of(tmp_path, *args, env={"LL_JOBS": "8"})
+    assert "click" in slow_modules
+    assert ("click" in fast_modules) == (args in TO_CLICK), "took the wrong path"
+    assert fast.returncode == slow.returncode, (fast.stderr, slow.stderr)
+    assert _same(fast.stdout) == _same(slow.stdout)
+    strip = re.compile(r"\nMODULES .*", re.DOTALL)
+    assert _same(strip.sub("", fast.stderr)) == _same(strip.sub("", slow.stderr))
