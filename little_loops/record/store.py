@@ -124,6 +124,34 @@ def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
         raise
 
 
+def write_named_file(path: Path, text: str) -> None:
+    """Write a file the user named on the command line (`--junit-xml`, `--report`, `-o`).
+
+    A regular file, or a symlink to one, is replaced whole and atomically (the link is kept:
+    its target is what gets replaced). Anything else is written into, never renamed over:
+    a FIFO or a device, and a path whose links pass through /dev or /proc (`/dev/stdout`,
+    `/dev/fd/1`), which is appended to, so `ll run --junit-xml /dev/stdout > log` adds the
+    report to the log instead of replacing the system's /dev/stdout link with a file.
+    """
+    hop = os.path.abspath(path)
+    for _ in range(40):
+        if hop.startswith(("/dev/", "/proc/")):
+            break
+        if not os.path.islink(hop):
+            if os.path.exists(hop) and not os.path.isfile(hop):
+                break  # a FIFO, a device, a socket
+            atomic_write_text(Path(hop), text)
+            return
+        hop = os.path.normpath(os.path.join(os.path.dirname(hop), os.readlink(hop)))
+    else:
+        raise OSError(errno.ELOOP, "too many levels of symbolic links", os.fspath(path))
+    fd = os.open(hop, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+    try:
+        _write_all(fd, text.encode("utf-8", "replace"), os.fspath(path))
+    finally:
+        os.close(fd)
+
+
 def _write_all(fd: int, data: bytes, path: str | None = None) -> None:
     view = memoryview(data)
     try:

@@ -29,7 +29,7 @@ from little_loops.record.history import (
     shorten,
     tail_lines,
 )
-from little_loops.record.store import atomic_write_text
+from little_loops.record.store import write_named_file
 
 _ACTION_CHARS = 2000
 # Characters XML 1.0 does not allow, even escaped (ANSI escapes, NUL, ...).
@@ -87,17 +87,14 @@ class JUnitReport:
 
         A write that fails (disk full, a directory made read-only during the run) does not
         change how the run ended: `problem` says what went wrong, for the caller to warn.
-        A path that is not a regular file (`/dev/stdout`, a pipe) is written to directly.
+        A path that is not a regular file (`/dev/stdout`, a pipe) is written into, never
+        renamed over (`record.store.write_named_file`).
         """
         self.problem = None
         try:
             record = self.record.with_history(self.base_dir)
             text = junit_xml(record, self.loop_file, run_dir=run_root(record, self.base_dir))
-            if self.path.exists() and not self.path.is_file():
-                with self.path.open("w", encoding="utf-8") as fh:
-                    fh.write(text)
-            else:
-                atomic_write_text(self.path, text)
+            write_named_file(self.path, text)
         except OSError as exc:
             self.problem = f"cannot write the JUnit report to {self.path}: {exc.strerror or exc}"
 

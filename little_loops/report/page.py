@@ -19,7 +19,7 @@ from typing import Any
 from little_loops.errors import EXIT_USAGE, LoopError
 from little_loops.model.loop import Loop
 from little_loops.record.history import STOPPED, History, is_num
-from little_loops.record.store import RUNS, RunDir, atomic_write_text, find_run
+from little_loops.record.store import RUNS, RunDir, find_run, write_named_file
 from little_loops.report.page_data import RunRead, collect, read_tree, verdict_class, walk
 
 DEFAULT_NAME = "report.html"
@@ -359,11 +359,7 @@ def write_report(
     try:
         if target.parent != Path():
             target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists() and not target.is_file():
-            with target.open("w", encoding="utf-8") as fh:
-                fh.write(text)
-        else:
-            atomic_write_text(target, text)
+        write_named_file(target, text)
     except OSError as exc:
         raise LoopError(f"cannot write the report to {target}: {exc.strerror or exc}") from None
     return target

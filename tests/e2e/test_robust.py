@@ -440,6 +440,41 @@ def test_junit_to_a_device_writes_into_it(project: Project, tmp_path: Path) -> N
     assert "<testsuites" in proc.stdout
 
 
+def test_junit_through_a_link_to_standard_output_never_replaces_the_link(tmp_path: Path) -> None:
+    # `ll run --junit-xml /dev/stdout > log`, as root, replaced the system's /dev/stdout link
+    # with a regular file: fd 1 was a regular file, so the path passed as one and was renamed
+    # over. The same link made here (never the real /dev/stdout) must stay a link, and the
+    # report must land in the log after what the run printed, not over it.
+    write(tmp_path, OK)
+    link = tmp_path / "stdout-link"
+    link.symlink_to("/proc/self/fd/1")
+    log = tmp_path / "log.txt"
+    with log.open("w") as out:
+        proc = subprocess.run(
+            [sys.executable, "-m", "little_loops", "run", "loop.yaml", "--junit-xml", str(link)],
+            cwd=tmp_path, stdout=out, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert link.is_symlink()
+    assert os.readlink(link) == "/proc/self/fd/1"
+    text = log.read_text()
+    assert "<testsuites" in text
+    assert text.index("<testsuites") > 0  # after the run's own lines, which were kept
+
+
+def test_junit_to_a_link_replaces_its_target_and_keeps_the_link(
+    project: Project, tmp_path: Path
+) -> None:
+    write(tmp_path, OK)
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "real.xml").write_text("old")
+    (tmp_path / "report.xml").symlink_to("reports/real.xml")
+    proc = project.ll("run", "loop.yaml", "-q", "--junit-xml", "report.xml")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "report.xml").is_symlink()
+    assert (tmp_path / "reports" / "real.xml").read_text().startswith("<?xml")
+
+
 def test_unwritable_report_paths_are_refused_before_the_run(
     project: Project, tmp_path: Path
 ) -> None:
