@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -11,6 +12,14 @@ from hypothesis import settings
 from project import Project
 
 REPO = Path(__file__).resolve().parent.parent
+
+# A process started in the background by a shell without job control (`pytest ... &` in a
+# script, `nohup`) starts with SIGINT ignored, and an ignored signal stays ignored across exec:
+# every `ll` a test starts would then shrug off the Ctrl-C the test sends it. A user's `ll` in a
+# terminal never starts that way, so the suite puts Python's own handler back; a handler, unlike
+# "ignore", is reset to the default in every process started from here.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # CI runs the same examples every time, so a red build is the code's doing and can be
 # reproduced; a developer's runs keep exploring new examples.
