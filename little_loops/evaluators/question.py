@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from little_loops.model.loop import Evaluate
+from little_loops.model.loop import NO_TEMPERATURE, Evaluate
 from little_loops.record.events import JudgeAsked
 
 from .answer import Call
@@ -18,15 +18,11 @@ from .judge_input import JSON_INSTRUCTION, TOOL_INSTRUCTION, build_user_message,
 # with `samples` above 1, 1.0, so the samples can differ and the vote means something.
 DEFAULT_TEMPERATURE = 0.0
 SAMPLING_TEMPERATURE = 1.0
+
+
 # Judges that take no temperature: the Anthropic Messages API version current SDKs speak
 # (2026-10-21) refuses sampling parameters with a 400, even 1.0, and the claude CLI has no
 # such flag. Their answers are made repeatable by the cache and cassettes instead.
-NO_TEMPERATURE = {
-    "anthropic": "the Anthropic API refuses sampling parameters",
-    "claude": "the claude CLI takes none",
-}
-
-
 def temperature_of(spec: Evaluate, provider: str) -> float | None:
     """The temperature sent to the judge; None when its provider takes none."""
     if provider in NO_TEMPERATURE:

@@ -15,6 +15,7 @@ from little_loops.evaluators.deterministic import OPERATORS
 from little_loops.evaluators.jsonpath import parse_json_path
 from little_loops.load.schema import Locate
 from little_loops.model.loop import (
+    NO_TEMPERATURE,
     PASS_FAIL_SCHEMA,
     Evaluate,
     Loop,
@@ -193,8 +194,6 @@ def _check_judge(ctx: Ctx, spec: Evaluate, at: NodePath) -> Iterator[Diagnostic]
 
 def _unsent_temperature(ctx: Ctx, spec: Evaluate, at: NodePath) -> Iterator[Diagnostic]:
     """A temperature no model of this judge takes (Anthropic, claude://) is never sent."""
-    from little_loops.evaluators.question import NO_TEMPERATURE
-
     if spec.temperature is None:
         return
     models = spec.models or (spec.model or ctx.loop.llm.model or "anthropic://default",)

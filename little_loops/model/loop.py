@@ -72,6 +72,13 @@ PASS_FAIL_SCHEMA: Mapping[str, Any] = {
 ERROR_VERDICTS = frozenset({"error", "timeout"})
 UNCERTAIN_SUFFIX = "_uncertain"
 
+# Judge providers that take no temperature, and why: the judge leaves it out of the request,
+# `ll validate` warns where one is set, and `ll judge explain` says it was not sent.
+NO_TEMPERATURE = {
+    "anthropic": "the Anthropic API refuses sampling parameters",
+    "claude": "the claude CLI takes none",
+}
+
 
 @record(frozen=True)
 class Pos:

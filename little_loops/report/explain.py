@@ -13,13 +13,9 @@ from typing import Any
 
 from little_loops.errors import LoopError
 from little_loops.model.details import Details
+from little_loops.model.loop import NO_TEMPERATURE
 from little_loops.record.events import Evaluate, JudgeAsked, JudgeRetry, read_records
 from little_loops.record.store import RunDir
-
-NO_TEMPERATURE = {
-    "anthropic": "not sent (the Anthropic API refuses sampling parameters)",
-    "claude": "not sent (the claude CLI takes none)",
-}
 
 
 def explain(run_dir: RunDir, step: int | None) -> dict[str, Any]:
@@ -87,11 +83,11 @@ def explain_text(found: Mapping[str, Any]) -> str:
         if len(found["requests"]) > 1:
             out += ["", f"== panel member {i} of {len(found['requests'])} =="]
         temperature = req["temperature"]
-        shown = (
-            NO_TEMPERATURE.get(str(req["provider"]), "not sent")
-            if temperature is None
-            else f"{temperature:g}"
-        )
+        why = NO_TEMPERATURE.get(str(req["provider"]))
+        if temperature is not None:
+            shown = f"{temperature:g}"
+        else:
+            shown = f"not sent ({why})" if why else "not sent"
         out += [
             f"judge:        {req['model']} ({req['provider']})",
             f"temperature:  {shown}",

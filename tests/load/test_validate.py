@@ -469,3 +469,29 @@ def test_no_upstream_name_gets_a_did_you_mean() -> None:
             if "action_type" in d.message and "'prompt'" in d.message:
                 assert "write 'action_type: slash'" in d.message, d.format()
     assert seen == upstream
+
+
+def test_a_temperature_the_judge_never_gets_is_a_located_warning(
+    project: Project, tmp_path: Path
+) -> None:
+    project.write(
+        "judged.yaml",
+        """\
+        name: judged
+        initial: check
+        states:
+          check:
+            action: "echo ok"
+            evaluate: {type: llm_structured, prompt: "Is it ok?", temperature: 0.2}
+            route: {success: done, failure: done, blocked: done, partial: done, error: done}
+          done: {terminal: true}
+        """,
+    )
+    result = project.ll("validate", "judged.yaml")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout + result.stderr
+    assert "judged.yaml:6:72: warning: 'evaluate.temperature' of state 'check'" in out
+    assert (
+        "is not sent to this judge: the Anthropic API refuses sampling parameters. "
+        "Remove it, or use an openai:// or ollama:// judge"
+    ) in out
