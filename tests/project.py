@@ -9,6 +9,7 @@ give the exit code, stdout and stderr under the names `subprocess.run` uses.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -123,6 +124,7 @@ def _in_process(argv: list[str], cwd: Path, env: Mapping[str, str | None] | None
     return Result(result.exit_code, result.stdout, result.stderr)
 
 
+@functools.cache
 def _separate_streams() -> dict[str, bool]:
     """CliRunner's arguments for stdout and stderr apart: click 8.2 keeps them apart always and
     has no `mix_stderr`; 8.1, the lowest pyproject allows (`nox -s minimums`), mixes them unless

@@ -440,7 +440,9 @@ def test_junit_to_a_device_writes_into_it(project: Project, tmp_path: Path) -> N
     assert "<testsuites" in proc.stdout
 
 
-def test_junit_through_a_link_to_standard_output_never_replaces_the_link(tmp_path: Path) -> None:
+def test_junit_through_a_link_to_standard_output_never_replaces_the_link(
+    tmp_path: Path, ll_cmd: list[str]
+) -> None:
     # `ll run --junit-xml /dev/stdout > log`, as root, replaced the system's /dev/stdout link
     # with a regular file: fd 1 was a regular file, so the path passed as one and was renamed
     # over. The same link made here (never the real /dev/stdout) must stay a link, and the
@@ -451,7 +453,7 @@ def test_junit_through_a_link_to_standard_output_never_replaces_the_link(tmp_pat
     log = tmp_path / "log.txt"
     with log.open("w") as out:
         proc = subprocess.run(
-            [sys.executable, "-m", "little_loops", "run", "loop.yaml", "--junit-xml", str(link)],
+            [*ll_cmd, "run", "loop.yaml", "--junit-xml", str(link)],
             cwd=tmp_path, stdout=out, stderr=subprocess.PIPE, text=True, timeout=120,
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
