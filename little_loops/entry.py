@@ -111,7 +111,7 @@ def _run(args: list[str]) -> int | None:
     if len(files) != 1:
         return None
     from little_loops.cli.execute import RunArgs, prepare_run
-    from little_loops.errors import LoadError, LoopError
+    from little_loops.errors import LoopError
 
     try:
         try:
@@ -123,12 +123,8 @@ def _run(args: list[str]) -> int | None:
             raise
         if go is not None:
             go()
-    except LoadError as exc:
-        for diagnostic in exc.diagnostics:
-            sys.stderr.write(diagnostic.format() + "\n")
-        return exc.exit_code
     except LoopError as exc:
-        sys.stderr.write(f"ll: error: {exc.message}\n")
+        sys.stderr.write("".join(f"{line}\n" for line in exc.lines()))
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("ll: interrupted\n")

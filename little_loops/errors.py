@@ -57,6 +57,10 @@ class LoopError(Exception):
         if exit_code is not None:
             self.exit_code = exit_code
 
+    def lines(self) -> list[str]:
+        """What `ll` prints of it on stderr, one line each."""
+        return [f"ll: error: {self.message}"]
+
 
 class LoadError(LoopError):
     """The loop file could not be loaded; carries every diagnostic found in one pass."""
@@ -66,6 +70,10 @@ class LoadError(LoopError):
         errors = [d for d in self.diagnostics if d.severity == "error"]
         first = (errors or self.diagnostics)[0].format() if self.diagnostics else "invalid loop"
         super().__init__(first, exit_code=EXIT_USAGE)
+
+    def lines(self) -> list[str]:
+        """Every problem, one line each, as `ll validate` shows them."""
+        return [d.format() for d in self.diagnostics]
 
 
 class SimulationError(LoopError):

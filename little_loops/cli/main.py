@@ -18,7 +18,6 @@ from little_loops.cli import launch
 from little_loops.cli import options as option_groups
 from little_loops.cli.execute import Display, execute, parse_sets
 from little_loops.errors import (
-    LoadError,
     LoopError,
 )
 
@@ -57,13 +56,9 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except LoadError as exc:
-            # An invalid loop file: every problem, one line each, as `ll validate` shows them.
-            for diagnostic in exc.diagnostics:
-                click.echo(diagnostic.format(), err=True)
-            ctx.exit(exc.exit_code)
-        except LoopError as exc:
-            click.echo(f"ll: error: {exc.message}", err=True)
+        except LoopError as exc:  # one line; an invalid loop file, one line a problem
+            for line in exc.lines():
+                click.echo(line, err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             # Before a run has started (or after it ended): nothing to resume. Click would
