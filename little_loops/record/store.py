@@ -15,7 +15,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,15 +79,28 @@ def sha256(data: bytes) -> str:
     """The SHA-256 hex digest of `data`, as `hashlib.sha256(data).hexdigest()` gives it, by
     the interpreter's built-in implementation when it has one: importing hashlib loads
     OpenSSL, a few milliseconds of every `ll run` (docs/performance.md)."""
+    global _SHA256
+    if _SHA256 is None:
+        _SHA256 = _sha256_impl()
+    return str(_SHA256(data).hexdigest())
+
+
+# Found at the first digest: a failed import is not cached by Python, so asking for `_sha2`
+# on 3.11 searched the whole sys.path again at every digest (each sub-loop call makes one).
+_SHA256: Callable[[bytes], Any] | None = None
+
+
+def _sha256_impl() -> Callable[[bytes], Any]:
     for name in ("_sha2", "_sha256"):  # Python 3.12+, 3.10-3.11
         try:
             built_in = __import__(name)
         except ImportError:
             continue
-        return str(built_in.sha256(data).hexdigest())
+        found: Callable[[bytes], Any] = built_in.sha256
+        return found
     import hashlib  # a build without its own hashes: OpenSSL's
 
-    return hashlib.sha256(data).hexdigest()
+    return hashlib.sha256
 
 
 def new_run_id(loop_name: str, now: float | None = None) -> str:

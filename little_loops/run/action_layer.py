@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import field
 from pathlib import Path
-from typing import Protocol, overload, runtime_checkable
+from typing import Protocol, TypeGuard, overload, runtime_checkable
 
 from little_loops import actions
 from little_loops.actions import (
@@ -114,11 +114,24 @@ def stub(layer: ActionLayer, request: ChildRequest) -> ChildStub | None: ...
 def stub(layer: ActionLayer, request: AnswerRequest) -> AnswerStub | None: ...
 def stub(layer: ActionLayer, request: Stubbed) -> ChildStub | AnswerStub | None:
     """`layer`'s stand-in for `request` when it is a `Simulation`; None otherwise."""
-    if not isinstance(layer, Simulation):
+    if not simulates(layer):
         return None
     if isinstance(request, ChildRequest):
         return layer.stub(request)
     return layer.stub(request)
+
+
+def simulates(layer: object) -> TypeGuard[Simulation]:
+    """Whether `layer` is a `Simulation`, asked once a class: `isinstance` against a runtime
+    protocol lists the protocol's members on every call (each sub-loop call asks)."""
+    kind = type(layer)
+    known = _SIMULATES.get(kind)
+    if known is None:
+        known = _SIMULATES[kind] = isinstance(layer, Simulation)
+    return known
+
+
+_SIMULATES: dict[type, bool] = {}
 
 
 class Processes:

@@ -33,7 +33,7 @@ from little_loops.run.action_layer import (
     ChildRequest,
     ChildStub,
     OutputHook,
-    Simulation,
+    simulates,
     stub,
 )
 from little_loops.run.gate import (
@@ -148,7 +148,7 @@ class BranchActions:
         return stub(self.inner, request)
 
     def observe(self, event: RunEvent) -> None:
-        if isinstance(self.inner, Simulation):
+        if simulates(self.inner):
             self.inner.observe(event)
 
 

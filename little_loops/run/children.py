@@ -36,7 +36,7 @@ from little_loops.record import events as ev
 from little_loops.record.questions import Suspended
 from little_loops.record.store import RunDir
 from little_loops.run import subloop
-from little_loops.run.action_layer import ActionLayer, Simulation
+from little_loops.run.action_layer import ActionLayer, simulates
 from little_loops.run.branch_layer import serial
 from little_loops.run.gate import Terminated
 from little_loops.run.subloop import (
@@ -182,7 +182,7 @@ def start(ctx: RunContext, plan: ChildPlan) -> Child:
         segment = (plan.state.name, branch.key)
         # The root's listeners are called one branch at a time.
         listeners = [serial(subloop.forward(one, segment), one) for one in ctx.listeners]
-    if layer is not ctx.steps.actions and isinstance(layer, Simulation):
+    if layer is not ctx.steps.actions and simulates(layer):
         listeners.append(layer.observe)  # a simulation learns which state acts from the events
     options = dataclasses.replace(ctx.options, **changes)  # once: a branch of thousands
     acting = branch.wrap(layer) if branch is not None else layer
