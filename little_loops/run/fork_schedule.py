@@ -54,6 +54,7 @@ from little_loops.run.context import RunContext
 from little_loops.run.gate import (
     GATE,
     Terminated,
+    raise_for,
 )
 from little_loops.run.subloop import ChildEnd
 
@@ -173,7 +174,10 @@ class Fork:
 
     def _start(self, job: Job, running: int) -> None:
         """Hand `job` to a worker; a new worker only while fewer than `running` branches
-        (this one included) have one."""
+        (this one included) have one. One branch at a time runs here, in this thread."""
+        if self.limit == 1:
+            self._inline(job)
+            return
         if len(self.workers) < running:
             worker = threading.Thread(target=self._serve, name="ll-branch", daemon=True)
             worker.start()
@@ -209,6 +213,23 @@ class Fork:
             job.error = exc
         finally:
             self.done.put(job)
+
+    def _inline(self, job: Job) -> None:
+        """Run `job` in this thread, as its worker would (its own gate, its end in `done`):
+        at concurrency 1 a worker only added two thread hand-offs a branch. The signal
+        handler meanwhile gives its signal to the branch's gate, as a stop would; once the
+        branch has ended (recorded as interrupted), the fork raises it as `_wait` would."""
+        gate = job.scope.gate
+        gate.held = True  # until the branch's first wait, as in its run
+        with GATE.lent(gate):
+            try:
+                job.result = job.child.run()
+            except BaseException as exc:
+                job.error = exc
+        if gate.received is not None:
+            gate.pending = None
+            raise_for(gate.received)
+        self.done.put(job)
 
     def _wait(self, ends: dict[str, BranchEnd] | None) -> Job | None:
         """The next branch to end, or None as soon as a waiting branch of `ends` has its

@@ -23,6 +23,7 @@ class GateState:
     def __init__(self) -> None:
         self.held = False
         self.pending: int | None = None
+        self.received: int | None = None  # the last signal the handler gave it
 
 
 class _SignalGate:
@@ -48,6 +49,17 @@ class _SignalGate:
         """This thread (a fork's branch) uses `state` from now on."""
         self._local.state = state
 
+    @contextmanager
+    def lent(self, state: GateState) -> Iterator[None]:
+        """This thread uses `state` for a while (a branch run in the forking thread): the
+        signal handler, which runs in the main thread, then gives its signals to `state`."""
+        before: GateState | None = getattr(self._local, "state", None)
+        self._local.state = state
+        try:
+            yield
+        finally:
+            self._local.state = before
+
     @property
     def held(self) -> bool:
         return self._state().held
@@ -66,8 +78,10 @@ class _SignalGate:
 
     def arrived(self, signum: int) -> None:
         """The handler's half: raise now, or remember the signal for the end of the hold."""
-        if self.held:
-            self.pending = signum
+        state = self._state()
+        state.received = signum
+        if state.held:
+            state.pending = signum
             return
         _raise_for(signum)
 
@@ -100,6 +114,11 @@ class _SignalGate:
         if self.pending is not None:
             signum, self.pending = self.pending, None
             _raise_for(signum)
+
+
+def raise_for(signum: int) -> None:
+    """Raise what `signum` raises in a run: KeyboardInterrupt (SIGINT) or `Terminated`."""
+    _raise_for(signum)
 
 
 def _raise_for(signum: int) -> None:

@@ -1023,3 +1023,92 @@ def test_a_branch_writes_the_same_bytes_however_many_items_the_fork_lists(
 
     few, many = branch_bytes(3), branch_bytes(300)
     assert abs(few - many) < 64, (few, many)  # times and durations may differ by a digit
+
+
+# -- one branch at a time: in the forking thread ------------------------------------------------
+
+ONE_AT_A_TIME = """
+name: turns
+initial: work
+states:
+  work:
+    for_each: [a, b, c]
+    action: >-
+      if [ -f BLOCK ] && [ ${item.key} = b ]; then touch STARTED; sleep 30; fi;
+      echo ${item.key} >> RAN
+    max_concurrency: CONCURRENCY
+    on_success: done
+    on_failure: done
+  done: {terminal: true}
+"""
+
+
+def _turns(where: Path, concurrency: int) -> Path:
+    text = ONE_AT_A_TIME.replace("CONCURRENCY", str(concurrency))
+    for name in ("BLOCK", "STARTED", "RAN"):
+        text = text.replace(name, str(where / name.lower()))
+    return write(where, "turns.yaml", text)
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_one_branch_at_a_time_runs_in_the_forking_thread(
+    project: Project, monkeypatch: pytest.MonkeyPatch, concurrency: int
+) -> None:
+    """At `max_concurrency: 1` no worker thread is started: handing each branch to a worker
+    and back cost two thread wake-ups a branch (docs/performance.md). The branches run in
+    item order with the same records either way."""
+    workers: list[str] = []
+    start = threading.Thread.start
+
+    def counted(thread: threading.Thread) -> None:
+        workers.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    loop = _turns(project.path, concurrency)
+    done = project.ll("run", loop, "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (workers.count("ll-branch") == 0) == (concurrency == 1), workers
+    root = run_root(project.path)
+    ends = [e for e in events(root) if e["event"] == "child_complete"]
+    assert sorted(e["branch"] for e in ends) == ["a", "b", "c"]
+    assert {e["verdict"] for e in ends} == {"success"}
+    for key in "abc":
+        assert (
+            json.loads((root / "sub" / "0001-work" / key / "result.json").read_text())["verdict"]
+            == "success"
+        )
+    if concurrency == 1:
+        assert (project.path / "ran").read_text().split() == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_in_a_one_at_a_time_fork_stops_it_and_resume_runs_each_branch_once(
+    project: Project, tmp_path: Path, signum: int
+) -> None:
+    """The branch runs in the thread the signal handler runs in: the signal stops the
+    branch's action and then the run (exit 130 or 143), recorded as interrupted; the
+    finished branch is not run again by `ll resume`, the stopped one and the next run once."""
+    loop = _turns(tmp_path, 1)
+    (tmp_path / "block").touch()
+    proc = subprocess.Popen([*LL, "run", str(loop), "--quiet"], cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "started").exists():
+        assert proc.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signum)
+    assert proc.wait(timeout=20) == (130 if signum == signal.SIGINT else 143)
+    root = run_root(tmp_path)
+    assert state(root)["status"] == "interrupted"
+    fork = root / "sub" / "0001-work"
+    assert (fork / "a" / "result.json").is_file()
+    assert not (fork / "b" / "result.json").exists()
+    assert state(fork / "b")["status"] == "interrupted"
+    assert not (fork / "c").exists()
+    assert (tmp_path / "ran").read_text().split() == ["a"]
+    (tmp_path / "block").unlink()
+    resumed = project.ll("resume", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert (tmp_path / "ran").read_text().split() == ["a", "b", "c"]
+    assert state(root)["status"] == "finished"
