@@ -241,7 +241,7 @@ def _prepare(
     stand_in: ChildStub | None = None
     try:
         if work.loop is not None:
-            child = subloop.load_child(ctx.loop, work, len(path))
+            child = subloop.load_child(ctx.loop, work, len(path), ctx.resolved)
             values = {k: render(t, scope, shell=False, where=where) for k, t in work.with_.items()}
             subloop.bind_inputs(child, values, work.loop)
             layer = raw.child(state.name, None).child(item.key, child)

@@ -43,7 +43,7 @@ class LoopStep:
         assert state.loop is not None
         path = (*ctx.path, state.name)
         try:
-            child = subloop.load_child(ctx.loop, state, len(path) + 1)
+            child = subloop.load_child(ctx.loop, state, len(path) + 1, ctx.resolved)
             values = {
                 key: ctx.steps.templates.render(template, step, state, 1, shell=False)
                 for key, template in state.with_.items()

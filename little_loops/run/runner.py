@@ -140,11 +140,17 @@ class Runner:
         run_id = progress.run_id if progress else (run_id or new_run_id(loop.name))
         started_at = progress.started_at if progress else clock.wall()
         run_root = run_dir.root if run_dir else self.options.base_dir / RUNS / run_id
+        if parent is not None and run_dir is not None:
+            # A child's directory sits in one its tree resolved already (its caller's `sub/`,
+            # its fork's), and is no link (`RunDir.check_links`): one resolve for all of them.
+            run_root = resolved(run_root.parent) / run_root.name
+        else:
+            run_root = run_root.resolve()
         # Fixed for the whole run; context values may use them, and ${env.X}.
         loop_scope = {
             "name": loop.name,
             "run_id": run_id,
-            "run_dir": str(run_root.resolve()),
+            "run_dir": str(run_root),
             "dir": str(resolved(loop.path).parent),
             "started_at": started_at,
         }

@@ -65,10 +65,14 @@ class Parent:
         return len(self.path)
 
 
-def load_child(loop: Loop, state: State, depth: int) -> Loop:
+def load_child(
+    loop: Loop, state: State, depth: int, resolved: dict[Path, Path] | None = None
+) -> Loop:
     """The child's loop, loaded from its file (relative to the calling loop's file); `depth`
     is the child's run number in the tree (the root is 1). `ll validate` refuses deeper
-    chains already; this holds at run time too (a child file changed since)."""
+    chains already; this holds at run time too (a child file changed since). `resolved`:
+    the paths the tree resolved already (`RunContext.resolved`): a child called again is not
+    resolved again."""
     from little_loops.load.loader import load
 
     assert state.loop is not None
@@ -77,7 +81,12 @@ def load_child(loop: Loop, state: State, depth: int) -> Loop:
             f"state '{state.name}' would start run number {depth} in one tree, more than "
             f"{MAX_DEPTH}; call fewer levels deep"
         )
-    path = (loop.dir / state.loop).resolve()
+    given = loop.path / state.loop  # the key: per calling file (itself maybe a link)
+    path = resolved.get(given) if resolved is not None else None
+    if path is None:
+        path = (loop.dir / state.loop).resolve()
+        if resolved is not None:
+            resolved[given] = path
     try:
         digest = sha256(path.read_bytes())
     except OSError:

@@ -900,3 +900,77 @@ def test_a_callers_budget_stops_the_child_at_once(tmp_path: Path) -> None:
     child = state(result.run_dir / "sub" / "0001-call")
     assert (child["outcome"], child["step"], child["cost_usd"]) == ("budget", 2, 0.5)
     assert state(result.run_dir)["cost_usd"] == 0.5
+
+
+# -- a call's own work does not grow with the calls before it -----------------------------------
+
+CALLER = """
+name: caller
+initial: call
+max_iterations: CALLS
+on_max_iterations: done
+states:
+  call:
+    loop: leaf.yaml
+    with: {value: "${loop.run_id}"}
+    capture: call
+    route: {done: $current}
+  done: {terminal: true}
+"""
+
+LEAF = """
+name: leaf
+initial: work
+context: {value: ~}
+outputs: {seen: "${context.value}"}
+states:
+  work: {action: "true", next: done}
+  done: {terminal: true}
+"""
+
+
+def test_a_child_called_again_resolves_imports_and_asks_nothing_again(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a call looked up is kept for the tree: the child's path and its run directory's
+    are resolved once, the SHA-256 implementation is found once (a failed `import _sha2`
+    searched sys.path at every call on Python 3.11) and whether the action layer simulates
+    is asked once a class (a runtime protocol's isinstance lists its members every time).
+    Counted through `ll run`, 2 calls against 6: the counts are the same."""
+    import builtins
+
+    from little_loops.run.action_layer import Simulation
+
+    counts = {"resolve": 0, "import": 0, "protocol": 0}
+    resolve, importer = Path.resolve, builtins.__import__
+    meta: Any = type(Simulation)  # typing's protocol class
+    check = meta.__instancecheck__
+
+    def counted_resolve(self: Path, strict: bool = False) -> Path:
+        counts["resolve"] += 1
+        return resolve(self, strict)
+
+    def counted_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name in ("_sha2", "_sha256", "hashlib"):
+            counts["import"] += 1
+        return importer(name, *args, **kwargs)
+
+    def counted_check(cls: Any, instance: object) -> bool:
+        if cls is Simulation:
+            counts["protocol"] += 1
+        return bool(check(cls, instance))
+
+    project.write("leaf.yaml", LEAF)
+    seen = []
+    for calls in (1, 2, 6):  # the first: what a process finds once
+        loop = project.write(f"caller{calls}.yaml", CALLER.replace("CALLS", str(calls)))
+        counts.update(dict.fromkeys(counts, 0))
+        with monkeypatch.context() as patch:
+            patch.setattr(Path, "resolve", counted_resolve)
+            patch.setattr(builtins, "__import__", counted_import)
+            patch.setattr(meta, "__instancecheck__", counted_check)
+            done = project.ll("run", loop, "--quiet")
+        assert done.returncode == 4, done.stdout + done.stderr  # max_iterations, as meant
+        assert f"after {calls + 1} steps" in done.stdout
+        seen.append(dict(counts))
+    assert seen[1] == seen[2], seen
