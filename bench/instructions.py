@@ -9,7 +9,9 @@ not counted) for a run of SMALL and of LARGE units, and prints the difference pe
   "runner without processes"): everything the runner does per step, nothing to wait for;
 - branch: a `for_each` of `true` at concurrency 1 (bench/fork_scale.py): everything `ll` does
   per branch in its own process (the spawn's own cost, in the child, is not counted);
-- call: a loop calling a one-step child loop again and again (bench/nesting.py).
+- call: a loop calling a one-step child loop again and again (bench/nesting.py);
+- print: a step running `cat FILE` (1 KiB) for real (bench/printing.py): the runner's work
+  and the action layer's around the spawn, the spawn's own cost in the child not counted.
 
 An instruction count does not move with the machine's load the way CPU and wall times do, so a
 change can be compared on a busy shared machine. `--repo` measures another checkout's code
@@ -28,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
-UNITS = ("step", "branch", "call")
+UNITS = ("step", "branch", "call", "print")
 
 
 def one_run(repo: Path, unit: str, count: int) -> None:
@@ -41,6 +43,10 @@ def one_run(repo: Path, unit: str, count: int) -> None:
             import runner
 
             runner.runner(count, base, False, runner.Answered())
+        elif unit == "print":
+            import printing
+
+            printing.run_loop(count, base, printing.command(base, 1 << 10))
         elif unit == "branch":
             import fork_scale
 

@@ -38,6 +38,7 @@ EXIT_DRAIN_S = 0.2  # reading on after the direct child exited while a pipe is s
 POST_KILL_DRAIN_S = 0.5  # reading what is left in the pipes once the group was killed
 POLL_S = 0.05  # wake-up interval where pidfd_open is unavailable
 READ_CHUNK = 1 << 16
+EXIT_READS = 16  # chunks read at once per pipe when the child has exited (1 MiB)
 DEFAULT_TAIL_BYTES = 1 << 20
 
 _DEVNULL: int | None = None
@@ -166,15 +167,16 @@ class _Sink:
             self.sel.unregister(pidfd)
             os.close(pidfd)
 
-    def read(self, fd: int) -> None:
+    def read(self, fd: int) -> bool:
+        """One chunk of `fd`, fanned out; False when there was none (yet, or any more)."""
         try:
             chunk = os.read(fd, READ_CHUNK)
         except BlockingIOError:
-            return
+            return False
         if not chunk:
             self.sel.unregister(fd)
             self.open.discard(fd)
-            return
+            return False
         name, tail = self.streams[fd]
         self.total += len(chunk)
         log = self.log
@@ -188,6 +190,16 @@ class _Sink:
             self.on_stdout(chunk)
         if self.on_output is not None:
             self.on_output(name, chunk)
+        return True
+
+    def read_held(self) -> None:
+        """Read what the pipes hold now, up to their end where every writer is gone: once the
+        child exited, its last output and the end of file are usually both there already,
+        and another wait would only find them (a printing step's second poll)."""
+        for fd in list(self.open):
+            for _ in range(EXIT_READS):  # bounded: a background writer may keep writing
+                if not self.read(fd):
+                    break
 
     def drain(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -322,6 +334,7 @@ def _pump(proc: subprocess.Popen[bytes], sink: _Sink, deadline: float | None) ->
     drain_until: float | None = None
     while True:
         if drain_until is None and proc.poll() is not None:
+            sink.read_held()
             if not sink.open:
                 return False
             drain_until = time.monotonic() + EXIT_DRAIN_S

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes import FakeClaude, install_fake_claude
@@ -595,3 +596,32 @@ def test_fake_claude_is_executable_on_its_own() -> None:
     fake = REPO / "tests" / "fake_claude.py"
     assert os.access(fake, os.X_OK)
     assert fake.read_text().startswith("#!/usr/bin/env python3\n")
+
+
+def test_output_and_end_of_file_there_at_the_childs_exit_are_read_without_a_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the child has exited by the time its pipes are first watched (the usual case on a
+    busy machine), its last output and the end of both pipes are read at once, without a wait
+    (a poll round) only to find what is there already (docs/performance.md)."""
+    from little_loops.actions import process
+
+    waits: list[float | None] = []
+
+    base: Any = process._Selector
+
+    class Counted(base):  # type: ignore[misc]
+        def select(self, timeout: float | None = None) -> Any:
+            waits.append(timeout)
+            return super().select(timeout)
+
+    monkeypatch.setattr(process, "_Selector", Counted)
+
+    def exited(pid: int) -> None:  # the child is gone (not reaped) before the first wait
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+
+    log = tmp_path / "step.log"
+    result = run_shell("printf xx; printf yy >&2", cwd=tmp_path, log_path=log, on_start=exited)
+    assert (result.output, result.stderr, result.exit_code) == ("xx", "yy", 0)
+    assert sorted(log.read_bytes()) == sorted(b"xxyy")
+    assert waits == []
