@@ -81,18 +81,25 @@ class _Guard:
         self.pid = 0  # the guard's
         self.mark = ""  # NAME=VALUE in the environment of every action of this process
 
+    # `owner` is the pid the guard was started for, 0 until then and again in a forked child
+    # (`_forked`): asked at every action, it spares a getpid() system call each time.
     def watch(self, pgid: int) -> None:
         with self.lock:
-            if self.owner != os.getpid():
+            if not self.owner:
                 self._start()
             self.groups.add(pgid)
             self._save()
 
     def forget(self, pgid: int) -> None:
         with self.lock:
-            if self.owner == os.getpid():
+            if self.owner:
                 self.groups.discard(pgid)
                 self._save()
+
+    def _forked(self) -> None:
+        """In a child forked from this process: its guard is not ours (started afresh)."""
+        self.owner = 0
+        self.lock = threading.Lock()  # a lock held by another thread at the fork stays held
 
     def _save(self) -> None:
         if self.state is None:
@@ -135,9 +142,9 @@ class _Guard:
 
     def ready(self) -> None:
         """Start the guard before the first action, so that action inherits the mark too."""
-        if self.owner != os.getpid():
+        if not self.owner:
             with self.lock:
-                if self.owner != os.getpid():
+                if not self.owner:
                     self._start()
 
     def marked(self, env: Mapping[str, str]) -> dict[str, str]:
@@ -200,15 +207,15 @@ class _Orphans:
         return [pid for pid in found if pid != GUARD.pid and pid not in running]
 
     def _children(self) -> list[int]:
-        me = os.getpid()
+        # /proc/self is this process (its every thread sees the same): no getpid() a step.
         found: list[int] = []
         try:
-            tasks = os.listdir(f"/proc/{me}/task")
+            tasks = os.listdir("/proc/self/task")
         except OSError:
             return []
         for task in tasks:
             try:
-                with open(f"/proc/{me}/task/{task}/children", "rb") as fh:
+                with open(f"/proc/self/task/{task}/children", "rb") as fh:
                     found += [int(pid) for pid in fh.read().split()]
             except OSError:
                 continue
@@ -284,6 +291,8 @@ def _temp_fd() -> int:
 
 
 GUARD = _Guard()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=GUARD._forked)
 
 
 def group_alive(pgid: int) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fakes import FakeClaude, install_fake_claude
+from project import Project
 
 from little_loops.actions import (
     ActionResult,
@@ -625,3 +626,57 @@ def test_output_and_end_of_file_there_at_the_childs_exit_are_read_without_a_wait
     assert (result.output, result.stderr, result.exit_code) == ("xx", "yy", 0)
     assert sorted(log.read_bytes()) == sorted(b"xxyy")
     assert waits == []
+
+
+STEPS = """
+name: steps
+initial: a
+max_iterations: N
+states:
+  a: {action: 'true', on_success: $current, on_failure: done}
+  done: {terminal: true}
+"""
+
+
+def test_a_step_does_not_ask_for_lls_own_pid(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard knows it was started in this process (a fork starts it afresh) and the
+    orphan sweep reads /proc/self: `getpid()` is asked a fixed number of times a run, not
+    three or four times a step. Counted through `ll run`, 2 steps against 8."""
+    real = os.getpid
+    counts = []
+    calls = [0]
+
+    def counted() -> int:
+        calls[0] += 1
+        return real()
+
+    for steps in (1, 2, 8):  # the first: the guard's start, once a process
+        loop = project.write(f"steps{steps}.yaml", STEPS.replace("N", str(steps)))
+        calls[0] = 0
+        with monkeypatch.context() as patch:
+            patch.setattr(os, "getpid", counted)
+            done = project.ll("run", loop, "--quiet")
+        assert done.returncode == 4, done.stdout + done.stderr  # max_iterations, as meant
+        counts.append(calls[0])
+    assert counts[1] == counts[2], counts
+
+
+def test_a_forked_child_starts_a_guard_of_its_own(tmp_path: Path) -> None:
+    run_shell("true", cwd=tmp_path)  # this process's guard runs
+    parent_guard = reaper.GUARD.pid
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: an action starts its own guard, marked with its own pid
+        try:
+            run_shell("true", cwd=tmp_path)
+            ok = reaper.GUARD.owner == os.getpid() and reaper.GUARD.pid != parent_guard
+            os.write(write_end, b"ok" if ok else b"no")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    os.waitpid(pid, 0)
+    assert os.read(read_end, 2) == b"ok"
+    os.close(read_end)
+    assert reaper.GUARD.owner == os.getpid()
