@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -160,9 +161,15 @@ def child_dir(parent_root: Path, step: int, state: str, attempt: int = 1) -> Pat
 
 
 def open_child_dir(root: Path) -> RunDir:
-    root.mkdir(parents=True, exist_ok=True)
     run_dir = RunDir(root)
-    run_dir.check_links()
+    try:
+        os.mkdir(root)
+    except FileNotFoundError:  # the caller's `sub/` (its first child) or the fork's folder
+        root.mkdir(parents=True, exist_ok=True)
+        run_dir.check_links()
+    except FileExistsError:  # resumed, or planted: never followed if it is a link
+        run_dir.check_links()
+    # else made just now: neither a link nor holding one (a fork's thousands skip the check)
     return run_dir
 
 

@@ -626,8 +626,9 @@ def test_branches_take_turns_on_worker_threads_instead_of_a_thread_each(
 def test_a_branch_starts_without_copying_the_environment_or_resolving_the_loop_again(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The tree takes the environment once and resolves its loop file and base directory
-    once: five more branches resolve only their own run directories."""
+    """The tree takes the environment once and resolves its loop file, its base directory
+    and the fork's folder once: five more branches resolve nothing (a branch's run directory
+    is the fork's folder, resolved, and its key)."""
     resolved: list[Path] = []
     copies: list[int] = []
     real_resolve, real_iter = Path.resolve, type(os.environ).__iter__
@@ -652,7 +653,7 @@ def test_a_branch_starts_without_copying_the_environment_or_resolving_the_loop_a
         counts.append((len(resolved), len(copies)))
     (one_resolved, one_copies), (six_resolved, six_copies) = counts
     assert six_copies == one_copies, counts
-    assert six_resolved - one_resolved == 5, counts  # each branch's run directory
+    assert six_resolved == one_resolved, counts
 
 
 def test_a_fork_without_fail_fast_does_not_copy_its_ends_after_every_branch(
@@ -1112,3 +1113,45 @@ def test_a_signal_in_a_one_at_a_time_fork_stops_it_and_resume_runs_each_branch_o
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert (tmp_path / "ran").read_text().split() == ["a", "b", "c"]
     assert state(root)["status"] == "finished"
+
+
+def test_a_branch_made_just_now_is_not_checked_for_links(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A branch's directory that `ll` has just made can be no planted link, nor hold one:
+    only a directory that was there already is checked (`RunDir.check_links`), so the checks
+    a fork makes do not grow with its items. A planted one is still refused
+    (tests/e2e/test_tree_holes.py)."""
+    from little_loops.record.store import RunDir
+
+    checked: list[Path] = []
+    check = RunDir.check_links
+
+    def counted(self: RunDir) -> None:
+        checked.append(self.root)
+        check(self)
+
+    monkeypatch.setattr(RunDir, "check_links", counted)
+    seen = []
+    for items in (2, 6):
+        listed = ", ".join(f"i{n}" for n in range(items))
+        loop = write(
+            project.path,
+            f"fan{items}.yaml",
+            f"""
+            name: fan{items}
+            initial: fan
+            states:
+              fan:
+                for_each: [{listed}]
+                action: 'true'
+                on_success: done
+                on_failure: done
+              done: {{terminal: true}}
+            """,
+        )
+        checked.clear()
+        done = project.ll("run", loop, "--quiet")
+        assert done.returncode == 0, done.stdout + done.stderr
+        seen.append(len(checked))
+    assert seen[0] == seen[1], seen
