@@ -120,9 +120,13 @@ def atomic_write_text(path: Path, text: str, *, fsync: bool = False) -> None:
     target = os.fspath(path)
     head, _, name = target.rpartition(os.sep)
     tmp = f"{head}{os.sep}.{name}.{os.getpid()}.tmp" if head else f".{name}.{os.getpid()}.tmp"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)  # left by a killed process, or planted: never written through
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, 0o644)
+    except FileExistsError:  # left by a killed process, or planted: never written through
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, flags, 0o644)
     try:
         _write_all(fd, text.encode("utf-8", "replace"), target)
         if fsync:

@@ -453,3 +453,35 @@ def test_state_falls_back_to_temp_and_rename(
     run.write_state({"step": 2})
     assert run.read_state()["step"] == 2
     assert not (run.root / ".state.next").exists()
+
+
+@pytest.mark.parametrize("left", ["file", "link"])
+def test_atomic_write_text_replaces_a_left_temp_file_and_unlinks_only_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, left: str
+) -> None:
+    """A temp file a killed process left (or a planted link) is removed, never written
+    through; a write that finds none makes no `unlink` call (one system call a branch's
+    result, a child's first state)."""
+    target = tmp_path / "result.json"
+    unlinked: list[str] = []
+    unlink = os.unlink
+
+    def counted(path: str) -> None:
+        unlinked.append(path)
+        unlink(path)
+
+    monkeypatch.setattr(os, "unlink", counted)
+    atomic_write_text(target, "one\n")
+    assert unlinked == []
+    tmp = tmp_path / f".result.json.{os.getpid()}.tmp"
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    if left == "file":
+        tmp.write_text("stale")
+    else:
+        tmp.symlink_to(victim)
+    atomic_write_text(target, "two\n")
+    assert unlinked == [str(tmp)]
+    assert target.read_text() == "two\n"
+    assert victim.read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json", "victim"]
