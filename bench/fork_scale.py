@@ -140,10 +140,12 @@ def report(rows: list[dict[str, float]], counts: str, repeat: int) -> str:
             f"{m['bytes']:.0f} | {m['files']:.1f} | <= {TARGET_MS} ms: {ok} |"
         )
     first, last = rows[0], rows[-1]
+    # With --cpu a few branches may take no whole 10 ms tick: no ratio to give then.
+    growth = f"{last['min'] / first['min']:.2f}x" if first["min"] > 0 else "n/a"
     lines.append("")
     lines.append(
         f"Growth, {int(last['items']):,} items over {int(first['items']):,}: "
-        f"{last['min'] / first['min']:.2f}x per branch (min), "
+        f"{growth} per branch (min), "
         f"{last['bytes'] / first['bytes']:.2f}x bytes a branch."
     )
     return "\n".join(lines) + "\n"
