@@ -749,3 +749,16 @@ def test_a_tree_with_a_fork_and_a_question_killed_at_random_runs_each_step_once(
     tmp_path: Path,
 ) -> None:
     print(_kill_trees(tmp_path, KILL_RUNS or TREE_KILL_RUNS))
+
+
+@pytest.mark.slow
+def test_the_same_tree_with_one_branch_at_a_time_killed_at_random_runs_each_step_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At `max_concurrency: 1` a branch runs in the forking thread, the one the signal handler
+    runs in (docs/architecture.md): killed at random moments, still each step once."""
+    parent = TREE["parent.yaml"]
+    one = parent.replace("for_each: [a, b]\n", "for_each: [a, b]\n            max_concurrency: 1\n")
+    assert one != parent
+    monkeypatch.setitem(TREE, "parent.yaml", one)
+    print(_kill_trees(tmp_path, KILL_RUNS or TREE_KILL_RUNS))
