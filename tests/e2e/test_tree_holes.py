@@ -1056,11 +1056,11 @@ def test_a_stale_answer_with_the_same_id_does_not_wake_a_waiting_branch(tmp_path
           fan:
             parallel:
               ask: {loop: asker.yaml}
-              work: {action: sleep 3}
+              work: {action: WORK}
             route: {success: done, _: failed}
           done: {terminal: true}
           failed: {terminal: true, outcome: failure}
-        """,
+        """.replace("WORK}", WORK_UNTIL_RELEASED + "}"),
     )
     proc = subprocess.Popen(
         [*LL, "run", str(top)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -1076,6 +1076,15 @@ def test_a_stale_answer_with_the_same_id_does_not_wake_a_waiting_branch(tmp_path
         stale = {"id": "fan/ask/approve@1", "answer": "approve", "asked_at": "2000-01-01T00:00:00Z"}
         (run / "answers").mkdir(exist_ok=True)
         (run / "answers" / "fan~ask~approve@1.json").write_text(json.dumps(stale))
+        # Once the asking branch has suspended, the fork looks at its answers every 0.2 s
+        # while its other branch works: three looks, then the work ends.
+        asked = run / "sub" / "0001-fan" / "ask" / "state.json"
+        for _ in range(600):
+            if asked.is_file() and '"suspended"' in asked.read_text(encoding="utf-8"):
+                break
+            time.sleep(0.05)
+        time.sleep(0.6)
+        (tmp_path / "released").touch()
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
