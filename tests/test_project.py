@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 from project import Project, subreaper
@@ -72,3 +73,23 @@ def test_an_orphan_started_after_an_in_process_run_is_not_ours(project: Project)
         assert parent != os.getpid()
     finally:
         os.kill(orphan, signal.SIGTERM)
+
+
+def test_an_ll_a_test_starts_reads_bytecode_instead_of_compiling_the_package(
+    project: Project,
+) -> None:
+    """With PYTHONDONTWRITEBYTECODE set outside (some CI images and sandboxes), conftest.py
+    has every process the tests start write and read bytecode under .pytest_cache instead:
+    the second `ll` of a test session no longer compiles the package from source."""
+    project.write("once.yaml", LOOP)
+    code = "import sys; print(sys.flags.dont_write_bytecode, sys.pycache_prefix)"
+    seen = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert seen[0] == "0", seen
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX")
+    if prefix:
+        assert seen[1] == prefix
+        assert project.ll("validate", "once.yaml", process=True).returncode == 0
+        compiled = list(Path(prefix).rglob("little_loops/load/loader.*.pyc"))
+        assert compiled, f"no bytecode of little_loops under {prefix}"
