@@ -138,8 +138,8 @@ def test_docs_workflow_passes_actionlint(block: Block, doc: dict[str, Any], tmp_
 
 # What every `pip install` of these tests runs with: offline (no index; `ll`'s dependencies are
 # already there) and with the build backend of this environment instead of one installed from
-# the index into a temporary build environment for every install (3.4 s of CPU each against
-# 2.4 s, docs/performance.md "Test suite"). pip reads PIP_NO_BUILD_ISOLATION the other way round:
+# the index into a temporary build environment for every install (3.1 s of CPU each against
+# 1.8 s, docs/performance.md "Test suite"). pip reads PIP_NO_BUILD_ISOLATION the other way round:
 # "0" is what turns build isolation off (like --no-build-isolation).
 OFFLINE_PIP = {"PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0"}
 
