@@ -1,12 +1,12 @@
 """The `ll migrate` equivalence harness: upstream little-loops files run by both runners.
 
 A scenario is one upstream loop file from the shared corpus (../shared/upstream-loops) and one
-scripted answer of the fake `claude` (tests/migrate/equiv/claude): the judge says `yes` (or
-`no`) to everything and every prompt step prints `done`. Both runs get the same sandbox: a
-fresh git repository as the working directory, a PATH of only the fake `claude`, a `sleep`
-that returns at once, /usr/bin and /bin (so upstream's `ll-*` tools and Python package are on
-neither side), the same context values, and no `backoff` (a pause between steps changes no
-path).
+scripted answer of the fake `claude` (tests/migrate/equiv/claude, behind its shell fast path
+claude.sh): the judge says `yes` (or `no`) to everything and every prompt step prints `done`.
+Both runs get the same sandbox: a fresh git repository as the working directory, a PATH of only
+the fake `claude`, a `sleep` that returns at once, /usr/bin and /bin (so upstream's `ll-*`
+tools and Python package are on neither side), the same context values, and no `backoff` (a
+pause between steps changes no path).
 
     python scripts/migrate_equiv.py record --ll-loop /tmp/upvenv/bin/ll-loop
         runs upstream's `ll-loop` (from a scratch virtualenv holding its repository at commit
@@ -40,6 +40,9 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "upstream-loops"
 EXPECTED = REPO / "tests" / "migrate" / "equiv" / "expected.json"
 FAKE_CLAUDE = REPO / "tests" / "migrate" / "equiv" / "claude"
+# its fast path, a shell script: the sandbox's `claude`, handing what it does not answer
+# itself to the Python fake beside it (`claude-full`)
+FAKE_CLAUDE_SH = REPO / "tests" / "migrate" / "equiv" / "claude.sh"
 VERDICTS = ("yes", "no")
 STEP_LIMIT = 20  # upstream's `-n`: enough for every corpus loop to show its shape
 RUN_TIMEOUT = 60
@@ -54,8 +57,10 @@ def sandbox(root: Path) -> tuple[Path, dict[str, str]]:
     """A working directory (an empty git repository) and the environment both runners get."""
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True)
-    shutil.copy(FAKE_CLAUDE, bin_dir / "claude")
+    shutil.copy(FAKE_CLAUDE_SH, bin_dir / "claude")
     (bin_dir / "claude").chmod(0o755)
+    shutil.copy(FAKE_CLAUDE, bin_dir / "claude-full")
+    (bin_dir / "claude-full").chmod(0o755)
     (bin_dir / "sleep").write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
     (bin_dir / "sleep").chmod(0o755)
     home = root / "home"
