@@ -531,13 +531,24 @@ def test_corpus_at_least_90_percent_validate_after_migration(corpus_out: Path) -
     assert notes.count("\n## ") == len(loops) + len(list(CORPUS.glob("lib/*.yaml")))
 
 
+def _corpus_files() -> list[Path]:
+    return [*_corpus_loops(), *sorted(CORPUS.glob("lib/*.yaml"))]
+
+
 @needs_corpus
 @pytest.mark.slow
-def test_no_corpus_file_makes_migrate_raise(tmp_path: Path) -> None:
-    for file in [*_corpus_loops(), *sorted(CORPUS.glob("lib/*.yaml"))]:
-        result = migrate([file], None)  # one file at a time, as `ll migrate FILE` does
-        assert result.files, file
-        assert result.files[0].text, file
+def test_the_corpus_is_there_to_convert() -> None:
+    assert len(_corpus_files()) >= 100
+
+
+# One test per file (each a fraction of a second, ~40 s in all): xdist spreads them.
+@needs_corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("file", _corpus_files(), ids=lambda f: str(f.relative_to(CORPUS)))
+def test_no_corpus_file_makes_migrate_raise(file: Path) -> None:
+    result = migrate([file], None)  # one file at a time, as `ll migrate FILE` does
+    assert result.files, file
+    assert result.files[0].text, file
 
 
 @needs_corpus
