@@ -4,6 +4,7 @@ tests read ../shared/upstream-loops when it exists (never copied into the projec
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from project import Project, Result
+from project import Project, Result, shared_dir
 
 from little_loops.load.loader import try_load
 from little_loops.migrate.convert import migrate
@@ -505,11 +506,17 @@ def _corpus_loops() -> list[Path]:
 
 @pytest.fixture(scope="module")
 def corpus_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("corpus")
-    files = [*_corpus_loops(), *sorted(CORPUS.glob("lib/*.yaml"))]
-    proc = Project(out).ll("migrate", *files, "--out", out)
-    assert "Traceback" not in proc.stdout + proc.stderr
-    assert proc.returncode == 1, proc.stderr  # some files need hand work; none is unreadable
+    # about ten CPU seconds: once a session, for every xdist worker (what `ll migrate` said is
+    # kept beside the output, for each worker to check)
+    with shared_dir(tmp_path_factory, "corpus") as (out, first):
+        said = out.with_name("corpus.said.json")
+        if first:
+            files = [*_corpus_loops(), *sorted(CORPUS.glob("lib/*.yaml"))]
+            proc = Project(out).ll("migrate", *files, "--out", out)
+            said.write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))
+        code, stdout, stderr = json.loads(said.read_text())
+    assert "Traceback" not in stdout + stderr
+    assert code == 1, stderr  # some files need hand work; none is unreadable
     return out
 
 

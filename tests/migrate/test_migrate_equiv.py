@@ -12,18 +12,16 @@ runs the same scenarios with `ll` in a process of its own and prints the figure.
 
 from __future__ import annotations
 
-import fcntl
 import importlib.util
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-from project import Project
+from project import Project, shared_dir
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO.parent / "shared" / "upstream-loops"
@@ -54,19 +52,14 @@ eq = harness()
 
 @pytest.fixture(scope="module")
 def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The corpus converted by `ll migrate` (about ten CPU seconds): once per session, the
-    xdist workers sharing it (the first one converts it under a lock, the others read it)."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent  # this session's, shared by its workers
-    work = base / "equiv-corpus"
-    with (base / "equiv-corpus.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (work / "converted").is_file():
-            shutil.rmtree(work, ignore_errors=True)
+    """The corpus converted by `ll migrate` (about ten CPU seconds): once a session, for
+    every xdist worker."""
+    with shared_dir(tmp_path_factory, "equiv-corpus") as (work, first):
+        if first:
             proc = eq.migrate_corpus(CORPUS, work)
-            assert "Traceback" not in proc.stderr, proc.stderr
-            (work / "converted").touch()
+            (work / "migrate.stderr").write_text(proc.stderr, encoding="utf-8")
+        stderr = (work / "migrate.stderr").read_text(encoding="utf-8")
+    assert "Traceback" not in stderr, stderr
     return work
 
 
