@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -67,7 +69,19 @@ def ll_in_this_process(args: list[str], cwd: Path, env: dict[str, str]) -> tuple
     """The harness's `invoke`: `ll ARGS` through the in-process runner, with `env` as the
     whole environment (every other variable of this process taken out for the call)."""
     unset: dict[str, str | None] = {name: None for name in os.environ if name not in env}
-    done = Project(cwd).ll(*args, cwd=cwd, env={**unset, **env})
+
+    def hung(signum: int, frame: Any) -> None:
+        # the harness's limit for a run in a process of its own (RUN_TIMEOUT): a scenario
+        # that hangs fails (`ll` ends with the exception, exit 70) instead of holding the suite
+        raise subprocess.TimeoutExpired(["ll", *args], eq.RUN_TIMEOUT)
+
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(eq.RUN_TIMEOUT)
+    try:
+        done = Project(cwd).ll(*args, cwd=cwd, env={**unset, **env})
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
     return done.returncode, done.stdout, done.stderr
 
 
