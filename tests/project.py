@@ -191,3 +191,21 @@ def shared_dir(factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[Pat
         path.mkdir()
         yield path, True
         (base / f"{name}.made").touch()
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int, what: str) -> Iterator[None]:
+    """In the main thread, raise TimeoutError in whatever runs after `seconds` (SIGALRM): an
+    in-process `ll` that hangs then fails its test (`ll` ends with the reason on screen, a run
+    error) instead of holding the suite, as a subprocess's `timeout=` did."""
+
+    def expired(signum: int, frame: object) -> None:
+        raise TimeoutError(f"{what}: still running after {seconds} s")
+
+    before = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)

@@ -43,7 +43,7 @@ import pytest
 import yaml
 from fakes import install_fake_claude
 from llm_server import LlmServer, llm_server_fixture, message  # noqa: F401  (a fixture)
-from project import Project
+from project import Project, time_limit
 from test_docs import DOCS, Block, blocks
 
 # Every loop of the docs run end to end through `ll`: minutes in all, so not in the fast set.
@@ -228,7 +228,8 @@ def test_doc_loop_runs_as_its_text_says(
     argv += [str(a) for a in spec.get("args") or []]
     # In process (no fresh interpreter, the judge's SDK imported once): what is under test is
     # the loop's path, exit code and output, not how a process ends.
-    done = project.ll(*argv, cwd=work)
+    with time_limit(120, scenario.id):
+        done = project.ll(*argv, cwd=work)
     shown = done.stdout + done.stderr
     where = f"{scenario.id}: ll printed:\n{shown[-3000:]}"
     logs = sorted((work / ".loops" / "runs").glob("*/events.jsonl"))

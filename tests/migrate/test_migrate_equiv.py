@@ -15,15 +15,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-from project import Project, shared_dir
+from project import Project, shared_dir, time_limit
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO.parent / "shared" / "upstream-loops"
@@ -70,18 +68,9 @@ def ll_in_this_process(args: list[str], cwd: Path, env: dict[str, str]) -> tuple
     whole environment (every other variable of this process taken out for the call)."""
     unset: dict[str, str | None] = {name: None for name in os.environ if name not in env}
 
-    def hung(signum: int, frame: Any) -> None:
-        # the harness's limit for a run in a process of its own (RUN_TIMEOUT): a scenario
-        # that hangs fails (`ll` ends with the exception, exit 70) instead of holding the suite
-        raise subprocess.TimeoutExpired(["ll", *args], eq.RUN_TIMEOUT)
-
-    before = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(eq.RUN_TIMEOUT)
-    try:
+    # the harness's limit for a run in a process of its own
+    with time_limit(eq.RUN_TIMEOUT, " ".join(["ll", *args])):
         done = Project(cwd).ll(*args, cwd=cwd, env={**unset, **env})
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, before)
     return done.returncode, done.stdout, done.stderr
 
 
