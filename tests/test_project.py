@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from project import Project, subreaper
+from project import Project, subreaper, time_limit
 
 from little_loops.actions.reaper import ORPHANS
 
@@ -93,3 +93,25 @@ def test_an_ll_a_test_starts_reads_bytecode_instead_of_compiling_the_package(
         assert project.ll("validate", "once.yaml", process=True).returncode == 0
         compiled = list(Path(prefix).rglob("little_loops/load/loader.*.pyc"))
         assert compiled, f"no bytecode of little_loops under {prefix}"
+
+
+def test_an_in_process_run_that_hangs_fails_at_its_time_limit(project: Project) -> None:
+    """time_limit() stands for a subprocess's `timeout=`: the hung `ll` ends (a run error,
+    exit 3, the reason on screen) and the process gets its SIGALRM handler back."""
+    project.write(
+        "hang.yaml",
+        """\
+        name: hang
+        initial: a
+        states:
+          a: {action: sleep 30, next: done}
+          done: {terminal: true}
+        """,
+    )
+    before = signal.getsignal(signal.SIGALRM)
+    with time_limit(1, "ll run hang.yaml"):
+        done = project.ll("run", "hang.yaml")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "ll run hang.yaml: still running after 1 s" in done.stdout + done.stderr
+    assert signal.getsignal(signal.SIGALRM) is before
+    assert signal.alarm(0) == 0
