@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from little_loops.cli import launch
 from little_loops.errors import EXIT_SUSPENDED
+from little_loops.model.records import replace
 
 
 def parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
@@ -197,8 +198,6 @@ def execute(
     rig: Any = None,
 ) -> None:
     """Run (or resume) with the chosen display and reports, then exit with the run's code."""
-    import dataclasses
-
     from little_loops.report.render import (
         make_renderer,
         output_streamer,
@@ -220,14 +219,14 @@ def execute(
     if display.verbose:
         hooks.append(output_streamer(json_mode))
     elif not (display.quiet or json_mode):  # a terminal's report is shown without -v
-        options = dataclasses.replace(options, on_terminal_output=output_streamer(False))
+        options = replace(options, on_terminal_output=output_streamer(False))
     on_output = launch.fan_out([hook for hook in hooks if hook is not None])
     if on_output is not None:
-        options = dataclasses.replace(options, on_output=on_output)
+        options = replace(options, on_output=on_output)
     if launch.interactive(no_input=display.no_input, quiet=display.quiet, json_mode=json_mode):
         from little_loops.cli.answer import terminal_prompt
 
-        options = dataclasses.replace(options, prompt=terminal_prompt)
+        options = replace(options, prompt=terminal_prompt)
     reporters = launch.reporters(loop, display.junit_xml, json_mode)
     tracer = launch.tracer(display.otel)
     # A simulation's layer learns from the events which state each action belongs to.

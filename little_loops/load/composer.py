@@ -8,15 +8,13 @@ refuse documents nested or aliased deeply enough to crash or stall the program.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import field
 from typing import Any
 
 import yaml
 
 from little_loops.errors import Diagnostic
 from little_loops.model.loop import Pos
-from little_loops.model.records import record
+from little_loops.model.records import field, record
 from little_loops.wording import (
     NodePath,
     where,
@@ -98,7 +96,7 @@ def compose(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic], boo
         found = _yaml_error(exc, file)
         problem = (exc.problem or "").strip()
         hint = _line_hint(problem, text, Pos(found.line, found.col))
-        composer.errors.append(dataclasses.replace(found, message=hint) if hint else found)
+        composer.errors.append(found.with_message(hint) if hint else found)
     except yaml.YAMLError as exc:
         composer.errors.append(_reader_error(exc, text, file))
     finally:

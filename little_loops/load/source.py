@@ -6,7 +6,6 @@ not YAML) becomes one located diagnostic; nothing here knows what a loop is.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -128,8 +127,7 @@ def decode(data: bytes, file: str) -> str | Diagnostic:
 def sorted_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
     """Sorted by position, each message kept to one printable line, each said once."""
     out = {
-        d if d.message.isprintable() else dataclasses.replace(d, message=_printable(d.message))
-        for d in diagnostics
+        d if d.message.isprintable() else d.with_message(_printable(d.message)) for d in diagnostics
     }
     return sorted(out, key=lambda d: (d.file, d.line, d.col, d.severity, d.message))
 

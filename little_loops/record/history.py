@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -20,7 +19,7 @@ from little_loops.errors import LoopError
 from little_loops.model.details import EMPTY_DETAILS, Details
 from little_loops.model.fork import join_record
 from little_loops.model.loop import base_verdict
-from little_loops.model.records import record
+from little_loops.model.records import field, record, replace
 from little_loops.record.events import (
     ActionComplete,
     ActionStart,

@@ -23,7 +23,6 @@ it did not succeed:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -34,6 +33,7 @@ from datetime import datetime
 from typing import IO, Any
 
 from little_loops.model.details import EMPTY_DETAILS
+from little_loops.model.records import replace
 from little_loops.record.events import (
     ActionComplete,
     ActionStart,
@@ -256,7 +256,7 @@ class PlainRenderer:
         extra = {k: v for k, v in event.extra.items() if k != "path"}
         if len(path) > 1:
             extra["path"] = list(path[1:])
-        view(dataclasses.replace(event, extra=extra))
+        view(replace(event, extra=extra))
 
     def on_lock_reclaimed(self, event: LockReclaimed) -> None:
         self.write(
@@ -377,7 +377,7 @@ class _ChildView(PlainRenderer):
 
     def _begin(self, event: RunEvent, phase: str) -> None:
         # The caller's heartbeat (and spinner words) follow the child's running step.
-        self.caller._begin(dataclasses.replace(event, state=f"{self.name}/{event.state}"), phase)
+        self.caller._begin(replace(event, state=f"{self.name}/{event.state}"), phase)
 
     def _end(self) -> None:
         self.caller._end()
