@@ -49,6 +49,16 @@ NOT_LOADED = (
     "jsonschema",
     "rich",
     "grandalf",
+    # model/records.py's `record` instead of dataclasses, which imports inspect (and ast,
+    # dis, tokenize, linecache with it); errors.Diagnostic is written by hand
+    "dataclasses",
+    "inspect",
+    "ast",
+    "dis",
+    "tokenize",
+    "linecache",
+    "copy",
+    "random",  # a retry's jitter makes its generator when there is one (run/steps.py)
 )
 
 LIST_MODULES = (
