@@ -21,7 +21,7 @@ from little_loops.errors import (
     LoopError,
 )
 from little_loops.load.loader import load
-from little_loops.record.store import atomic_write_text
+from little_loops.record.store import write_named_file
 from little_loops.run.runner import (
     Runner,
     RunOptions,
@@ -197,6 +197,6 @@ def write_junit(path: Path, results: list[Outcome]) -> None:
     text = ET.tostring(suite, encoding="unicode", xml_declaration=True)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, text + "\n")
+        write_named_file(path, text + "\n")
     except OSError as exc:
         raise LoopError(f"cannot write the JUnit report to {path}: {exc.strerror or exc}") from exc

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -126,3 +128,40 @@ def test_compare_names_each_difference() -> None:
     assert found[-1] == "the run: state 'a' gave verdict 'error'"
     assert compare({"exit_code": 1, "steps": 2}, result, None) == []
     assert compare({"outputs": {"url": "x"}}, result, {"url": "x"}) == []
+
+
+def test_junit_through_a_link_to_standard_output_never_replaces_the_link(
+    tmp_path: Path, ll_cmd: list[str]
+) -> None:
+    # `ll test ... --junit-xml /dev/stdout > log`, as root, would have renamed a file over the
+    # system's /dev/stdout link, as `ll run --junit-xml` once did. The same link made here
+    # (never the real /dev/stdout) stays a link and the report lands in the log. A process:
+    # the link names this process's own fd 1.
+    script = REPO / "loops" / "tests" / "gate.test.yaml"
+    link = tmp_path / "stdout-link"
+    link.symlink_to("/proc/self/fd/1")
+    log = tmp_path / "log.txt"
+    with log.open("w") as out:
+        done = subprocess.run(
+            [*ll_cmd, "test", str(script), "--junit-xml", str(link)],
+            cwd=tmp_path, stdout=out, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink()
+    assert os.readlink(link) == "/proc/self/fd/1"
+    text = log.read_text()
+    assert "PASS " in text
+    assert text.index("<testsuite") > text.index("PASS ")  # appended after what ll printed
+
+
+def test_junit_to_a_link_replaces_its_target_and_keeps_the_link(
+    project: Project, tmp_path: Path
+) -> None:
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "real.xml").write_text("old")
+    (tmp_path / "ll-test.xml").symlink_to("reports/real.xml")
+    script = REPO / "loops" / "tests" / "gate.test.yaml"
+    done = project.ll("test", str(script), "--junit-xml", "ll-test.xml")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "ll-test.xml").is_symlink()
+    assert ET.parse(tmp_path / "reports" / "real.xml").getroot().tag == "testsuite"
