@@ -8,9 +8,7 @@ refuse documents nested or aliased deeply enough to crash or stall the program.
 
 from __future__ import annotations
 
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from little_loops.errors import Diagnostic
 from little_loops.model.loop import Pos
@@ -20,10 +18,20 @@ from little_loops.wording import (
     where,
 )
 
-try:
-    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
+if TYPE_CHECKING:
+    import yaml
+
+# PyYAML is imported when a file is composed, not with this module: its import compiles
+# regular expressions for about a fifth of `ll run`'s start-up, which a loop file found in
+# the parse cache (source.py) does without.
+
+
+def _loader_class() -> type[yaml.SafeLoader]:
+    import yaml
+
+    made: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's
+    return made
+
 
 MAX_DEPTH = 100
 MAX_NODES = 100_000  # after aliases are expanded
@@ -80,6 +88,8 @@ class _Frame:
 
 def compose(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic], bool]:
     """The document, its positions, the diagnostics, and whether the whole file was read."""
+    import yaml
+
     composer = _Composer(text, file)
     complete = False
     try:
@@ -106,7 +116,7 @@ def compose(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic], boo
 
 class _Composer:
     def __init__(self, text: str, file: str) -> None:
-        self.loader = _Loader(text)
+        self.loader = _loader_class()(text)
         self.text = text
         self.lines: list[str] | None = None
         self.file = file
@@ -120,6 +130,8 @@ class _Composer:
         self.documents = 0
 
     def run(self) -> None:
+        import yaml
+
         loader = self.loader
         while True:
             event = loader.get_event()  # type: ignore[no-untyped-call]
@@ -211,6 +223,8 @@ class _Composer:
         self.smap.keys[key_path] = pos
 
     def construct(self, event: yaml.ScalarEvent, pos: Pos) -> Any:
+        import yaml
+
         tag = event.tag
         if tag is None or tag == "!":
             memo = (event.value, event.implicit)
@@ -253,6 +267,8 @@ class _Composer:
         self.add(value, size, pos)
 
     def open(self, event: yaml.MappingStartEvent | yaml.SequenceStartEvent, pos: Pos) -> None:
+        import yaml
+
         is_map = isinstance(event, yaml.MappingStartEvent)
         if event.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
             raise _Stop(pos, "unsupported-tag", f"the YAML tag '{event.tag}' is not supported here")
