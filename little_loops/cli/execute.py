@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from little_loops.cli import launch
 from little_loops.errors import EXIT_SUSPENDED
-from little_loops.model.records import replace
+from little_loops.model.records import record, replace
 
 
 def parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
@@ -40,7 +41,10 @@ def parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
     return out
 
 
-class Display(NamedTuple):
+# Records, not NamedTuples: a NamedTuple of 26 fields costs a millisecond of every `ll run`
+# to define; a record compiles its `__init__` when it is first used.
+@record(frozen=True)
+class Display:
     """The output options shared by `ll run` and `ll resume`."""
 
     json_mode: bool
@@ -53,7 +57,8 @@ class Display(NamedTuple):
     report: str | None = None  # --report FILE: the HTML report, written at the run's end
 
 
-class RunArgs(NamedTuple):
+@record(frozen=True)
+class RunArgs:
     """The options of `ll run`, as the click command parses them (the defaults are its own):
     the fast path of entry.py builds these for the common options without click."""
 
@@ -85,6 +90,16 @@ class RunArgs(NamedTuple):
     run_id: str | None = None
 
 
+def use_caches() -> None:
+    """Keep the records' compiled `__init__`s between runs (model/records.py), beside the
+    parse cache (load/source.py)."""
+    from little_loops.model.records import cache_dir, use_code_cache
+
+    root = cache_dir()
+    if root is not None:
+        use_code_cache(os.path.join(root, "inits"))
+
+
 def _usage(message: str) -> Exception:
     import click
 
@@ -95,10 +110,11 @@ def prepare_run(args: RunArgs) -> Callable[[], None] | None:
     """`ll run`: every check of the file and the options, then the run to start (None after
     `--dry-run`, which only prints). A mistake is raised before anything is started or
     written: a click exception for a usage error, a LoopError for the others."""
-    import os
     from pathlib import Path
 
     from little_loops.load.loader import load
+
+    use_caches()
 
     if args.record and args.replay:
         raise _usage(

@@ -22,6 +22,7 @@ from little_loops.load.composer import (
     compose,
 )
 from little_loops.model.loop import Pos
+from little_loops.model.records import cache_dir
 
 MAX_FILE_BYTES = 1024 * 1024
 
@@ -187,13 +188,13 @@ def compose_cached(
 
 
 def _entry_file(path: Path) -> str | None:
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    if not os.path.isabs(root):  # no home (expanduser left "~"), or a relative XDG path
+    root = cache_dir()
+    if root is None:
         return None
     from little_loops.record.store import sha256
 
     name = sha256(os.path.abspath(path).encode("utf-8", "surrogateescape"))[:40]
-    return os.path.join(root, "little-loops", "parsed", name)
+    return os.path.join(root, "parsed", name)
 
 
 def _stamp() -> str:

@@ -22,10 +22,12 @@ every attribute assignment (not only to its fields on a subclass), `__dataclass_
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Mapping
 from operator import attrgetter
-from types import MappingProxyType
+from types import CodeType, MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 __all__ = ["MISSING", "Field", "field", "fields", "record", "replace"]
@@ -355,7 +357,11 @@ def _init(cls: type, fields: tuple[Field, ...], frozen: bool) -> Any:
     params = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
     head = ["    __d = self.__dict__"] if frozen else []
     source = f"def __init__({params}):\n" + "\n".join(head + body or ["    pass"]) + "\n"
-    exec(source, names)
+    code = _CODE.get(source)
+    if code is None:
+        code = _CODE[source] = compile(source, "<record __init__>", "exec")
+        _NEW.append(source)
+    exec(code, names)
     made = names["__init__"]
     made.__qualname__ = f"{cls.__qualname__}.__init__"
     # As dataclass annotates it: what inspect.signature and get_type_hints read.
@@ -400,3 +406,71 @@ def _refuse_delete(self: Any, name: str) -> None:
     from dataclasses import FrozenInstanceError
 
     raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+# -- compiled `__init__`s kept between processes ---------------------------------------------
+#
+# Compiling is most of what a record costs the run that first makes one (a tenth of a
+# millisecond or more each, some thirty records a run). `ll run` names a file
+# (`use_code_cache`, cli/execute.py) where the compiled code of each `__init__` is kept by its
+# source text, for this very Python (`sys.version`): the next run reads it instead of
+# compiling. A file that cannot be read or written is as if there were none.
+
+_CODE: dict[str, CodeType] = {}
+_NEW: list[str] = []  # compiled by this process
+_CODE_FILE: list[str] = []
+_MAX_KEPT = 2000  # sources kept in the file: the records of a few versions of ll
+
+
+def use_code_cache(path: str) -> None:
+    """Take the compiled `__init__`s in `path`, and write the ones compiled here back at exit."""
+    if _CODE_FILE:
+        return
+    _CODE_FILE.append(path)
+    import atexit
+    import marshal
+
+    try:
+        with open(path, "rb") as f:
+            found = marshal.loads(f.read())
+    except (OSError, ValueError, EOFError, TypeError):
+        found = None
+    if isinstance(found, dict) and found.get("") == sys.version:
+        for source, code in found.items():
+            if isinstance(source, str) and isinstance(code, CodeType):
+                _CODE.setdefault(source, code)
+        _NEW[:] = [source for source in _NEW if source not in found]  # (compiled before)
+    atexit.register(_keep_code)
+
+
+def cache_dir() -> str | None:
+    """Where `ll` keeps what it can make again: `$XDG_CACHE_HOME/little-loops`, by default
+    `~/.cache/little-loops` (the parse cache, load/source.py; the code cache above). None
+    without a home."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(root):  # no home (expanduser left "~"), or a relative XDG path
+        return None
+    return os.path.join(root, "little-loops")
+
+
+def _keep_code() -> None:
+    if not _NEW or not _CODE_FILE:
+        return
+    import marshal
+
+    path = _CODE_FILE[0]
+    kept: dict[str, object] = {"": sys.version}
+    kept.update(_CODE if len(_CODE) <= _MAX_KEPT else {s: _CODE[s] for s in _NEW})
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, marshal.dumps(kept))
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    _NEW.clear()

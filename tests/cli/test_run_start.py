@@ -109,6 +109,12 @@ def test_a_second_run_of_the_same_file_does_without_yaml(tmp_path: Path) -> None
     assert first.returncode == proc.returncode == 0, proc.stderr
     loaded = sorted(m for m in modules if m.split(".")[0] in NOT_LOADED_AGAIN)
     assert not loaded, f"a run of a cached file imported {loaded}"
+    # The records' compiled `__init__`s are kept too (model/records.py `use_code_cache`);
+    # the second run compiled none, so it did not write them again.
+    inits = Path(os.environ["HOME"], ".cache", "little-loops", "inits")
+    written = inits.stat().st_mtime_ns
+    assert modules_of(tmp_path, "run", "-q", "two.yaml")[0].returncode == 0
+    assert inits.stat().st_mtime_ns == written
     # An edit is seen: other bytes are composed again.
     (tmp_path / "two.yaml").write_text(TWO.replace("'true'", "'exit 3'"), encoding="utf-8")
     edited, modules = modules_of(tmp_path, "run", "-q", "two.yaml")
