@@ -42,6 +42,7 @@ NOT_LOADED = (
     "little_loops.sim",
     "little_loops.migrate",
     "little_loops.report.page",
+    "little_loops.report.otel",  # without --otel or an OTLP endpoint in the environment
     "logging",  # OpenTelemetry's, only when exporting
     "secrets",  # a run id's random part is os.urandom
     "hashlib",  # its OpenSSL: SHA-256 by the built-in module (record/store.py `sha256`)
