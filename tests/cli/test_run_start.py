@@ -60,6 +60,7 @@ NOT_LOADED = (
     "linecache",
     "copy",
     "random",  # a retry's jitter makes its generator when there is one (run/steps.py)
+    "ctypes",  # the subreaper's prctl comes from _ctypes (actions/reaper.py `_prctl`)
 )
 
 LIST_MODULES = (
