@@ -124,10 +124,11 @@ def measure(repeat: int) -> list[tuple[str, float]]:
 
 NOTES = """\
 How the package is installed matters: an editable install (`pip install -e`, as the test
-command does) adds a path finder that `site` runs in every process, and a virtualenv holding the
-test tools loads more `.pth` files; both slow even `python -c pass` (about 0.048 s against
-0.014 s here). Users get a regular install, so that is what the table measures. Where
-`ll validate` spends its time
+command does) runs the package from the checkout (built with setuptools, as it was until
+issue 21, through a path finder that `site` ran in every process), and a virtualenv holding the
+test tools loads more `.pth` files; both slowed even `python -c pass` (about 0.048 s against
+0.014 s here, with setuptools). Users get a regular install, so that is what the table
+measures. Where `ll validate` spends its time
 (`python -X importtime`, warm caches): the interpreter and `site`, click about 35 ms
 (the whole of `ll --help`'s excess over the floor is click and the CLI module), PyYAML about
 20 ms (7 ms of it compiling one Unicode regex in `yaml.reader`), `little_loops.model.loop`'s frozen

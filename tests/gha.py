@@ -163,8 +163,9 @@ class Runner:
         self.env = env
         self.artifacts = root / "artifacts"
         # The Action's own checkout (`github.action_path`): a private copy of this repository,
-        # since `pip install PATH` builds inside PATH (`build/`, the egg-info) and two builds
-        # in one tree at once collide ("File exists: build/bdist...").
+        # so that what the Action installs is this test's alone, whatever else works in the
+        # checkout meanwhile (a build backend that wrote into the tree it builds, as setuptools
+        # did with `build/` and the egg-info, made two builds at once collide).
         self.action_path = root / "action"
         shutil.copytree(
             REPO,

@@ -9,6 +9,7 @@ path checks it out first, and Python is set up before pip runs.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import shutil
@@ -21,6 +22,8 @@ from typing import Any
 import pytest
 import yaml
 from gha import ACTION, REPO, Runner
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from test_docs import DOCS, Block, blocks
 
 # -- the workflows of the docs ------------------------------------------------------------
@@ -128,11 +131,17 @@ def test_docs_workflow_passes_actionlint(block: Block, doc: dict[str, Any], tmp_
     assert proc.returncode == 0 or not problems, proc.stdout
 
 
-# The Action installs `ll` with `pip install` from this checkout (its `github.action_path`),
-# which builds in the source tree (`build/`, the egg-info): two workers building at once
-# overwrite each other's files, and a job got an `ll` script without its package. So the
-# tests of this module run one after the other, on one worker.
-pytestmark = pytest.mark.xdist_group("action-install")
+# The Action installs `ll` with `pip install` from its `github.action_path`: each test's runner
+# gives it a private copy of this checkout (tests/gha.py), and the build backend (flit_core)
+# writes nothing into the tree it builds, so these tests share no files and spread over the
+# xdist workers like any others.
+
+# What every `pip install` of these tests runs with: offline (no index; `ll`'s dependencies are
+# already there) and with the build backend of this environment instead of one installed from
+# the index into a temporary build environment for every install (3.1 s of CPU each against
+# 1.8 s, docs/performance.md "Test suite"). pip reads PIP_NO_BUILD_ISOLATION the other way round:
+# "0" is what turns build isolation off (like --no-build-isolation).
+OFFLINE_PIP = {"PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0"}
 
 
 # -- running them -------------------------------------------------------------------------
@@ -142,8 +151,9 @@ pytestmark = pytest.mark.xdist_group("action-install")
 def job_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv whose `python -m pip install PATH` the Action's install step runs.
 
-    The dependencies of `ll` are taken from the test's own environment (a .pth line), so
-    the install is offline and quick; `ll` itself is installed from the checkout by the Action.
+    The dependencies of `ll` and its build backend are taken from the test's own environment
+    (a .pth line), so the install is offline and quick; `ll` itself is installed from the
+    checkout by the Action.
     """
     venv = tmp_path_factory.mktemp("job-venv")
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -165,7 +175,7 @@ def runner(tmp_path: Path, job_python: Path) -> Runner:
     shutil.copytree(REPO / "schemas", sample / "schemas")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "RUNNER_"))}
     env.pop("CI", None)
-    env.update(PIP_NO_DEPS="1", PIP_DISABLE_PIP_VERSION_CHECK="1", NO_COLOR="1")
+    env.update(PIP_NO_DEPS="1", PIP_DISABLE_PIP_VERSION_CHECK="1", NO_COLOR="1", **OFFLINE_PIP)
     return Runner(tmp_path / "jobs", sample, job_python, env)
 
 
@@ -327,8 +337,47 @@ def pre_commit() -> str:
     return str(Path(sys.executable).parent / "pre-commit")
 
 
+def _runtime_closure(name: str) -> set[str]:
+    """The distributions `name` needs to run: its dependencies without extras, and theirs."""
+    found: set[str] = set()
+    todo = [name]
+    while todo:
+        dist = canonicalize_name(todo.pop())
+        if dist in found:
+            continue
+        found.add(dist)
+        for line in importlib.metadata.requires(dist) or []:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return found
+
+
+@pytest.fixture(scope="session")
+def hook_deps(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder (for PYTHONPATH) holding what the hook's `pip install .` would fetch: the
+    runtime dependencies pyproject.toml declares for `ll`, and theirs, linked from this
+    environment, and the build backend. Nothing else: a dependency that pyproject.toml
+    forgets is missing in the hook's environment too. `ll` itself is not there."""
+    deps = tmp_path_factory.mktemp("hook-deps")
+    wanted = (_runtime_closure("little-loops-fsm") - {"little-loops-fsm"}) | {"flit-core"}
+    for name in sorted(wanted):
+        dist = importlib.metadata.distribution(name)
+        for top in {file.parts[0] for file in dist.files or []}:
+            if top in ("..", "__pycache__") or top.endswith(".pth") or (deps / top).exists():
+                continue
+            (deps / top).symlink_to(Path(str(dist.locate_file(top))))
+    return deps
+
+
 @pytest.mark.slow
-def test_pre_commit_try_repo_validates_a_repositorys_loops(pre_commit: str, tmp_path: Path) -> None:
+def test_pre_commit_try_repo_validates_a_repositorys_loops(
+    pre_commit: str, hook_deps: Path, tmp_path: Path
+) -> None:
+    """The hook as pre-commit installs it: `try-repo` clones this repository, makes a
+    virtualenv and runs `pip install .` in the clone, then `ll validate --strict`. Offline:
+    pip finds `ll`'s dependencies already there (hook_deps, on PYTHONPATH) and builds with
+    this environment's flit_core, without fetching it."""
     repo = tmp_path / "sample"
     (repo / "loops" / "tests").mkdir(parents=True)
     shutil.copy(REPO / "loops" / "gate.yaml", repo / "loops" / "gate.yaml")
@@ -337,7 +386,9 @@ def test_pre_commit_try_repo_validates_a_repositorys_loops(pre_commit: str, tmp_
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "loops")
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache")}
+    path = os.pathsep.join(filter(None, [str(hook_deps), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"), "PYTHONPATH": path}
+    env.update(OFFLINE_PIP)
 
     def try_repo() -> subprocess.CompletedProcess[str]:
         return subprocess.run(

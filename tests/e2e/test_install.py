@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,6 +241,38 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> Layout:
         if not entry.name.startswith(("little_loops", "little-loops", "__editable__")):
             (deps / entry.name).symlink_to(entry)
     return Layout(work, deps, cache)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_the_wheel_holds_the_package_and_the_build_leaves_the_checkout_alone(
+    layout: Layout,
+) -> None:
+    """The build backend (flit_core) zips the package: the wheel `pip wheel .` built in the copy
+    holds every file of little_loops/ (the code, py.typed, loop.schema.json, data/), both
+    commands and the licence, and the build wrote nothing into the tree (setuptools left
+    `build/` and an egg-info there, which two builds at once overwrote)."""
+    written = [p.name for p in layout.work.iterdir() if p.name == "build" or "egg-info" in p.name]
+    assert written == []
+    (wheel,) = (layout.work / "dist").glob("little_loops_fsm-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = archive.read(f"{info}/METADATA").decode()
+        commands = archive.read(f"{info}/entry_points.txt").decode()
+    package = layout.work / "little_loops"
+    files = {
+        p.relative_to(layout.work).as_posix()
+        for p in package.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert {n for n in names if not n.startswith(info)} == files
+    for data in ("py.typed", "loop.schema.json", "data/report.html", "data/prices.json"):
+        assert f"little_loops/{data}" in files
+    assert f"Name: {DIST}\n" in metadata
+    assert "License-Expression: MIT\n" in metadata
+    found = dict(re.findall(r"^([\w-]+) ?= ?(\S+)$", commands, re.M))
+    assert found == {"ll": "little_loops.entry:main", "little-loops": "little_loops.entry:main"}
 
 
 @pytest.mark.slow

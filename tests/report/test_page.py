@@ -307,19 +307,33 @@ def _bench() -> Any:
     return module
 
 
-@pytest.mark.slow
-def test_a_run_of_20000_steps_and_a_fork_of_1000_branches_stay_under_5_mb(tmp_path: Path) -> None:
-    bench = _bench()
-    long_run = bench.long_run(tmp_path / "long", 20_000)
-    done = ll("report", long_run, "-o", tmp_path / "long.html", cwd=tmp_path)
+# The page of a 20,000-step run, made once for the two tests that read it (its run and its
+# page cost about 8 s of CPU). They share one xdist group, so they run on the worker that made it.
+BIG = pytest.mark.xdist_group("report-20000-steps")
+
+
+@pytest.fixture(scope="module")
+def long_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`ll report` of a run of 20,000 steps (bench/report.py's long run)."""
+    where = tmp_path_factory.mktemp("long")
+    long_run = _bench().long_run(where / "long", 20_000)
+    done = ll("report", long_run, "-o", where / "long.html", cwd=where)
     assert done.returncode == 0, done.stderr
-    size = (tmp_path / "long.html").stat().st_size
+    return where / "long.html"
+
+
+@pytest.mark.slow
+@BIG
+def test_a_run_of_20000_steps_and_a_fork_of_1000_branches_stay_under_5_mb(
+    long_page: Path, tmp_path: Path
+) -> None:
+    size = long_page.stat().st_size
     assert size < 5_000_000
-    data = data_of((tmp_path / "long.html").read_text(encoding="utf-8"))
+    data = data_of(long_page.read_text(encoding="utf-8"))
     assert data["runs"][0]["steps"] == 20_000
     assert len(data["runs"][0]["rows"]) == 20_000  # every step keeps its row
     assert data["left_out"]["details"] > 0  # most details are left out, and the page says so
-    wide = bench.wide_fork(tmp_path / "wide", 1_000)
+    wide = _bench().wide_fork(tmp_path / "wide", 1_000)
     done = ll("report", wide, "-o", tmp_path / "wide.html", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "wide.html").stat().st_size < 5_000_000
@@ -395,13 +409,13 @@ def test_chromium_loads_the_report_with_no_script_error(
 
 
 @pytest.mark.slow
-def test_chromium_renders_a_20000_step_report_in_under_2_seconds(tmp_path: Path) -> None:
-    chromium_needed()
-    bench = _bench()
-    long_run = bench.long_run(tmp_path / "long", 20_000)
-    done = ll("report", long_run, "-o", tmp_path / "long.html", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    dom = chromium("--dump-dom", (tmp_path / "long.html").as_uri(), cwd=tmp_path)
+@BIG
+def test_chromium_renders_a_20000_step_report_in_under_2_seconds(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    chromium_needed()  # before the page is made: without chromium, nothing to make it for
+    long_page: Path = request.getfixturevalue("long_page")
+    dom = chromium("--dump-dom", long_page.as_uri(), cwd=tmp_path)
     tag = re.search(r"<html[^>]*>", dom.stdout)
     assert tag, dom.stderr[-2000:]
     assert 'data-ll-ready="1"' in tag.group(0), dom.stderr[-2000:]
