@@ -22,7 +22,7 @@ from little_loops.load.composer import (
     compose,
 )
 from little_loops.model.loop import Pos
-from little_loops.model.records import cache_dir
+from little_loops.model.records import cache_dir, read_cache_file
 
 MAX_FILE_BYTES = 1024 * 1024
 
@@ -173,11 +173,10 @@ def compose_cached(
     entry_file = _entry_file(path)
     stamp = _stamp() if entry_file is not None else ""
     if entry_file is not None:
+        blob = read_cache_file(entry_file)
         try:
-            with open(entry_file, "rb") as f:
-                entry = marshal.loads(f.read())
-            found = _from_entry(entry, stamp, sha)
-        except (OSError, ValueError, EOFError, TypeError):
+            found = _from_entry(marshal.loads(blob), stamp, sha) if blob is not None else None
+        except (ValueError, EOFError, TypeError):
             found = None
         if found is not None:
             return (*found, [], True)

@@ -430,10 +430,10 @@ def use_code_cache(path: str) -> None:
     import atexit
     import marshal
 
+    data = read_cache_file(path)
     try:
-        with open(path, "rb") as f:
-            found = marshal.loads(f.read())
-    except (OSError, ValueError, EOFError, TypeError):
+        found = marshal.loads(data) if data is not None else None
+    except (ValueError, EOFError, TypeError):
         found = None
     if isinstance(found, dict) and found.get("") == sys.version:
         for source, code in found.items():
@@ -441,6 +441,20 @@ def use_code_cache(path: str) -> None:
                 _CODE.setdefault(source, code)
         _NEW[:] = [source for source in _NEW if source not in found]  # (compiled before)
     atexit.register(_keep_code)
+
+
+def read_cache_file(path: str) -> bytes | None:
+    """The bytes of a cache file, or None when there is none, or when it is not this user's
+    own (another user's, or writable by others: a cache under a shared `XDG_CACHE_HOME` must
+    not hand this process code someone else wrote)."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                return None
+            return f.read()
+    except OSError:
+        return None
 
 
 def cache_dir() -> str | None:

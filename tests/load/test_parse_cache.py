@@ -122,3 +122,28 @@ def test_a_value_marshal_cannot_keep_is_not_cached(project: Project) -> None:
         result = project.ll("run", "dated.yaml")
         assert result.returncode == 0, result.stderr
     assert not entries()
+
+
+def test_an_entry_others_could_have_written_is_not_read(project: Project) -> None:
+    """A shared XDG_CACHE_HOME: an entry writable by others (or another user's) is a miss,
+    and the code cache (model/records.py) is not read either."""
+    from little_loops.model.records import read_cache_file
+
+    project.write("cached.yaml", LOOP)
+    assert project.ll("run", "cached.yaml").returncode == 0
+    (entry,) = entries()
+    assert read_cache_file(str(entry)) is not None
+    entry.chmod(0o666)
+    assert read_cache_file(str(entry)) is None
+    calls: list[str] = []
+    real = source.compose  # type: ignore[attr-defined]
+
+    def compose(text: str, file: str) -> Any:
+        calls.append(file)
+        return real(text, file)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(source, "compose", compose)
+        loop, _ = try_load(project.path / "cached.yaml")
+    assert loop is not None
+    assert calls  # composed again: the entry was not trusted
