@@ -1,12 +1,12 @@
 """The `ll migrate` equivalence harness: upstream little-loops files run by both runners.
 
 A scenario is one upstream loop file from the shared corpus (../shared/upstream-loops) and one
-scripted answer of the fake `claude` (tests/migrate/equiv/claude): the judge says `yes` (or
-`no`) to everything and every prompt step prints `done`. Both runs get the same sandbox: a
-fresh git repository as the working directory, a PATH of only the fake `claude`, a `sleep`
-that returns at once, /usr/bin and /bin (so upstream's `ll-*` tools and Python package are on
-neither side), the same context values, and no `backoff` (a pause between steps changes no
-path).
+scripted answer of the fake `claude` (tests/migrate/equiv/claude, behind its shell fast path
+claude.sh): the judge says `yes` (or `no`) to everything and every prompt step prints `done`.
+Both runs get the same sandbox: a fresh git repository as the working directory, a PATH of only
+the fake `claude`, a `sleep` that returns at once, /usr/bin and /bin (so upstream's `ll-*`
+tools and Python package are on neither side), the same context values, and no `backoff` (a
+pause between steps changes no path).
 
     python scripts/migrate_equiv.py record --ll-loop /tmp/upvenv/bin/ll-loop
         runs upstream's `ll-loop` (from a scratch virtualenv holding its repository at commit
@@ -31,7 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,9 @@ REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO.parent / "shared" / "upstream-loops"
 EXPECTED = REPO / "tests" / "migrate" / "equiv" / "expected.json"
 FAKE_CLAUDE = REPO / "tests" / "migrate" / "equiv" / "claude"
+# its fast path, a shell script: the sandbox's `claude`, handing what it does not answer
+# itself to the Python fake beside it (`claude-full`)
+FAKE_CLAUDE_SH = REPO / "tests" / "migrate" / "equiv" / "claude.sh"
 VERDICTS = ("yes", "no")
 STEP_LIMIT = 20  # upstream's `-n`: enough for every corpus loop to show its shape
 RUN_TIMEOUT = 60
@@ -54,8 +57,10 @@ def sandbox(root: Path) -> tuple[Path, dict[str, str]]:
     """A working directory (an empty git repository) and the environment both runners get."""
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True)
-    shutil.copy(FAKE_CLAUDE, bin_dir / "claude")
+    shutil.copy(FAKE_CLAUDE_SH, bin_dir / "claude")
     (bin_dir / "claude").chmod(0o755)
+    shutil.copy(FAKE_CLAUDE, bin_dir / "claude-full")
+    (bin_dir / "claude-full").chmod(0o755)
     (bin_dir / "sleep").write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
     (bin_dir / "sleep").chmod(0o755)
     home = root / "home"
@@ -252,7 +257,7 @@ def record(ll_loop: Path, corpus: Path, out: Path, only: list[str] | None = None
         "step_limit": STEP_LIMIT,
         "scenarios": scenarios,
     }
-    for key in ("floor", "floor_how", "rerecorded"):
+    for key in ("floor", "floor_how", "differ", "rerecorded"):
         if key in before:
             data[key] = before[key]
     if only:
@@ -274,7 +279,37 @@ def migrate_corpus(corpus: Path, out: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def run_ll(migrated: Path, source: Path, verdict: str, limit: int) -> Run:
+# `invoke(args, cwd, env)` runs `ll ARGS` in `cwd` with exactly `env` (nothing else of this
+# process's environment) and gives (exit code, stdout, stderr). The default starts a process;
+# the test passes one that runs `ll` in its own process (tests/project.py), the same command.
+Invoke = Callable[[list[str], Path, dict[str, str]], tuple[int, str, str]]
+
+
+def ll_in_a_process(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
+    # this repository on `ll`'s own path only: a step's `python3` must not find our
+    # package (upstream's side has no `little_loops` either)
+    argv = [
+        sys.executable,
+        "-c",
+        f"import runpy, sys; sys.path.insert(0, {str(REPO)!r}); "
+        "runpy.run_module('little_loops', run_name='__main__', alter_sys=True)",
+        *args,
+    ]
+    proc = subprocess.run(
+        argv,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def run_ll(
+    migrated: Path, source: Path, verdict: str, limit: int, invoke: Invoke = ll_in_a_process
+) -> Run:
     with tempfile.TemporaryDirectory(prefix="eq-ll-") as scratch:
         cwd, env = sandbox(Path(scratch))
         env.update(
@@ -282,13 +317,7 @@ def run_ll(migrated: Path, source: Path, verdict: str, limit: int) -> Run:
             LL_MODEL="claude://sonnet",
             LL_CLAUDE=str(Path(scratch) / "bin" / "claude"),
         )
-        # this repository on `ll`'s own path only: a step's `python3` must not find our
-        # package (upstream's side has no `little_loops` either)
         args = [
-            sys.executable,
-            "-c",
-            f"import runpy, sys; sys.path.insert(0, {str(REPO)!r}); "
-            "runpy.run_module('little_loops', run_name='__main__', alter_sys=True)",
             "run",
             str(migrated),
             "--json",
@@ -300,21 +329,13 @@ def run_ll(migrated: Path, source: Path, verdict: str, limit: int) -> Run:
         for key, value in inputs_of(source).items():
             args += ["--set", f"{key}={value}"]
         try:
-            proc = subprocess.run(
-                args,
-                cwd=cwd,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=RUN_TIMEOUT,
-                stdin=subprocess.DEVNULL,
-            )
+            code, stdout, stderr = invoke(args, cwd, env)
         except subprocess.TimeoutExpired:
             return Run([], None, "timeout")
         path: list[str] = []
         final = None
         top = None
-        for line in proc.stdout.splitlines():
+        for line in stdout.splitlines():
             try:
                 event = json.loads(line)
             except ValueError:
@@ -327,8 +348,8 @@ def run_ll(migrated: Path, source: Path, verdict: str, limit: int) -> Run:
             if event.get("event") == "state_enter" or event.get("type") == "state_enter":
                 path.append(str(event.get("state")))
                 final = path[-1]
-        outcome = {0: "success", 4: "limit"}.get(proc.returncode, "failure")
-        return Run(path, final, outcome, proc.stderr[-400:])
+        outcome = {0: "success", 4: "limit"}.get(code, "failure")
+        return Run(path, final, outcome, stderr[-400:])
 
 
 def same(
@@ -376,6 +397,24 @@ def state_names(source: Path) -> set[str]:
     return names
 
 
+def scenario_name(scenario: dict[str, Any]) -> str:
+    return f"{scenario['file']} [{scenario['verdict']}]"
+
+
+def behaves_the_same(
+    scenario: dict[str, Any], work: Path, step_limit: int, invoke: Invoke = ll_in_a_process
+) -> tuple[bool, str]:
+    """Whether `ll` runs one scenario of expected.json as upstream did (and if not, why), on
+    the corpus `migrate_corpus` converted into `work`."""
+    rel = scenario["file"]
+    source = work / "src" / rel
+    ours = run_ll(work / "dst" / rel, source, scenario["verdict"], 3 * step_limit, invoke)
+    ok, why = same(scenario["upstream"], ours, state_names(source), terminal_names(source))
+    if not ok and not ours.path:
+        why += " | " + ours.note.strip().replace("\n", " ")[-200:]
+    return ok, why
+
+
 def equivalence(corpus: Path, work: Path, only: str | None = None) -> list[tuple[str, bool, str]]:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -383,13 +422,7 @@ def equivalence(corpus: Path, work: Path, only: str | None = None) -> list[tuple
     chosen = [s for s in data["scenarios"] if not only or only in s["file"]]
 
     def one(scenario: dict[str, Any]) -> tuple[str, bool, str]:
-        rel = scenario["file"]
-        source = work / "src" / rel
-        ours = run_ll(work / "dst" / rel, source, scenario["verdict"], 3 * data["step_limit"])
-        ok, why = same(scenario["upstream"], ours, state_names(source), terminal_names(source))
-        if not ok and not ours.path:
-            why += " | " + ours.note.strip().replace("\n", " ")[-200:]
-        return f"{rel} [{scenario['verdict']}]", ok, why
+        return scenario_name(scenario), *behaves_the_same(scenario, work, data["step_limit"])
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         return list(pool.map(one, chosen))

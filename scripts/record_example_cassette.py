@@ -15,7 +15,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Protocol
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -55,7 +57,36 @@ CASE_ANSWERS = [
 ]
 
 
-def record(out: Path) -> subprocess.CompletedProcess[str]:
+class Ran(Protocol):
+    """What an `ll` command did."""
+
+    @property
+    def returncode(self) -> int: ...
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def stderr(self) -> str: ...
+
+
+# `ll ARGS` in a directory with some environment variables set (None: taken out).
+Runner = Callable[[list[str], Path, Mapping[str, str | None]], Ran]
+
+
+def ll_process(args: list[str], cwd: Path, env: Mapping[str, str | None]) -> Ran:
+    """`ll ARGS` in a process of its own."""
+    full = {**os.environ, **env}
+    return subprocess.run(
+        [sys.executable, "-m", "little_loops", *args],
+        cwd=cwd,
+        env={name: value for name, value in full.items() if value is not None},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def record(out: Path, ll: Runner = ll_process) -> Ran:
     """Run the example against the scripted server with --record OUT; returns the run."""
     if out.exists():
         out.unlink()
@@ -67,16 +98,12 @@ def record(out: Path) -> subprocess.CompletedProcess[str]:
             )
         )
         env = {
-            **os.environ,
             "ANTHROPIC_BASE_URL": server.url,
             "ANTHROPIC_API_KEY": "demo-key-for-the-local-server",
+            "LL_MODEL": None,
         }
-        env.pop("LL_MODEL", None)
-        return subprocess.run(
-            [sys.executable, "-m", "little_loops", "run", str(LOOP), "--record", str(out),
-             "--no-cache", "--quiet"],
-            cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+        args = ["run", str(LOOP), "--record", str(out), "--no-cache", "--quiet"]
+        return ll(args, Path(work), env)
 
 
 def record_cases(out: Path) -> subprocess.CompletedProcess[str]:

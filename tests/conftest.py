@@ -21,6 +21,16 @@ REPO = Path(__file__).resolve().parent.parent
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# With PYTHONDONTWRITEBYTECODE set (some CI images and sandboxes set it), every `ll` the tests
+# start would compile the package from source again (about 0.25 s of CPU each, hundreds of
+# times), and every xdist worker would rewrite every test module's asserts anew. The suite
+# keeps the tree free of bytecode as asked, and writes it under .pytest_cache (ignored by git)
+# instead: this process and every process it starts, as a user's `ll` runs, with bytecode.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+    sys.dont_write_bytecode = False
+    prefix = os.environ.setdefault("PYTHONPYCACHEPREFIX", str(REPO / ".pytest_cache" / "pycache"))
+    sys.pycache_prefix = prefix
+
 # CI runs the same examples every time, so a red build is the code's doing and can be
 # reproduced; a developer's runs keep exploring new examples.
 settings.register_profile("ci", derandomize=True, print_blob=True)

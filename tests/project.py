@@ -9,16 +9,21 @@ give the exit code, stdout and stderr under the names `subprocess.run` uses.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 
 @dataclass(frozen=True)
@@ -165,3 +170,42 @@ def _set_subreaper(on: bool) -> None:
     import ctypes
 
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+
+
+@contextlib.contextmanager
+def shared_dir(factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[Path, bool]]:
+    """A directory made once a session and shared by its xdist workers (a costly fixture's
+    output, such as the converted corpus): yields (the directory, whether this caller makes
+    it). The first caller makes it under a lock while the others wait; a maker that fails
+    leaves it to the next."""
+    base = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # this session's, above every worker's own
+    path = base / name
+    with (base / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (base / f"{name}.made").is_file():
+            yield path, False
+            return
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir()
+        yield path, True
+        (base / f"{name}.made").touch()
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int, what: str) -> Iterator[None]:
+    """In the main thread, raise TimeoutError in whatever runs after `seconds` (SIGALRM): an
+    in-process `ll` that hangs then fails its test (`ll` ends with the reason on screen, a run
+    error) instead of holding the suite, as a subprocess's `timeout=` did."""
+
+    def expired(signum: int, frame: object) -> None:
+        raise TimeoutError(f"{what}: still running after {seconds} s")
+
+    before = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)

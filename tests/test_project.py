@@ -9,9 +9,10 @@ import signal
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
-from project import Project, subreaper
+from project import Project, subreaper, time_limit
 
 from little_loops.actions.reaper import ORPHANS
 
@@ -72,3 +73,45 @@ def test_an_orphan_started_after_an_in_process_run_is_not_ours(project: Project)
         assert parent != os.getpid()
     finally:
         os.kill(orphan, signal.SIGTERM)
+
+
+def test_an_ll_a_test_starts_reads_bytecode_instead_of_compiling_the_package(
+    project: Project,
+) -> None:
+    """With PYTHONDONTWRITEBYTECODE set outside (some CI images and sandboxes), conftest.py
+    has every process the tests start write and read bytecode under .pytest_cache instead:
+    the second `ll` of a test session no longer compiles the package from source."""
+    project.write("once.yaml", LOOP)
+    code = "import sys; print(sys.flags.dont_write_bytecode, sys.pycache_prefix)"
+    seen = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert seen[0] == "0", seen
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX")
+    if prefix:
+        assert seen[1] == prefix
+        assert project.ll("validate", "once.yaml", process=True).returncode == 0
+        compiled = list(Path(prefix).rglob("little_loops/load/loader.*.pyc"))
+        assert compiled, f"no bytecode of little_loops under {prefix}"
+
+
+def test_an_in_process_run_that_hangs_fails_at_its_time_limit(project: Project) -> None:
+    """time_limit() stands for a subprocess's `timeout=`: the hung `ll` ends (a run error,
+    exit 3, the reason on screen) and the process gets its SIGALRM handler back."""
+    project.write(
+        "hang.yaml",
+        """\
+        name: hang
+        initial: a
+        states:
+          a: {action: sleep 30, next: done}
+          done: {terminal: true}
+        """,
+    )
+    before = signal.getsignal(signal.SIGALRM)
+    with time_limit(1, "ll run hang.yaml"):
+        done = project.ll("run", "hang.yaml")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "ll run hang.yaml: still running after 1 s" in done.stdout + done.stderr
+    assert signal.getsignal(signal.SIGALRM) is before
+    assert signal.alarm(0) == 0

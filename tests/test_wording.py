@@ -21,6 +21,17 @@ def difflib_answer(word: str, options: list[str], cutoff: float = 0.6) -> str | 
     return close[0] if close else None
 
 
+def difflib_answers(word: str, options: list[str], cutoffs: tuple[float, ...]) -> list[str | None]:
+    """`difflib_answer` at each cutoff, from one scan: difflib's answer is the option of the
+    highest (ratio, option) among those at or above the cutoff, so at a higher cutoff it is the
+    lowest cutoff's answer while that answer's ratio reaches it, and None after."""
+    best = difflib_answer(word, options, min(cutoffs))
+    if best is None:
+        return [None] * len(cutoffs)
+    ratio = difflib.SequenceMatcher(None, best, word).ratio()  # difflib's own order: (x, word)
+    return [best if ratio >= cutoff else None for cutoff in cutoffs]
+
+
 def typo(rng: random.Random, name: str) -> str:
     i = rng.randrange(len(name) - 1)
     kind = rng.randrange(4)
@@ -57,8 +68,9 @@ def test_ties_and_small_alphabets_get_difflibs_answer() -> None:
         names += ["".join(rng.choice("abc_") for _ in range(rng.randint(1, 12))) for _ in range(99)]
         for _ in range(10):
             word = "".join(rng.choice("abcd_") for _ in range(rng.randint(1, 10)))
-            for cutoff in (0.6, 0.75, 0.9):
-                assert closest(word, names, cutoff) == difflib_answer(word, names, cutoff)
+            cutoffs = (0.6, 0.75, 0.9)
+            mine = [closest(word, names, cutoff) for cutoff in cutoffs]
+            assert mine == difflib_answers(word, names, cutoffs), word
 
 
 def test_unrelated_words_duplicates_and_odd_text_get_difflibs_answer() -> None:
@@ -69,6 +81,17 @@ def test_unrelated_words_duplicates_and_odd_text_get_difflibs_answer() -> None:
     for _ in range(50):
         word = "".join(rng.choice(string.printable) for _ in range(rng.randint(1, 15)))
         assert closest(word, names) == difflib_answer(word, names), word
+
+
+def test_one_scan_gives_difflibs_answer_at_every_cutoff() -> None:
+    """The reference the tests above compare with (`difflib_answers`) is difflib itself."""
+    rng = random.Random(5)
+    names = numbered(200) + ["".join(rng.choice("ab_") for _ in range(8)) for _ in range(50)]
+    cutoffs = (0.6, 0.75, 0.8, 0.9)
+    for _ in range(60):
+        word = typo(rng, rng.choice(names)) if rng.random() < 0.8 else rng.choice(names)
+        every = [difflib_answer(word, names, cutoff) for cutoff in cutoffs]
+        assert difflib_answers(word, names, cutoffs) == every, word
 
 
 def test_the_bound_is_the_longest_common_subsequence() -> None:
@@ -148,10 +171,11 @@ def test_near_misses_at_high_cutoffs_get_difflibs_answer() -> None:
     rng = random.Random(11)
     names = numbered(2000) + [f"{w}_{i}" for i in range(200) for w in WORDS[:3]]
     names += ["".join(rng.choice("ab_") for _ in range(rng.randint(1, 14))) for _ in range(300)]
+    cutoffs = (0.6, 0.8, 0.9)
     for _ in range(120):
         word = typo(rng, rng.choice(names)) if rng.random() < 0.8 else rng.choice(names)
-        for cutoff in (0.6, 0.8, 0.9):
-            assert closest(word, names, cutoff) == difflib_answer(word, names, cutoff), word
+        mine = [closest(word, names, cutoff) for cutoff in cutoffs]
+        assert mine == difflib_answers(word, names, cutoffs), word
 
 
 def test_the_cost_of_a_misspelt_name_hardly_grows_with_the_states() -> None:

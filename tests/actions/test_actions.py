@@ -156,10 +156,16 @@ def test_on_output_gets_every_chunk_with_its_stream(tmp_path: Path) -> None:
 def test_partial_line_arrives_before_the_command_ends(tmp_path: Path) -> None:
     start = time.monotonic()
     arrivals: list[float] = []
+
+    def arrived(_name: str, _chunk: bytes) -> None:
+        arrivals.append(time.monotonic() - start)
+        (tmp_path / "released").touch()  # the command waits for this, at most 6 s
+
     run_shell(
-        "printf 'no newline'; sleep 3",
+        "printf 'no newline'; "
+        "for i in $(seq 600); do test -e released && exit 0; sleep 0.01; done; exit 1",
         cwd=tmp_path,
-        on_output=lambda _n, _c: arrivals.append(time.monotonic() - start),
+        on_output=arrived,
     )
     assert arrivals
     assert arrivals[0] < 2.5  # long before the command ends, even on a busy machine

@@ -35,8 +35,6 @@ from __future__ import annotations
 import json
 import re
 import stat
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +43,7 @@ import pytest
 import yaml
 from fakes import install_fake_claude
 from llm_server import LlmServer, llm_server_fixture, message  # noqa: F401  (a fixture)
+from project import Project, time_limit
 from test_docs import DOCS, Block, blocks
 
 # Every loop of the docs run end to end through `ll`: minutes in all, so not in the fast set.
@@ -145,28 +144,38 @@ def _stub_call(name: str, item: Any) -> tuple[int, str | None, str | None]:
     return int(item), None, None
 
 
+def _sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
 def _stub(bin_dir: Path, name: str, calls: list[Any]) -> None:
     """An executable that answers its n-th call with the n-th exit code and text (the last
-    repeats)."""
+    repeats): a `/bin/sh` script, far cheaper to start than an interpreter, as most doc loops
+    call their stubs several times."""
     target = bin_dir / name
     target.parent.mkdir(parents=True, exist_ok=True)
     counter = target.with_name(target.name + ".calls")
-    script = f"""#!{sys.executable}
-import sys
-from pathlib import Path
-counter = Path({str(counter)!r})
-n = int(counter.read_text()) if counter.exists() else 0
-counter.write_text(str(n + 1))
-calls = {[_stub_call(name, c) for c in calls]!r}
-code, out, err = calls[min(n, len(calls) - 1)]
-if out is None:
-    print("{name}: call", n + 1)
-elif out:
-    print(out)
-if code:
-    print(err or f"{name}: failed on purpose (exit {{code}})", file=sys.stderr)
-sys.exit(code)
-"""
+    branches = []
+    for i, call in enumerate(_stub_call(name, c) for c in calls):
+        code, out, err = call
+        lines = []
+        if out is None:
+            lines.append(f'printf "%s\\n" {_sh_quote(name + ": call")}" $((n + 1))"')
+        elif out:
+            lines.append(f'printf "%s\\n" {_sh_quote(out)}')
+        if code:
+            message = err or f"{name}: failed on purpose (exit {code})"
+            lines.append(f'printf "%s\\n" {_sh_quote(message)} >&2')
+        lines.append(f"exit {code}")
+        label = "*" if i == len(calls) - 1 else str(i)
+        branches.append(f"  {label})\n    " + "\n    ".join(lines) + "\n    ;;")
+    counter_q = _sh_quote(str(counter))
+    script = (
+        "#!/bin/sh\n"
+        f"n=0\n[ -f {counter_q} ] && read -r n < {counter_q}\n"
+        f"echo $((n + 1)) > {counter_q}\n"
+        'case "$n" in\n' + "\n".join(branches) + "\nesac\n"
+    )
     target.write_text(script)
     target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
@@ -184,7 +193,7 @@ def test_doc_loop_runs_as_its_text_says(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     llm_server: LlmServer,
-    ll_cmd: list[str],
+    project: Project,
 ) -> None:
     spec = scenario.spec
     work = tmp_path / "work"
@@ -213,11 +222,14 @@ def test_doc_loop_runs_as_its_text_says(
         llm_server.script(*replies, then=replies[-1])
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-real")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", llm_server.url)
-    argv = [*ll_cmd, "run", str(loop_file), "--no-cache"]
+    argv = ["run", str(loop_file), "--no-cache"]
     for key, value in (spec.get("set") or {}).items():
         argv += ["--set", f"{key}={value}"]
     argv += [str(a) for a in spec.get("args") or []]
-    done = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=120)
+    # In process (no fresh interpreter, the judge's SDK imported once): what is under test is
+    # the loop's path, exit code and output, not how a process ends.
+    with time_limit(120, scenario.id):
+        done = project.ll(*argv, cwd=work)
     shown = done.stdout + done.stderr
     where = f"{scenario.id}: ll printed:\n{shown[-3000:]}"
     logs = sorted((work / ".loops" / "runs").glob("*/events.jsonl"))

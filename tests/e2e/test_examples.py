@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from project import Project
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "loops" / "judge-release-notes.yaml"
 CASSETTE = EXAMPLE.with_suffix(".cassette.jsonl")
@@ -57,12 +59,13 @@ def test_readme_example_runs_a_judged_loop_offline(tmp_path: Path) -> None:
     assert events[-1]["cost_usd"] == 0
 
 
-def test_shipped_cassette_matches_the_example(tmp_path: Path) -> None:
+def test_shipped_cassette_matches_the_example(project: Project, tmp_path: Path) -> None:
     """Fails when the loop or the judge's input format changed since the cassette was made."""
     from record_example_cassette import record
 
     fresh = tmp_path / "fresh.jsonl"
-    proc = record(fresh)
+    # `ll run --record` in this process (the SDK imported once a worker, not once a test)
+    proc = record(fresh, lambda args, cwd, env: project.ll(*args, cwd=cwd, env=env))
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     def keys(path: Path) -> list[str]:

@@ -9,15 +9,21 @@ Passing means: no usage error (exit 2), no crash (exit 70), no traceback.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from project import Project
@@ -194,30 +200,74 @@ def sandbox(tmp_path: Path) -> Path:
     return tmp_path
 
 
+# A line of words, options and plain quotes: no pipe, redirection, glob, variable or `~`.
+PLAIN = re.compile(r"""ll( +([\w@%+=:,./-]+|'[^']*'|"[^"$`\\]*"))+""")
+
+
+@contextlib.contextmanager
+def _collector() -> Iterator[str]:
+    """A loopback OpenTelemetry collector (OTLP/HTTP: every export answered 200 and an empty
+    ExportTraceServiceResponse), the one docs/observability.md starts before `ll run --otel`;
+    with nothing listening, the exporter would retry for some eight seconds."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def _run_line(
     sandbox: Path, line: str, running: list[subprocess.Popen[str]]
 ) -> subprocess.CompletedProcess[str]:
     """`line` run by bash in `sandbox` with `ll` on the PATH; the processes of `running` are
-    ended after it."""
+    ended after it. A line that exports a trace (`--otel`) has a collector listening."""
     bindir = sandbox / "bin"
     bindir.mkdir()
     (bindir / "ll").write_text(f'#!/bin/sh\nexec {sys.executable} -m little_loops "$@"\n')
     (bindir / "ll").chmod(0o755)
-    try:
-        return subprocess.run(
-            ["bash", "-o", "pipefail", "-c", line],
-            cwd=sandbox,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "CI": "true"},
-            check=False,
-        )
-    finally:
-        for proc in running:
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "CI": "true"}
+    with contextlib.ExitStack() as stack:
+        if "--otel" in line:
+            env["OTEL_EXPORTER_OTLP_ENDPOINT"] = stack.enter_context(_collector())
+        try:
+            if PLAIN.fullmatch(line):
+                # no shell syntax: bash would pass `ll` what shlex.split gives, so the real
+                # `ll` runs in process (a fresh interpreter is most of such a line's cost)
+                said = Project(sandbox).ll(*shlex.split(line)[1:], env=env)
+                done = subprocess.CompletedProcess(line, said.returncode, said.stdout, said.stderr)
+            else:
+                done = subprocess.run(
+                    ["bash", "-o", "pipefail", "-c", line],
+                    cwd=sandbox,
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                    env=env,
+                    check=False,
+                )
+        finally:
+            for proc in running:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.communicate()
+    if "--otel" in line:
+        assert "could not be exported" not in done.stderr, done.stderr
+    return done
 
 
 @pytest.mark.slow

@@ -45,6 +45,7 @@ def slow_sdk(tmp_path: Path, seconds: float) -> dict[str, str]:
 # -- 1. the SDK import is not the judge's time ----------------------------------------------
 
 
+@pytest.mark.slow  # judge timing: a fresh interpreter waits out a 2.5 s SDK import
 def test_a_slow_sdk_import_is_not_charged_to_the_judges_timeout(
     project: Project, tmp_path: Path, llm_server: LlmServer
 ) -> None:
@@ -452,6 +453,7 @@ def test_the_system_prompt_asks_only_for_what_the_schema_has(
         ("retrying_login", "an expired or invalid login", "auth_error"),
     ],
 )
+@pytest.mark.slow  # judge timing: each case waits out the judge's 2 s timeout
 def test_a_claude_judge_timing_out_while_it_retries_names_the_cause(
     project: Project, tmp_path: Path, mode: str, cause: str, flag: str
 ) -> None:

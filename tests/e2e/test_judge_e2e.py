@@ -442,6 +442,7 @@ def test_claude_judge_runs_without_tools_or_session_elsewhere(
     assert not Path(cwd_log.read_text()).exists()  # a scratch directory, removed afterwards
 
 
+@pytest.mark.slow  # judge timing: it waits out the judge's 1.5 s timeout, in a process
 def test_claude_judge_timeout_leaves_no_process_behind(project: Project, tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     run = ll_run(
@@ -711,6 +712,7 @@ def _fake_sdk(tmp_path: Path) -> dict[str, str]:
     return {"PYTHONPATH": str(package.parent), "SDK_MARKER": str(tmp_path / "sdk-imported")}
 
 
+@pytest.mark.slow  # judge timing: it waits out the loop's 4 s timeout
 def test_a_judged_run_starts_the_sdk_import_at_once_and_a_stuck_import_is_a_timeout(
     project: Project,
     tmp_path: Path,

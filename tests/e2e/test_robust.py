@@ -583,6 +583,7 @@ def test_run_from_a_pipe_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "side.txt").exists()
 
 
+@pytest.mark.slow  # it waits out ll's fixed 5 s for a pipe's writer
 def test_validate_reads_a_pipe_and_gives_up_on_a_fifo_nobody_writes(tmp_path: Path) -> None:
     proc = ll(tmp_path, "validate", "/dev/stdin", input=textwrap.dedent(OK))
     assert (proc.returncode, proc.stdout) == (0, "")

@@ -655,6 +655,7 @@ def test_a_corrupted_items_json_is_one_line_and_resumable_once_repaired(
     assert sorted((tmp_path / "ran.txt").read_text().split()) == ["a", "b"]
 
 
+@pytest.mark.slow  # it waits out ll's fixed 5 s for a pipe's writer
 def test_validate_of_a_pipe_nobody_writes_to_ends(project: Project, tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe.yaml")
     proc = project.ll("validate", tmp_path / "pipe.yaml", process=True, timeout=30)
@@ -679,7 +680,9 @@ def test_background_keeps_set_values_out_of_the_command_line(
           token: ""
         states:
           a:
-            action: 'test "${context.token}" = hunter2-xyz && env > env.txt && sleep 3'
+            action: >-
+              test "${context.token}" = hunter2-xyz && env > env.txt &&
+              for i in $(seq 1200); do test -e released && exit 0; sleep 0.05; done; exit 1
             on_success: done
             on_failure: bad
           done: {terminal: true}
@@ -691,7 +694,8 @@ def test_background_keeps_set_values_out_of_the_command_line(
     )  # the detached re-launch is a process of its own
     assert proc.returncode == 0, proc.stdout + proc.stderr
     pid = int(re.search(r"\(pid (\d+)\)", proc.stdout).group(1))  # type: ignore[union-attr]
-    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()  # alive until released
+    (tmp_path / "released").touch()
     assert b"hunter2" not in cmdline, cmdline
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -818,7 +822,16 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
 )
 
 
-@pytest.mark.parametrize("kind", ["fifo", "zero", "big", "bomb"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        # it waits out ll's fixed 5 s for a pipe's writer
+        pytest.param("fifo", marks=pytest.mark.slow),
+        "zero",
+        "big",
+        "bomb",
+    ],
+)
 def test_migrate_reads_its_inputs_within_bounds(
     project: Project, tmp_path: Path, kind: str
 ) -> None:
@@ -893,9 +906,16 @@ def test_a_cycle_error_says_its_reason_once(project: Project, tmp_path: Path, co
 # -- issue 23, medium and low: `ll answer` on a live run does what it says ----------------------
 
 
+# A fork's working branch that lasts until the test releases it (at most a minute), rather
+# than a fixed sleep: the answer is always given while it works, and nobody waits longer.
+WORK_UNTIL_RELEASED = (
+    "'for i in $(seq 1200); do test -e released && exit 0; sleep 0.05; done; exit 1'"
+)
+
+
 def _answer_while_running(project: Project, tmp_path: Path, top: Path) -> tuple[str, Any]:
     """`ll answer` given to the live run of `top` (no terminal) as soon as it has a question,
-    and the run's own end."""
+    then its working branch released (WORK_UNTIL_RELEASED), and the run's own end."""
     proc = subprocess.Popen(
         [*LL, "run", str(top)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env={**os.environ, "CI": "true"},
@@ -913,6 +933,7 @@ def _answer_while_running(project: Project, tmp_path: Path, top: Path) -> tuple[
             if proc.poll() is not None:
                 break
             time.sleep(0.1)
+        (tmp_path / "released").touch()
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -924,9 +945,10 @@ def _answer_while_running(project: Project, tmp_path: Path, top: Path) -> tuple[
 
 def test_ll_answer_to_a_live_run_is_taken_by_that_run(project: Project, tmp_path: Path) -> None:
     """A fork: one branch asks at once (no terminal: it cannot wait at a prompt), the other
-    works 4 s. `ll answer` meanwhile said "the running run takes it", and the run then
-    suspended (6) without it. Now the fork takes the answer while its other branch works:
-    the asking branch goes on, the run ends 0, and `ll answer` says what it saw happen."""
+    works until the answer is given. `ll answer` meanwhile said "the running run takes it",
+    and the run then suspended (6) without it. Now the fork takes the answer while its other
+    branch works: the asking branch goes on, the run ends 0, and `ll answer` says what it saw
+    happen."""
     write(
         tmp_path,
         "asker.yaml",
@@ -952,11 +974,11 @@ def test_ll_answer_to_a_live_run_is_taken_by_that_run(project: Project, tmp_path
           fan:
             parallel:
               ask: {loop: asker.yaml}
-              work: {action: sleep 4}
+              work: {action: WORK}
             route: {success: done, _: failed}
           done: {terminal: true}
           failed: {terminal: true, outcome: failure}
-        """,
+        """.replace("WORK}", WORK_UNTIL_RELEASED + "}"),
     )
     told, (code, out, err) = _answer_while_running(project, tmp_path, top)
     assert told.rstrip().endswith("; the running run took it"), told
@@ -964,10 +986,15 @@ def test_ll_answer_to_a_live_run_is_taken_by_that_run(project: Project, tmp_path
     assert (tmp_path / "shipped.txt").read_text() == "shipped\n"
 
 
-def test_ll_answer_to_a_busy_run_says_it_is_not_taken_yet(project: Project, tmp_path: Path) -> None:
+def test_ll_answer_to_a_busy_run_says_it_is_not_taken_yet(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One branch at a time (`max_concurrency: 1`): the asking branch waits while the other
-    works 6 s, so the run cannot take the answer at once. `ll answer` says so plainly (not
-    "took it"), and the run takes it when the slot frees, as it said."""
+    works until the answer is given, so the run cannot take it at once. `ll answer` says so
+    plainly (not "took it"), and the run takes it when the slot frees, as it said."""
+    # `ll answer` runs in this process: it watches the run for 0.3 s instead of its 3 s (the
+    # run cannot take the answer before the test releases its working branch, however long).
+    monkeypatch.setattr("little_loops.cli.answer.LIVE_WAIT_S", 0.3)
     write(
         tmp_path,
         "asker.yaml",
@@ -989,12 +1016,12 @@ def test_ll_answer_to_a_busy_run_says_it_is_not_taken_yet(project: Project, tmp_
           fan:
             parallel:
               ask: {loop: asker.yaml}
-              work: {action: sleep 6}
+              work: {action: WORK}
             max_concurrency: 1
             route: {success: done, _: failed}
           done: {terminal: true}
           failed: {terminal: true, outcome: failure}
-        """,
+        """.replace("WORK}", WORK_UNTIL_RELEASED + "}"),
     )
     told, (code, out, err) = _answer_while_running(project, tmp_path, top)
     assert "took it" not in told, told
@@ -1029,11 +1056,11 @@ def test_a_stale_answer_with_the_same_id_does_not_wake_a_waiting_branch(tmp_path
           fan:
             parallel:
               ask: {loop: asker.yaml}
-              work: {action: sleep 3}
+              work: {action: WORK}
             route: {success: done, _: failed}
           done: {terminal: true}
           failed: {terminal: true, outcome: failure}
-        """,
+        """.replace("WORK}", WORK_UNTIL_RELEASED + "}"),
     )
     proc = subprocess.Popen(
         [*LL, "run", str(top)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -1049,6 +1076,15 @@ def test_a_stale_answer_with_the_same_id_does_not_wake_a_waiting_branch(tmp_path
         stale = {"id": "fan/ask/approve@1", "answer": "approve", "asked_at": "2000-01-01T00:00:00Z"}
         (run / "answers").mkdir(exist_ok=True)
         (run / "answers" / "fan~ask~approve@1.json").write_text(json.dumps(stale))
+        # Once the asking branch has suspended, the fork looks at its answers every 0.2 s
+        # while its other branch works: three looks, then the work ends.
+        asked = run / "sub" / "0001-fan" / "ask" / "state.json"
+        for _ in range(600):
+            if asked.is_file() and '"suspended"' in asked.read_text(encoding="utf-8"):
+                break
+            time.sleep(0.05)
+        time.sleep(0.6)
+        (tmp_path / "released").touch()
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

@@ -4,11 +4,12 @@ table, no import cycle; and the module seams of the loader (item 6) without cycl
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import subprocess
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import pytest
@@ -128,15 +129,18 @@ def _imports(path: Path, modules: Collection[str]) -> set[str]:
     return found
 
 
-def _graph() -> dict[str, set[str]]:
+@functools.cache
+def _graph() -> Mapping[str, frozenset[str]]:
+    """The package's import graph, parsed once for every test of this file (the files do not
+    change while the tests run; parsing them all took about a second a test)."""
     modules = {_module(p): p for p in PACKAGE.rglob("*.py")}
     return {
-        name: {m for m in _imports(path, modules) if m in modules and m != name}
+        name: frozenset(m for m in _imports(path, modules) if m in modules and m != name)
         for name, path in modules.items()
     }
 
 
-def _reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
+def _reaches(graph: Mapping[str, frozenset[str]], start: str, goal: str) -> bool:
     seen, todo = set(), [start]
     while todo:
         node = todo.pop()

@@ -4,6 +4,7 @@ tests read ../shared/upstream-loops when it exists (never copied into the projec
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from project import Project, Result
+from project import Project, Result, shared_dir
 
 from little_loops.load.loader import try_load
 from little_loops.migrate.convert import migrate
@@ -505,11 +506,17 @@ def _corpus_loops() -> list[Path]:
 
 @pytest.fixture(scope="module")
 def corpus_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("corpus")
-    files = [*_corpus_loops(), *sorted(CORPUS.glob("lib/*.yaml"))]
-    proc = Project(out).ll("migrate", *files, "--out", out)
-    assert "Traceback" not in proc.stdout + proc.stderr
-    assert proc.returncode == 1, proc.stderr  # some files need hand work; none is unreadable
+    # about ten CPU seconds: once a session, for every xdist worker (what `ll migrate` said is
+    # kept beside the output, for each worker to check)
+    with shared_dir(tmp_path_factory, "corpus") as (out, first):
+        said = out.with_name("corpus.said.json")
+        if first:
+            files = [*_corpus_loops(), *sorted(CORPUS.glob("lib/*.yaml"))]
+            proc = Project(out).ll("migrate", *files, "--out", out)
+            said.write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))
+        code, stdout, stderr = json.loads(said.read_text())
+    assert "Traceback" not in stdout + stderr
+    assert code == 1, stderr  # some files need hand work; none is unreadable
     return out
 
 
@@ -531,13 +538,24 @@ def test_corpus_at_least_90_percent_validate_after_migration(corpus_out: Path) -
     assert notes.count("\n## ") == len(loops) + len(list(CORPUS.glob("lib/*.yaml")))
 
 
+def _corpus_files() -> list[Path]:
+    return [*_corpus_loops(), *sorted(CORPUS.glob("lib/*.yaml"))]
+
+
 @needs_corpus
 @pytest.mark.slow
-def test_no_corpus_file_makes_migrate_raise(tmp_path: Path) -> None:
-    for file in [*_corpus_loops(), *sorted(CORPUS.glob("lib/*.yaml"))]:
-        result = migrate([file], None)  # one file at a time, as `ll migrate FILE` does
-        assert result.files, file
-        assert result.files[0].text, file
+def test_the_corpus_is_there_to_convert() -> None:
+    assert len(_corpus_files()) >= 100
+
+
+# One test per file (each a fraction of a second, ~40 s in all): xdist spreads them.
+@needs_corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("file", _corpus_files(), ids=lambda f: str(f.relative_to(CORPUS)))
+def test_no_corpus_file_makes_migrate_raise(file: Path) -> None:
+    result = migrate([file], None)  # one file at a time, as `ll migrate FILE` does
+    assert result.files, file
+    assert result.files[0].text, file
 
 
 @needs_corpus

@@ -677,6 +677,7 @@ TREE_EXPECTED = ["p0", "c0", "c1", "c2", "c3", "p1", "c0", "c1", "c2", "c3", "en
 TREE_RUNS = int(os.environ.get("LL_TREE_KILL_RUNS") or 3)
 
 
+@pytest.mark.slow  # random kills
 def test_random_kills_over_a_two_level_tree_resume_to_the_same_end(
     project: Project, tmp_path: Path
 ) -> None:

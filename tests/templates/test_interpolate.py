@@ -293,6 +293,7 @@ FUZZ_CONTEXTS = [
 ]
 
 
+@pytest.mark.slow  # fuzz: 200 random values, a shell each, in each of nine contexts
 @pytest.mark.parametrize("template", FUZZ_CONTEXTS)
 def test_fuzzed_values_arrive_exactly(template: str, tmp_path: Path) -> None:
     expected = CONTEXTS[template]
@@ -328,6 +329,7 @@ FRAGMENTS = [
 INJECTING = "$(touch PWNED)`touch PWNED`';touch PWNED;'\"\n touch PWNED\nEOF\ntouch PWNED\n"
 
 
+@pytest.mark.slow  # fuzz: 150 random commands, run by every shell
 def test_fuzzed_templates_never_run_a_value(tmp_path: Path) -> None:
     """Random commands around a placeholder: either refused, or no shell runs the value."""
     shells = [s for s in ("/bin/sh", shutil.which("bash")) if s]
