@@ -1,6 +1,6 @@
 """`ll run`'s fixed CPU cost: a two-state loop (one `true`, one terminal), each run a fresh process.
 
-    python bench/run_cost.py [--repeat 15] [--install [VENV]] [--importtime N]
+    python bench/run_cost.py [--repeat 15] [--install [VENV]] [--importtime N] [--instructions]
 
 The figure is the minimum CPU time (user + system of the `ll` process and the children it
 waited for, from `wait4`) over the repeats: the least moved by other work on a shared machine.
@@ -16,12 +16,21 @@ reinstalled into it), run through its `ll` script. Bytecode is written and warme
 `--importtime N` also prints the N modules of largest own import time (`-X importtime`, the
 minimum over the repeats) of `ll run` in the last install measured. The figures are quoted by
 hand in docs/performance.md ("Start-up of `ll run`").
+
+`ll run` keeps two caches under `$XDG_CACHE_HOME/little-loops` (load/source.py's parse cache,
+model/records.py's compiled `__init__`s): the runs measured here have them, as every run of a
+file after its first does, in a cache directory of their own (a temporary one). The row
+"first run" is measured with the caches out of reach (XDG_CACHE_HOME names a file), as the
+first run of a file, or of a new version of ll, is. `--instructions` adds the instructions
+each command executes (valgrind's callgrind, the `ll` process alone): a count that the other
+work of a shared machine does not move, unlike CPU time.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,16 +47,33 @@ LOOP = "name: two\ninitial: a\nstates:\n  a: {action: 'true', next: b}\n  b: {te
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def cpu(argv: list[str], cwd: Path, repeat: int) -> float:
-    subprocess.run(argv, cwd=cwd, env=ENV, capture_output=True, check=False)  # warm the .pyc
+def cpu(argv: list[str], cwd: Path, repeat: int, env: dict[str, str] | None = None) -> float:
+    env = env or ENV
+    subprocess.run(argv, cwd=cwd, env=env, capture_output=True, check=False)  # warm the .pyc
     best = float("inf")
     for _ in range(repeat):
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         _, _, usage = os.wait4(proc.pid, 0)
         best = min(best, usage.ru_utime + usage.ru_stime)
     return best
+
+
+def instructions(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> float | None:
+    """Millions of instructions the process executes (callgrind); None without valgrind."""
+    if shutil.which("valgrind") is None:
+        return None
+    err = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        cwd=cwd,
+        env=env or ENV,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stderr
+    found = re.search(r"Collected : (\d+)", err)
+    return int(found.group(1)) / 1e6 if found else None
 
 
 def importtime(py: str, ll: list[str], cwd: Path, repeat: int, top: int) -> list[str]:
@@ -91,20 +117,33 @@ def regular_install(venv: Path) -> Path:
 
 
 def measure(
-    py: str, ll: list[str], where: Path, repeat: int, what: str
-) -> list[tuple[str, float, str]]:
-    return [
-        (f"`python -c pass` ({what})", cpu([py, "-c", "pass"], where, repeat), ""),
+    py: str, ll: list[str], where: Path, repeat: int, what: str, count: bool
+) -> list[tuple[str, float, str, float | None]]:
+    cold = {**ENV, "XDG_CACHE_HOME": str(where / "two.yaml")}  # a file: no cache there
+    commands: list[tuple[str, list[str], str, dict[str, str] | None]] = [
+        (f"`python -c pass` ({what})", [py, "-c", "pass"], "", None),
         (
             f"`python -c 'import little_loops.record.events'` ({what})",
-            cpu([py, "-c", "import little_loops.record.events"], where, repeat),
+            [py, "-c", "import little_loops.record.events"],
             "",
+            None,
         ),
+        (f"`ll run -q two.yaml` ({what})", [*ll, "run", "-q", "two.yaml"], "ll", None),
         (
-            f"`ll run -q two.yaml` ({what})",
-            cpu([*ll, "run", "-q", "two.yaml"], where, repeat),
+            f"`ll run -q two.yaml`, first run: no caches ({what})",
+            [*ll, "run", "-q", "two.yaml"],
             "ll",
+            cold,
         ),
+    ]
+    return [
+        (
+            label,
+            cpu(argv, where, repeat, env),
+            kind,
+            instructions(argv, where, env) if count else None,
+        )
+        for label, argv, kind, env in commands
     ]
 
 
@@ -119,32 +158,38 @@ def main() -> None:
         help="also measure a regular install (pip install .) in VENV (default: a temporary one)",
     )
     parser.add_argument("--importtime", type=int, default=0, metavar="N")
+    parser.add_argument("--instructions", action="store_true", help="count them (valgrind)")
     args = parser.parse_args()
     dev = sys.executable
     with tempfile.TemporaryDirectory(prefix=".bench-run-cost-", dir=".") as tmp:
         where = Path(tmp).resolve()
         (where / "two.yaml").write_text(LOOP)
-        rows = measure(dev, [dev, "-m", "little_loops"], where, args.repeat, "development venv")
+        ENV["XDG_CACHE_HOME"] = str(where / "cache")  # the caches of these runs alone
+        count = args.instructions
+        rows = measure(
+            dev, [dev, "-m", "little_loops"], where, args.repeat, "development venv", count
+        )
         last = (dev, [dev, "-m", "little_loops"])
         if args.install is not None:
             venv = Path(args.install) if args.install else where / "venv"
             py = str(regular_install(venv.resolve()))
             ll = [py, str(Path(py).parent / "ll")]
-            rows += measure(py, ll, where, args.repeat, "regular install")
+            rows += measure(py, ll, where, args.repeat, "regular install", count)
             last = (py, ll)
         top = importtime(*last, where, args.repeat, args.importtime) if args.importtime else []
     lines = [
         f"`python bench/run_cost.py --repeat {args.repeat}"
-        f"{' --install' if args.install is not None else ''}`: minimum CPU time "
+        f"{' --install' if args.install is not None else ''}"
+        f"{' --instructions' if args.instructions else ''}`: minimum CPU time "
         f"(user + system, `wait4`) of {args.repeat} fresh processes each, bytecode written.",
         "",
         f"Machine: {machine()}; load average {os.getloadavg()[0]:.2f} after the runs.",
         "",
-        "| command | CPU | minus `python -c pass` | target |",
-        "|---|---|---|---|",
+        "| command | CPU | minus `python -c pass` | instructions | target |",
+        "|---|---|---|---|---|",
     ]
     floor = 0.0
-    for label, value, kind in rows:
+    for label, value, kind, ir in rows:
         if label.startswith("`python -c pass`"):
             floor = value
         target = ""
@@ -152,8 +197,10 @@ def main() -> None:
             whole = "ok" if value <= TARGET_S else "missed"
             extra = "ok" if value - floor <= TARGET_S else "missed"
             target = f"<= {TARGET_S} s: whole process {whole}, minus python {extra}"
+        counted = f"{ir:.0f} M" if ir is not None else "-"
         lines.append(
-            f"| {label} | {value * 1000:.0f} ms | +{(value - floor) * 1000:.0f} ms | {target} |"
+            f"| {label} | {value * 1000:.0f} ms | +{(value - floor) * 1000:.0f} ms | {counted} "
+            f"| {target} |"
         )
     body = "\n".join(lines) + "\n"
     print(body)

@@ -110,9 +110,10 @@ def _run(args: list[str]) -> int | None:
             files.append(arg)
     if len(files) != 1:
         return None
-    from little_loops.cli.execute import RunArgs, prepare_run
+    from little_loops.cli.execute import RunArgs, prepare_run, use_caches
     from little_loops.errors import LoopError
 
+    use_caches()
     try:
         try:
             go = prepare_run(RunArgs(files[0], tuple(sets), **given))

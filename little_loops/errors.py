@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 # Exit codes of `ll run` (SPEC section 8) and of the other commands.
@@ -21,9 +20,12 @@ EXIT_TERMINATED = 143
 Severity = Literal["error", "warning"]
 
 
-@dataclass(frozen=True)
 class Diagnostic:
-    """One problem in a loop file, at a 1-based line and column."""
+    """One problem in a loop file, at a 1-based line and column. Frozen; written by hand, not a
+    dataclass: importing `dataclasses` (and `inspect` with it) costs every `ll run` more than
+    all the loader's work (docs/performance.md, "Start-up of `ll run`")."""
+
+    __match_args__ = ("file", "line", "col", "severity", "code", "message")
 
     file: str
     line: int
@@ -31,6 +33,40 @@ class Diagnostic:
     severity: Severity
     code: str
     message: str
+
+    def __init__(
+        self, file: str, line: int, col: int, severity: Severity, code: str, message: str
+    ) -> None:
+        self.__dict__.update(
+            file=file, line=line, col=col, severity=severity, code=code, message=message
+        )
+
+    def _key(self) -> tuple[str, int, int, str, str, str]:
+        return (self.file, self.line, self.col, self.severity, self.code, self.message)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{n}={v!r}" for n, v in zip(self.__match_args__, self._key(), strict=True)
+        )
+        return f"Diagnostic({shown})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}: a Diagnostic is frozen")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r}: a Diagnostic is frozen")
+
+    def with_message(self, message: str) -> Diagnostic:
+        """The same problem, told in other words."""
+        return Diagnostic(self.file, self.line, self.col, self.severity, self.code, message)
 
     def format(self) -> str:
         return f"{self.file}:{self.line}:{self.col}: {self.severity}: {self.message}"

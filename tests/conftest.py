@@ -42,6 +42,7 @@ if os.environ.get("CI"):
 def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)  # the parse cache: under HOME too
     for name in list(os.environ):
         if name.startswith(("ANTHROPIC_", "OPENAI_", "LL_", "CLAUDE_")) or name in (
             "GITHUB_ACTIONS",

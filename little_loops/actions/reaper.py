@@ -16,6 +16,8 @@ import threading
 import time
 from collections.abc import Mapping
 
+from little_loops.record.store import libc_function
+
 KILL_GRACE_S = 0.75  # between SIGTERM and SIGKILL of a process group
 KILL_WAIT_S = 2.0  # for SIGKILLed members to be gone (bounded: a process stuck in D state)
 MARK_VAR = "LL_ACTION_OWNER"
@@ -170,12 +172,10 @@ class _Orphans:
         """Become a child subreaper; False where the platform cannot."""
         if not sys.platform.startswith("linux"):
             return False
+        pr_set_child_subreaper = 36
         try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            pr_set_child_subreaper = 36
-            self.enabled = libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0) == 0
+            prctl = libc_function("prctl")
+            self.enabled = prctl(pr_set_child_subreaper, 1, 0, 0, 0) == 0
         except (OSError, AttributeError):
             self.enabled = False
         return self.enabled

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from little_loops.cli import launch
 from little_loops.errors import EXIT_SUSPENDED
+from little_loops.model.records import record, replace
 
 
 def parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
@@ -39,7 +41,10 @@ def parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:
     return out
 
 
-class Display(NamedTuple):
+# Records, not NamedTuples: a NamedTuple of 26 fields costs a millisecond of every `ll run`
+# to define; a record compiles its `__init__` when it is first used.
+@record(frozen=True)
+class Display:
     """The output options shared by `ll run` and `ll resume`."""
 
     json_mode: bool
@@ -52,7 +57,8 @@ class Display(NamedTuple):
     report: str | None = None  # --report FILE: the HTML report, written at the run's end
 
 
-class RunArgs(NamedTuple):
+@record(frozen=True)
+class RunArgs:
     """The options of `ll run`, as the click command parses them (the defaults are its own):
     the fast path of entry.py builds these for the common options without click."""
 
@@ -84,6 +90,16 @@ class RunArgs(NamedTuple):
     run_id: str | None = None
 
 
+def use_caches() -> None:
+    """Keep the records' compiled `__init__`s between runs (model/records.py), beside the
+    parse cache (load/source.py)."""
+    from little_loops.model.records import cache_dir, use_code_cache
+
+    root = cache_dir()
+    if root is not None:
+        use_code_cache(os.path.join(root, "inits"))
+
+
 def _usage(message: str) -> Exception:
     import click
 
@@ -94,10 +110,11 @@ def prepare_run(args: RunArgs) -> Callable[[], None] | None:
     """`ll run`: every check of the file and the options, then the run to start (None after
     `--dry-run`, which only prints). A mistake is raised before anything is started or
     written: a click exception for a usage error, a LoopError for the others."""
-    import os
     from pathlib import Path
 
     from little_loops.load.loader import load
+
+    use_caches()
 
     if args.record and args.replay:
         raise _usage(
@@ -197,8 +214,6 @@ def execute(
     rig: Any = None,
 ) -> None:
     """Run (or resume) with the chosen display and reports, then exit with the run's code."""
-    import dataclasses
-
     from little_loops.report.render import (
         make_renderer,
         output_streamer,
@@ -220,14 +235,14 @@ def execute(
     if display.verbose:
         hooks.append(output_streamer(json_mode))
     elif not (display.quiet or json_mode):  # a terminal's report is shown without -v
-        options = dataclasses.replace(options, on_terminal_output=output_streamer(False))
+        options = replace(options, on_terminal_output=output_streamer(False))
     on_output = launch.fan_out([hook for hook in hooks if hook is not None])
     if on_output is not None:
-        options = dataclasses.replace(options, on_output=on_output)
+        options = replace(options, on_output=on_output)
     if launch.interactive(no_input=display.no_input, quiet=display.quiet, json_mode=json_mode):
         from little_loops.cli.answer import terminal_prompt
 
-        options = dataclasses.replace(options, prompt=terminal_prompt)
+        options = replace(options, prompt=terminal_prompt)
     reporters = launch.reporters(loop, display.junit_xml, json_mode)
     tracer = launch.tracer(display.otel)
     # A simulation's layer learns from the events which state each action belongs to.

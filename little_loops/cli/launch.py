@@ -174,10 +174,16 @@ def start_background(loop_name: str) -> None:
     sys.exit(0)
 
 
+# report/otel.py `ENDPOINT_VARS` (tests/report/test_otel.py checks they are the same).
+OTLP_ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
 def tracer(flag: bool) -> Any:
     """The OpenTelemetry listener when export is asked for (--otel or an OTLP endpoint)."""
     import os
 
+    if not flag and not any(os.environ.get(name) for name in OTLP_ENDPOINT_VARS):
+        return None  # (report/otel.py `asked` would say no: not imported for nothing)
     from little_loops.report.otel import (
         OtelMissing,
         asked,

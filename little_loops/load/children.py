@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 
 from little_loops.errors import Diagnostic
@@ -26,7 +25,7 @@ from little_loops.model.loop import (
     Loop,
     State,
 )
-from little_loops.model.records import record
+from little_loops.model.records import record, replace
 from little_loops.model.router import route
 from little_loops.templates.interpolate import (
     Placeholder,

@@ -8,24 +8,30 @@ refuse documents nested or aliased deeply enough to crash or stall the program.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import field
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from little_loops.errors import Diagnostic
 from little_loops.model.loop import Pos
-from little_loops.model.records import record
+from little_loops.model.records import field, record
 from little_loops.wording import (
     NodePath,
     where,
 )
 
-try:
-    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
+if TYPE_CHECKING:
+    import yaml
+
+# PyYAML is imported when a file is composed, not with this module: its import compiles
+# regular expressions for about a fifth of `ll run`'s start-up, which a loop file found in
+# the parse cache (source.py) does without.
+
+
+def _loader_class() -> type[yaml.SafeLoader]:
+    import yaml
+
+    made: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's
+    return made
+
 
 MAX_DEPTH = 100
 MAX_NODES = 100_000  # after aliases are expanded
@@ -82,6 +88,8 @@ class _Frame:
 
 def compose(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic], bool]:
     """The document, its positions, the diagnostics, and whether the whole file was read."""
+    import yaml
+
     composer = _Composer(text, file)
     complete = False
     try:
@@ -98,7 +106,7 @@ def compose(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic], boo
         found = _yaml_error(exc, file)
         problem = (exc.problem or "").strip()
         hint = _line_hint(problem, text, Pos(found.line, found.col))
-        composer.errors.append(dataclasses.replace(found, message=hint) if hint else found)
+        composer.errors.append(found.with_message(hint) if hint else found)
     except yaml.YAMLError as exc:
         composer.errors.append(_reader_error(exc, text, file))
     finally:
@@ -108,7 +116,7 @@ def compose(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic], boo
 
 class _Composer:
     def __init__(self, text: str, file: str) -> None:
-        self.loader = _Loader(text)
+        self.loader = _loader_class()(text)
         self.text = text
         self.lines: list[str] | None = None
         self.file = file
@@ -122,6 +130,8 @@ class _Composer:
         self.documents = 0
 
     def run(self) -> None:
+        import yaml
+
         loader = self.loader
         while True:
             event = loader.get_event()  # type: ignore[no-untyped-call]
@@ -213,6 +223,8 @@ class _Composer:
         self.smap.keys[key_path] = pos
 
     def construct(self, event: yaml.ScalarEvent, pos: Pos) -> Any:
+        import yaml
+
         tag = event.tag
         if tag is None or tag == "!":
             memo = (event.value, event.implicit)
@@ -255,6 +267,8 @@ class _Composer:
         self.add(value, size, pos)
 
     def open(self, event: yaml.MappingStartEvent | yaml.SequenceStartEvent, pos: Pos) -> None:
+        import yaml
+
         is_map = isinstance(event, yaml.MappingStartEvent)
         if event.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
             raise _Stop(pos, "unsupported-tag", f"the YAML tag '{event.tag}' is not supported here")

@@ -23,7 +23,6 @@ from little_loops.load.builder import (
 )
 from little_loops.load.composer import (
     SourceMap,
-    compose,
 )
 from little_loops.load.schema import (
     SchemaIssue,
@@ -31,6 +30,7 @@ from little_loops.load.schema import (
     schema_issues,
 )
 from little_loops.load.source import (
+    compose_cached,
     decode,
     read_bytes,
     read_document,
@@ -96,7 +96,7 @@ def parse(
     text = decode(data, file)
     if isinstance(text, Diagnostic):
         return None, [text]
-    doc, smap, diagnostics, complete = compose(text, file)
+    doc, smap, diagnostics, complete = compose_cached(data, text, path, file, sha)
     if not complete:
         return None, sorted_diagnostics(diagnostics)
     loop, more = _from_document(doc, smap, path=path, file=file, sha256=sha)

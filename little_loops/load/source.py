@@ -2,20 +2,27 @@
 
 Every way a file cannot be read (missing, a directory, a silent pipe, too large, not UTF-8,
 not YAML) becomes one located diagnostic; nothing here knows what a loop is.
+
+`compose_cached` keeps what a file composed to (its document and positions) in the parse
+cache, so that the next `ll run` of the same bytes needs neither PyYAML nor the composer.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from little_loops.errors import Diagnostic
+from little_loops.load import composer
 from little_loops.load.composer import (
     SourceMap,
     compose,
 )
+from little_loops.model.loop import Pos
+from little_loops.model.records import cache_dir, read_cache_file
 
 MAX_FILE_BYTES = 1024 * 1024
 
@@ -128,8 +135,7 @@ def decode(data: bytes, file: str) -> str | Diagnostic:
 def sorted_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
     """Sorted by position, each message kept to one printable line, each said once."""
     out = {
-        d if d.message.isprintable() else dataclasses.replace(d, message=_printable(d.message))
-        for d in diagnostics
+        d if d.message.isprintable() else d.with_message(_printable(d.message)) for d in diagnostics
     }
     return sorted(out, key=lambda d: (d.file, d.line, d.col, d.severity, d.message))
 
@@ -137,3 +143,113 @@ def sorted_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
 def _printable(text: str) -> str:
     """Names from the file may hold newlines or control characters; show them escaped."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+# -- the parse cache ------------------------------------------------------------------------
+#
+# `$XDG_CACHE_HOME/little-loops/parsed/` (by default `~/.cache/little-loops/parsed/`): one
+# file per loop file path (so an edited file replaces its entry: the cache grows with the
+# number of loop files, not of edits), holding the SHA-256 of the bytes it was composed from
+# and the result, in `marshal` form. An entry is used only when the bytes are the same and so
+# are this module's composer and PyYAML (their files' size and time), otherwise the file is
+# composed again and the entry replaced. Only a file composed without a diagnostic is kept,
+# and only plain values (a YAML timestamp is not). A cache that cannot be read or written is
+# a miss, never an error: the file is composed as if there were none.
+
+_FORMAT = 1
+_STAMP: list[str] = []  # computed once a process
+
+
+def compose_cached(
+    data: bytes, text: str, path: Path, file: str, sha: str = ""
+) -> tuple[Any, SourceMap, list[Diagnostic], bool]:
+    """`compose(text, file)` for `data` (the file's bytes, `sha` their SHA-256 if known),
+    from the parse cache when these bytes were composed before."""
+    import marshal
+
+    from little_loops.record.store import sha256
+
+    sha = sha or sha256(data)
+    entry_file = _entry_file(path)
+    stamp = _stamp() if entry_file is not None else ""
+    if entry_file is not None:
+        blob = read_cache_file(entry_file)
+        try:
+            found = _from_entry(marshal.loads(blob), stamp, sha) if blob is not None else None
+        except (ValueError, EOFError, TypeError):
+            found = None
+        if found is not None:
+            return (*found, [], True)
+    doc, smap, diagnostics, complete = compose(text, file)
+    if entry_file is not None and complete and not diagnostics:
+        _write_entry(entry_file, stamp, sha, doc, smap)
+    return doc, smap, diagnostics, complete
+
+
+def _entry_file(path: Path) -> str | None:
+    root = cache_dir()
+    if root is None:
+        return None
+    from little_loops.record.store import sha256
+
+    name = sha256(os.path.abspath(path).encode("utf-8", "surrogateescape"))[:40]
+    return os.path.join(root, "parsed", name)
+
+
+def _stamp() -> str:
+    """What else the result depends on: the composer's and PyYAML's files."""
+    if not _STAMP:
+        from importlib.machinery import PathFinder
+
+        parts = [str(_FORMAT)]
+        spec = PathFinder.find_spec("yaml")
+        origins = [composer.__file__, spec.origin if spec is not None else None]
+        for origin in origins:
+            try:
+                st = os.stat(origin) if origin else None
+            except OSError:
+                st = None
+            parts.append(f"{origin}:{st.st_size}:{st.st_mtime_ns}" if st else "-")
+        _STAMP.append("|".join(parts))
+    return _STAMP[0]
+
+
+def _from_entry(entry: Any, stamp: str, sha: str) -> tuple[Any, SourceMap] | None:
+    if not (isinstance(entry, tuple) and len(entry) == 6 and entry[:2] == (stamp, sha)):
+        return None
+    _, _, doc, values, keys, comments = entry
+    smap = SourceMap(
+        {path: Pos(*at) for path, at in values.items()},
+        {path: Pos(*at) for path, at in keys.items()},
+        {path: (Pos(*at), text) for path, (at, text) in comments.items()},
+    )
+    return doc, smap
+
+
+def _write_entry(entry_file: str, stamp: str, sha: str, doc: Any, smap: SourceMap) -> None:
+    import marshal
+
+    entry = (
+        stamp,
+        sha,
+        doc,
+        {path: (at.line, at.col) for path, at in smap.values.items()},
+        {path: (at.line, at.col) for path, at in smap.keys.items()},
+        {path: ((at.line, at.col), text) for path, (at, text) in smap.comments.items()},
+    )
+    try:
+        blob = marshal.dumps(entry)
+    except ValueError:  # a value marshal cannot write (a YAML timestamp): not kept
+        return
+    tmp = f"{entry_file}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(entry_file), mode=0o700, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, blob)
+        finally:
+            os.close(fd)
+        os.replace(tmp, entry_file)  # whole or not at all, for a run reading it meanwhile
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

@@ -9,12 +9,10 @@ when the fork could not start. `branches.py` runs the branches and asks these fu
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import field
 from typing import Any
 
 from little_loops.errors import RecordError
@@ -28,7 +26,7 @@ from little_loops.model.question import (
     Question,
     json_kind,
 )
-from little_loops.model.records import record
+from little_loops.model.records import field, record, replace
 
 KEY_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,40}")
 MAX_ITEMS = 1000  # more items than this: verdict `error` before any branch starts
@@ -199,7 +197,7 @@ class BranchRecord:
     def with_(self, **values: Any) -> BranchRecord:
         """This record with these keys changed (kept in their place) or added (at the end)."""
         keys = self.keys + tuple(k for k in values if k not in self.keys)
-        return dataclasses.replace(self, **values, keys=keys)
+        return replace(self, **values, keys=keys)
 
 
 def join_record(data: object, where: str) -> dict[str, BranchRecord]:

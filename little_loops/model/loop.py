@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
 from little_loops.model.details import EMPTY_DETAILS, Details, Json
-from little_loops.model.records import record
+from little_loops.model.records import field, record
 
 ActionType = Literal["shell", "slash"]
 Outcome = Literal["success", "failure"]

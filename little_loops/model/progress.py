@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from little_loops.model.question import (
     json_kind,
     pending_of,
 )
-from little_loops.model.records import record
+from little_loops.model.records import field, fields, record
 
 OUTCOME_EXIT = {
     "success": EXIT_SUCCESS,
@@ -248,7 +247,7 @@ class Progress:
         return cls(**fields)
 
 
-_PERSISTED = tuple(name for name in Progress.__dataclass_fields__ if name != "path")
+_PERSISTED = tuple(f.name for f in fields(Progress) if f.name != "path")
 # Set when the run starts (or resumes) and never changed by a step: masked once per run.
 _FIXED = (
     "run_id",

@@ -9,7 +9,6 @@ order, as the run has always written.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
 from typing import Any
 
 from little_loops.errors import RecordError
@@ -17,6 +16,8 @@ from little_loops.model.records import record
 
 
 def iso(epoch: float) -> str:
+    from datetime import datetime, timezone  # (not needed by a run without questions)
+
     return (
         datetime.fromtimestamp(epoch, timezone.utc)
         .isoformat(timespec="milliseconds")
@@ -27,6 +28,8 @@ def iso(epoch: float) -> str:
 def epoch(text: object) -> float | None:
     if not isinstance(text, str):
         return None
+    from datetime import datetime
+
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except ValueError:

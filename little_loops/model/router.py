@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from little_loops.model.loop import (
     ERROR_VERDICTS,
@@ -12,11 +11,12 @@ from little_loops.model.loop import (
     State,
     base_verdict,
 )
+from little_loops.model.records import record
 
 CURRENT = "$current"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Decision:
     """Where a verdict goes: the resolved state name and the rule that matched (`via`)."""
 

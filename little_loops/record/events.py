@@ -11,16 +11,14 @@ Over 400 lines on purpose: the records are the public contract, kept next to the
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import field
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from little_loops.model.details import EMPTY_DETAILS, Details, Json
-from little_loops.model.records import record
+from little_loops.model.records import field, fields, record
 
 Event = dict[str, Any]
 # A listener of a run is handed each event as its typed record (`RunEvent`); a sink (the
@@ -451,12 +449,12 @@ _NAMES: dict[type[RunEvent], tuple[str, ...]] = {}
 def _field_names(cls: type[RunEvent]) -> tuple[str, ...]:
     names = _NAMES.get(cls)
     if names is None:
-        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        names = _NAMES[cls] = tuple(f.name for f in fields(cls))
     return names
 
 
 _BY_WIRE: dict[type[RunEvent], dict[str, _Spec]] = {}
-_COMMON = frozenset(f.name for f in dataclasses.fields(RunEvent))
+_COMMON = frozenset(f.name for f in fields(RunEvent))
 
 
 def _specs(cls: type[RunEvent]) -> tuple[_Spec, ...]:
@@ -471,7 +469,7 @@ def _specs(cls: type[RunEvent]) -> tuple[_Spec, ...]:
                 _fits(str(f.type)),
                 str(f.type) == "Details",
             )
-            for f in dataclasses.fields(cls)
+            for f in fields(cls)
             if f.name not in _COMMON and f.name != "event"
         )
     return specs

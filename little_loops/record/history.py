@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import field, replace
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from little_loops.errors import LoopError
 from little_loops.model.details import EMPTY_DETAILS, Details
 from little_loops.model.fork import join_record
 from little_loops.model.loop import base_verdict
-from little_loops.model.records import record
+from little_loops.model.records import field, record, replace
 from little_loops.record.events import (
     ActionComplete,
     ActionStart,
@@ -36,6 +34,9 @@ from little_loops.record.events import (
     parse,
     read_records,
 )
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 # The source name of the jump to `on_max_iterations` in an overlay (no route event marks it).
 MAX_ITERATIONS = "$max_iterations"
@@ -418,6 +419,8 @@ def _inside(start: ChildStart) -> bool:
 
 
 def parse_ts(text: str) -> datetime | None:
+    from datetime import datetime, timezone  # (a plain run never reads a time back)
+
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

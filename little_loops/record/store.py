@@ -180,6 +180,33 @@ def _write_all(fd: int, data: bytes, path: str | None = None) -> None:
         raise OSError(exc.errno, exc.strerror, path) from None
 
 
+def libc_function(name: str) -> Any:
+    """The C library's function `name`, called with Python ints (passed as C `int`) and bytes
+    (`char *`), giving a C `int`, with `errno` kept for `ctypes.get_errno()`: what
+    `ctypes.CDLL(None, use_errno=True).NAME` is. Made from `_ctypes`, the C half of `ctypes`,
+    as `ctypes` makes it: importing `ctypes` itself defines its whole family of C types, about
+    3 ms of every `ll run` (for the subreaper's `prctl` and `renameat2`). AttributeError when
+    there is no such function; `ctypes` itself where `_ctypes` differs."""
+    try:
+        import _ctypes
+
+        class _Int(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_int
+            _type_ = "i"
+
+        class _Function(_ctypes.CFuncPtr):  # CDLL(None, use_errno=True)'s functions
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = _Int
+
+        class _Libc:  # what a function is looked up in: a CDLL(None)'s `_handle`
+            _handle = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)  # type: ignore[arg-type]
+
+    except (ImportError, AttributeError, TypeError):  # another interpreter's _ctypes
+        import ctypes
+
+        return getattr(ctypes.CDLL(None, use_errno=True), name)
+    return _Function((name, _Libc()))  # type: ignore[arg-type]
+
+
 class _Exchange:
     """`renameat2(RENAME_EXCHANGE)` through libc, where the platform and file system have it."""
 
@@ -190,19 +217,8 @@ class _Exchange:
     def swap(self, a: bytes, b: bytes) -> bool:
         """Swap two paths atomically; False (and never again) when the call is unavailable."""
         if self._call is None:
-            try:
-                import ctypes
-
-                libc = ctypes.CDLL(None, use_errno=True)
-                call = libc.renameat2
-                call.argtypes = [
-                    ctypes.c_int,
-                    ctypes.c_char_p,
-                    ctypes.c_int,
-                    ctypes.c_char_p,
-                    ctypes.c_uint,
-                ]
-                self._call = call
+            try:  # (int, char *, int, char *, unsigned): ints and bytes are passed as these
+                self._call = libc_function("renameat2")
             except (OSError, AttributeError):
                 self.usable = False
                 return False

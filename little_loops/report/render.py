@@ -23,17 +23,17 @@ it did not succeed:
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import json
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import IO, Any
 
 from little_loops.model.details import EMPTY_DETAILS
+from little_loops.model.records import replace
 from little_loops.record.events import (
     ActionComplete,
     ActionStart,
@@ -79,10 +79,41 @@ _TAIL_INDENT = " " * 15
 def _ts_ms(ts: object) -> float | None:
     if not isinstance(ts, str) or not ts:
         return None
+    if len(ts) == 24 and ts[10] == "T" and ts[23] == "Z":  # as events.utc_now writes them
+        with contextlib.suppress(ValueError):
+            return _utc_ms(ts)
+    from datetime import datetime  # (only for other forms: its import is a millisecond of start-up)
+
     try:
         return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000
     except ValueError:
         return None
+
+
+_DAYS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _utc_ms(ts: str) -> float:
+    """Epoch milliseconds of `YYYY-MM-DDTHH:MM:SS.mmmZ`, as datetime.fromisoformat reads it
+    (days from the civil date: H. Hinnant's algorithm)."""
+    digits = ts[0:4] + ts[5:7] + ts[8:10] + ts[11:13] + ts[14:16] + ts[17:19] + ts[20:23]
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError(ts)
+    if (ts[4], ts[7], ts[13], ts[16], ts[19]) != ("-", "-", ":", ":", "."):
+        raise ValueError(ts)
+    year, month, day = int(ts[0:4]), int(ts[5:7]), int(ts[8:10])
+    hour, minute, second, milli = int(ts[11:13]), int(ts[14:16]), int(ts[17:19]), int(ts[20:23])
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if not (year >= 1 and 1 <= month <= 12 and hour < 24 and minute < 60 and second < 60):
+        raise ValueError(ts)
+    if not 1 <= day <= (29 if month == 2 and leap else _DAYS[month]):
+        raise ValueError(ts)
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    return float((((days * 24 + hour) * 60 + minute) * 60 + second) * 1000 + milli)
 
 
 class PlainRenderer:
@@ -256,7 +287,7 @@ class PlainRenderer:
         extra = {k: v for k, v in event.extra.items() if k != "path"}
         if len(path) > 1:
             extra["path"] = list(path[1:])
-        view(dataclasses.replace(event, extra=extra))
+        view(replace(event, extra=extra))
 
     def on_lock_reclaimed(self, event: LockReclaimed) -> None:
         self.write(
@@ -377,7 +408,7 @@ class _ChildView(PlainRenderer):
 
     def _begin(self, event: RunEvent, phase: str) -> None:
         # The caller's heartbeat (and spinner words) follow the child's running step.
-        self.caller._begin(dataclasses.replace(event, state=f"{self.name}/{event.state}"), phase)
+        self.caller._begin(replace(event, state=f"{self.name}/{event.state}"), phase)
 
     def _end(self) -> None:
         self.caller._end()

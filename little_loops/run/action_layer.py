@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import field
 from pathlib import Path
 from typing import Protocol, TypeGuard, overload, runtime_checkable
 
@@ -22,7 +21,7 @@ from little_loops.actions import (
     ActionResult,
 )
 from little_loops.model.loop import Loop
-from little_loops.model.records import record
+from little_loops.model.records import field, record
 from little_loops.record.events import RunEvent
 
 OutputHook = Callable[[str, bytes], None]  # (stream name, chunk), as the output arrives

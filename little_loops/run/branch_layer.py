@@ -10,7 +10,6 @@ listeners see one branch's event at a time.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import signal
 import threading
@@ -22,6 +21,7 @@ from little_loops.actions import (
     ActionResult,
 )
 from little_loops.model.loop import Loop
+from little_loops.model.records import replace
 from little_loops.record.events import (
     Listener,
     RunEvent,
@@ -118,9 +118,7 @@ class BranchActions:
         on_output = lines.feed if lines is not None else request.on_output
         try:
             GATE.raise_pending()
-            return self.inner.run(
-                dataclasses.replace(request, on_start=on_start, on_output=on_output)
-            )
+            return self.inner.run(replace(request, on_start=on_start, on_output=on_output))
         finally:
             if lines is not None:
                 lines.close()

@@ -11,7 +11,6 @@ door (`RunContext.start_child`) when `fork_schedule.Fork` schedules it; the join
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,6 +45,7 @@ from little_loops.model.loop import (
     State,
     Verdict,
 )
+from little_loops.model.records import replace
 from little_loops.record import events as ev
 from little_loops.run import subloop
 from little_loops.run.action_layer import ActionLayer, ChildRequest, ChildStub, stub
@@ -228,9 +228,7 @@ def _prepare(
     """A `Job` ready to start, or the `BranchEnd` of a branch that cannot start."""
     work = state.parallel[item.key] if state.parallel else state
     if state.parallel and work.action is not None:  # the fork's timeout/retry: defaults
-        work = dataclasses.replace(
-            work, timeout=work.timeout or state.timeout, retry=work.retry or state.retry
-        )
+        work = replace(work, timeout=work.timeout or state.timeout, retry=work.retry or state.retry)
     path = (*ctx.path, state.name, item.key)
     where = f"state '{state.name}' branch '{item.key}'"
     scope = ctx.steps.templates.scope(step, state, 1)
@@ -316,7 +314,7 @@ def _prepare(
 
 def _action_loop(ctx: RunContext, work: State, key: str, command: str) -> Loop:
     """An action branch as a run of one step: its state is the branch, and terminal."""
-    state = dataclasses.replace(
+    state = replace(
         work,
         name=key,
         action=command.replace("${", "$${"),  # rendered already: literal from here
@@ -330,7 +328,7 @@ def _action_loop(ctx: RunContext, work: State, key: str, command: str) -> Loop:
         max_concurrency=None,
         fail_fast=False,
     )
-    loop = dataclasses.replace(
+    loop = replace(
         ctx.loop,
         initial=key,
         states={key: state},
@@ -353,4 +351,4 @@ def _action_loop(ctx: RunContext, work: State, key: str, command: str) -> Loop:
         if part.namespace == "context"
     }
     context = {k: str(v).replace("${", "$${") for k, v in ctx.progress.context.items() if k in used}
-    return dataclasses.replace(loop, context=context)
+    return replace(loop, context=context)

@@ -11,7 +11,6 @@ own stop: a question that waits (`Suspended`), a record that cannot be read, a s
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,7 +30,7 @@ from little_loops.model.progress import (
     Progress,
     RunResult,
 )
-from little_loops.model.records import record
+from little_loops.model.records import record, replace
 from little_loops.record import events as ev
 from little_loops.record.questions import Suspended
 from little_loops.record.store import RunDir
@@ -164,7 +163,7 @@ def start(ctx: RunContext, plan: ChildPlan) -> Child:
     if remaining is not None:
         limits.append((progress.elapsed_ms / 1000.0 if progress else 0.0) + remaining)
     if limits:
-        child = dataclasses.replace(child, timeout=min(limits))
+        child = replace(child, timeout=min(limits))
     changes: dict[str, Any] = {
         # literal text: a with: value is not a template in the child
         "overrides": {k: v.replace("${", "$${") for k, v in plan.values.items()},
@@ -184,7 +183,7 @@ def start(ctx: RunContext, plan: ChildPlan) -> Child:
         listeners = [serial(subloop.forward(one, segment), one) for one in ctx.listeners]
     if layer is not ctx.steps.actions and simulates(layer):
         listeners.append(layer.observe)  # a simulation learns which state acts from the events
-    options = dataclasses.replace(ctx.options, **changes)  # once: a branch of thousands
+    options = replace(ctx.options, **changes)  # once: a branch of thousands
     acting = branch.wrap(layer) if branch is not None else layer
     runner = ctx.new_run(
         child,
@@ -220,7 +219,7 @@ def _resumed(ctx: RunContext, plan: ChildPlan) -> Progress | None:
     progress.status = "running"
     # Where this tree runs now: its run directory may have moved to another checkout (the CI
     # approval flow), and the child acts there, never in the old tree.
-    progress.options = dataclasses.replace(
+    progress.options = replace(
         progress.options,
         cwd=str(plan.loop.cwd(ctx.options.base_dir)),
         base_dir=str(ctx.options.base_dir.resolve()),

@@ -7,8 +7,6 @@ its one door, `start_child` (`children.start`), for `loop:` states and fork bran
 
 from __future__ import annotations
 
-import dataclasses
-import random
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -20,7 +18,7 @@ from little_loops.model.progress import (
     RunResult,
 )
 from little_loops.model.question import epoch
-from little_loops.model.records import record
+from little_loops.model.records import field, record
 from little_loops.record.events import Listener
 from little_loops.record.secrets import Redactor
 from little_loops.record.store import RunDir
@@ -36,6 +34,8 @@ from little_loops.run.steps import (
 from little_loops.run.subloop import Parent
 
 if TYPE_CHECKING:
+    import random
+
     from little_loops.run.children import (
         Child,
         ChildPlan,
@@ -85,9 +85,9 @@ class RunContext:
     env: Mapping[str, str]
     new_run: RunFactory  # the child factory `children.start` runs a child with
     # (wall epoch, monotonic) at the first look at the time of a question
-    _epoch: tuple[float, float] | None = dataclasses.field(default=None, repr=False)
+    _epoch: tuple[float, float] | None = field(default=None, repr=False)
     # Paths the tree resolved (`Parent.resolved`), shared with every child run it starts.
-    resolved: dict[Path, Path] = dataclasses.field(default_factory=dict, repr=False)
+    resolved: dict[Path, Path] = field(default_factory=dict, repr=False)
 
     @property
     def run_dir(self) -> RunDir:

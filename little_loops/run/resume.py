@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -14,6 +13,7 @@ from little_loops.errors import (
 )
 from little_loops.model.loop import Loop
 from little_loops.model.progress import DEFAULT_CLAUDE_FLAGS
+from little_loops.model.records import replace
 from little_loops.record.store import RunDir
 from little_loops.run.runner import (
     Progress,
@@ -119,7 +119,7 @@ def _relocate(progress: Progress, base: Path) -> Callable[[str], str]:
 
     progress.loop_file = moved(progress.loop_file)
     cwd = moved(saved.cwd) if saved.cwd is not None else None
-    progress.options = dataclasses.replace(saved, cwd=cwd, base_dir=str(new))
+    progress.options = replace(saved, cwd=cwd, base_dir=str(new))
     return moved
 
 

@@ -9,11 +9,10 @@ needs lives in `Progress`, written to state.json once per step. A step is run by
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import random
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from little_loops.errors import (
     EXIT_INTERNAL,
@@ -38,6 +37,7 @@ from little_loops.model.progress import (
     SavedOptions,
 )
 from little_loops.model.question import Suspended
+from little_loops.model.records import replace
 from little_loops.record import events as ev
 from little_loops.record.events import Listener
 from little_loops.record.secrets import (
@@ -80,6 +80,9 @@ from little_loops.run.steps import (
 from little_loops.run.subloop import Parent
 from little_loops.templates.interpolate import resolve_context
 
+if TYPE_CHECKING:
+    import random
+
 # The names other modules and tests import from here.
 __all__ = [
     "GATE",
@@ -118,7 +121,7 @@ class Runner:
         # A child run (a `loop:` state's) takes no lock: its root holds the tree's.
         self.parent = parent
         if parent is not None and not self.options.allow_concurrent:
-            self.options = dataclasses.replace(self.options, allow_concurrent=True)
+            self.options = replace(self.options, allow_concurrent=True)
         self._listeners = list(listeners or [])
         clock = clock or Clock()
         if sleep is not None:

@@ -11,9 +11,7 @@ retries, and its small helpers (`output_record`, `retry_delay`) are imported fro
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +34,7 @@ from little_loops.model.progress import (
     Progress,
     RunOptions,
 )
-from little_loops.model.records import record
+from little_loops.model.records import record, replace
 from little_loops.record import events as ev
 from little_loops.record.secrets import RedactingStream
 from little_loops.record.store import LogSegment
@@ -47,6 +45,8 @@ from little_loops.run.step_scope import StepScope
 from little_loops.templates.interpolate import program_keys
 
 if TYPE_CHECKING:
+    import random
+
     from little_loops.evaluators.llm import JudgeSession
 
 
@@ -129,6 +129,8 @@ class StepPipeline:
         delay = retry_delay(retry, attempt)
         if jitter and retry.jitter:
             if self._rng is None:  # made at the first retry: seeding it costs every run
+                import random
+
                 self._rng = random.Random()
             delay = self._rng.uniform(0, delay)
         remaining = self.session.remaining(self.loop.timeout)

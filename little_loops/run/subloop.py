@@ -8,7 +8,6 @@ and how its end becomes the calling state's verdict and captured record.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -23,7 +22,7 @@ from little_loops.model.loop import (
     State,
 )
 from little_loops.model.progress import Progress, RunResult
-from little_loops.model.records import record
+from little_loops.model.records import field, record, replace
 from little_loops.record.events import (
     Listener,
     RunEvent,
@@ -59,7 +58,7 @@ class Parent:
     # the paths the tree resolved already (its loop files, its base directory): a branch of a
     # fork of thousands starts without copying the one or resolving the other again.
     env: Mapping[str, str] | None = None
-    resolved: dict[Path, Path] = dataclasses.field(default_factory=dict, compare=False)
+    resolved: dict[Path, Path] = field(default_factory=dict, compare=False)
 
     @property
     def depth(self) -> int:
@@ -183,7 +182,7 @@ def forward(listener: Listener, segment: tuple[str, ...]) -> Listener:
     def send(event: RunEvent) -> None:
         # `path` stays in `extra`, last on the wire as it always was (RunEvent.path reads it).
         path = [*chain, *event.path]
-        listener(dataclasses.replace(event, extra={**event.extra, "path": path}))
+        listener(replace(event, extra={**event.extra, "path": path}))
 
     return send
 

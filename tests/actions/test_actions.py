@@ -686,3 +686,23 @@ def test_a_forked_child_starts_a_guard_of_its_own(tmp_path: Path) -> None:
     assert os.read(read_end, 2) == b"ok"
     os.close(read_end)
     assert reaper.GUARD.owner == os.getpid()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_prctl_from_ctypes_c_half_answers_as_ctypes_does() -> None:
+    """reaper.py calls prctl (and store.py renameat2) without importing ctypes (start-up,
+    issue 27): same results, same errno; no such function is an AttributeError."""
+    import ctypes
+
+    from little_loops.record.store import libc_function
+
+    mine, theirs = libc_function("prctl"), ctypes.CDLL(None, use_errno=True).prctl
+    assert type(mine).__module__ == "little_loops.record.store"  # not ctypes' fallback
+    pr_get_dumpable = 3
+    assert mine(pr_get_dumpable, 0, 0, 0, 0) == theirs(pr_get_dumpable, 0, 0, 0, 0)
+    assert isinstance(mine(pr_get_dumpable, 0, 0, 0, 0), int)
+    ctypes.set_errno(0)
+    assert mine(9999, 0, 0, 0, 0) == -1  # no such option
+    assert ctypes.get_errno() == 22  # EINVAL, kept as use_errno=True keeps it
+    with pytest.raises(AttributeError):
+        libc_function("no_such_function_in_libc")

@@ -42,6 +42,7 @@ NOT_LOADED = (
     "little_loops.sim",
     "little_loops.migrate",
     "little_loops.report.page",
+    "little_loops.report.otel",  # without --otel or an OTLP endpoint in the environment
     "logging",  # OpenTelemetry's, only when exporting
     "secrets",  # a run id's random part is os.urandom
     "hashlib",  # its OpenSSL: SHA-256 by the built-in module (record/store.py `sha256`)
@@ -49,6 +50,17 @@ NOT_LOADED = (
     "jsonschema",
     "rich",
     "grandalf",
+    # model/records.py's `record` instead of dataclasses, which imports inspect (and ast,
+    # dis, tokenize, linecache with it); errors.Diagnostic is written by hand
+    "dataclasses",
+    "inspect",
+    "ast",
+    "dis",
+    "tokenize",
+    "linecache",
+    "copy",
+    "random",  # a retry's jitter makes its generator when there is one (run/steps.py)
+    "ctypes",  # the subreaper's prctl comes from _ctypes (actions/reaper.py `_prctl`)
 )
 
 LIST_MODULES = (
@@ -74,12 +86,42 @@ def modules_of(
     return proc, set(json.loads(line))
 
 
+# What a run of a file whose bytes are in the parse cache (load/source.py) does without:
+# PyYAML, and what only its import needs.
+NOT_LOADED_AGAIN = (
+    "yaml",
+    "datetime",  # PyYAML's timestamps; the renderer reads ll's own times itself
+    "base64",  # PyYAML's binary values
+)
+
+
 def test_a_plain_run_loads_no_optional_module(tmp_path: Path) -> None:
     (tmp_path / "two.yaml").write_text(TWO, encoding="utf-8")
     proc, modules = modules_of(tmp_path, "run", "-q", "two.yaml")
     assert proc.returncode == 0, proc.stderr
     loaded = sorted(m for m in modules if m.split(".")[0] in NOT_LOADED or m in NOT_LOADED)
     assert not loaded, f"a plain `ll run` imported {loaded}: import them where they are used"
+    assert "yaml" in modules  # the first run of the file composes it
+
+
+def test_a_second_run_of_the_same_file_does_without_yaml(tmp_path: Path) -> None:
+    (tmp_path / "two.yaml").write_text(TWO, encoding="utf-8")
+    first, _ = modules_of(tmp_path, "run", "-q", "two.yaml")
+    proc, modules = modules_of(tmp_path, "run", "-q", "two.yaml")
+    assert first.returncode == proc.returncode == 0, proc.stderr
+    loaded = sorted(m for m in modules if m.split(".")[0] in NOT_LOADED_AGAIN)
+    assert not loaded, f"a run of a cached file imported {loaded}"
+    # The records' compiled `__init__`s are kept too (model/records.py `use_code_cache`);
+    # the second run compiled none, so it did not write them again.
+    inits = Path(os.environ["HOME"], ".cache", "little-loops", "inits")
+    written = inits.stat().st_mtime_ns
+    assert modules_of(tmp_path, "run", "-q", "two.yaml")[0].returncode == 0
+    assert inits.stat().st_mtime_ns == written
+    # An edit is seen: other bytes are composed again.
+    (tmp_path / "two.yaml").write_text(TWO.replace("'true'", "'exit 3'"), encoding="utf-8")
+    edited, modules = modules_of(tmp_path, "run", "-q", "two.yaml")
+    assert edited.returncode == 3, edited.stderr
+    assert "yaml" in modules
 
 
 def test_a_run_with_a_question_and_a_fork_loads_them_when_it_gets_there(

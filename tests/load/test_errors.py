@@ -36,7 +36,7 @@ def test_diagnostic_format_and_to_dict() -> None:
 def test_diagnostic_is_frozen() -> None:
     d = diag(1, 1)
     with pytest.raises(AttributeError):
-        d.line = 2  # type: ignore[misc]
+        d.line = 2
 
 
 def test_load_error_sorts_by_file_line_col_and_names_first_error() -> None:

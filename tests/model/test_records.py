@@ -118,3 +118,74 @@ def test_a_frozen_model_class_is_a_record() -> None:
     assert state == State("a", pos=Pos(2, 3), evaluate=Evaluate("exit_code"))
     assert hash(Pos(2, 3)) == hash(Pos(2, 3))
     assert repr(Pos(2, 3)) == "Pos(line=2, col=3)"
+
+
+def _point_class() -> type:
+    @record(frozen=True)
+    class Point:
+        """A point."""
+
+        x: int
+        y: int = 0
+
+    return Point
+
+
+def test_compiled_inits_are_kept_between_processes(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`use_code_cache`: what one process compiled, the next reads (records.py)."""
+    import marshal
+    import sys
+
+    from little_loops.model import records
+
+    kept = tmp_path / "cache" / "inits"
+    monkeypatch.setattr(records, "_CODE", {})
+    monkeypatch.setattr(records, "_NEW", [])
+    monkeypatch.setattr(records, "_CODE_FILE", [])
+    monkeypatch.setattr("atexit.register", lambda f: None)
+    records.use_code_cache(str(kept))  # nothing there yet
+    assert _point_class()(1, 2).y == 2
+    assert len(records._NEW) == 1
+    records._keep_code()  # what atexit does
+    assert marshal.loads(kept.read_bytes())[""] == sys.version
+    # The next process: nothing compiled.
+    monkeypatch.setattr(records, "_CODE", {})
+    monkeypatch.setattr(records, "_CODE_FILE", [])
+    records.use_code_cache(str(kept))
+    assert _point_class()(3).x == 3
+    assert records._NEW == []
+    before = kept.stat().st_mtime_ns
+    records._keep_code()
+    assert kept.stat().st_mtime_ns == before  # nothing new: not written
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"junk", b"\xfb\x00", "marshal:other-python", "marshal:not-code"],
+)
+def test_a_code_cache_that_is_not_ours_is_ignored(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, content: bytes | str
+) -> None:
+    import marshal
+    import sys
+
+    from little_loops.model import records
+
+    kept = tmp_path / "inits"
+    if content == "marshal:other-python":
+        content = marshal.dumps({"": "2.7", "def __init__(self): pass\n": compile("", "", "exec")})
+    elif content == "marshal:not-code":
+        content = marshal.dumps({"": sys.version, "def __init__(self, x):\n": 42})
+    assert isinstance(content, bytes)
+    kept.write_bytes(content)
+    monkeypatch.setattr(records, "_CODE", {})
+    monkeypatch.setattr(records, "_NEW", [])
+    monkeypatch.setattr(records, "_CODE_FILE", [])
+    monkeypatch.setattr("atexit.register", lambda f: None)
+    records.use_code_cache(str(kept))
+    assert records._CODE == {}
+    point = _point_class()
+    assert point(1, 2) == point(1, 2)
+    assert records._NEW  # compiled here

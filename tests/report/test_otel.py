@@ -471,3 +471,11 @@ def test_a_panels_provider_name_is_its_members_one_or_other() -> None:
         "_OTHER",
         "claude-haiku-4-5, gpt-4o",
     )
+
+
+def test_ll_run_names_the_same_endpoint_variables() -> None:
+    """cli/launch.py decides without importing this module whether export may be asked."""
+    from little_loops.cli.launch import OTLP_ENDPOINT_VARS
+    from little_loops.report.otel import ENDPOINT_VARS
+
+    assert OTLP_ENDPOINT_VARS == ENDPOINT_VARS

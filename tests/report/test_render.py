@@ -560,3 +560,37 @@ def test_rich_spinner_shows_elapsed_time_and_the_latest_line() -> None:
     clock.now += 3.14
     console.print(_Spinning(renderer))
     assert screen.getvalue().splitlines()[-1] == "build running… 3.1 s  linking app"
+
+
+@pytest.mark.parametrize(
+    "ts",
+    [
+        "2026-11-22T04:14:30.123Z",
+        "1970-01-01T00:00:00.000Z",
+        "2000-02-29T23:59:59.999Z",  # a leap day (by 400)
+        "2024-02-29T12:00:00.500Z",
+        "1900-03-01T00:00:00.001Z",  # 1900 is not a leap year
+        "9999-12-31T23:59:59.999Z",
+        "2026-02-29T00:00:00.000Z",  # no such day: None, as datetime says
+        "2026-04-31T00:00:00.000Z",
+        "2026-13-01T00:00:00.000Z",
+        "2026-01-01T24:00:00.000Z",
+        "0000-01-01T00:00:00.000Z",
+        "2026-01-01T00:00:00.+00Z",
+        "2026-01-01T00:00:0_.000Z",
+        "2026-01-01 00:00:00.000Z",  # other forms: read by datetime
+        "2026-01-01T00:00:00+00:00",
+        "not a time",
+    ],
+)
+def test_event_times_are_read_as_datetime_reads_them(ts: str) -> None:
+    """The renderer reads ll's own `ts` without importing datetime (start-up, issue 27)."""
+    from datetime import datetime
+
+    from little_loops.report.render import _ts_ms
+
+    try:
+        expected: float | None = datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        expected = None
+    assert _ts_ms(ts) == (None if expected is None else expected * 1000)
