@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from project import shared_dir
 
 from little_loops import __version__
 
@@ -228,18 +229,22 @@ def _copy_checkout(dest: Path) -> None:
 
 @pytest.fixture(scope="session")
 def layout(tmp_path_factory: pytest.TempPathFactory) -> Layout:
-    root = tmp_path_factory.mktemp("install")
-    work, deps, cache = root / "little-loops", root / "deps", root / "pip-cache"
-    _copy_checkout(work)
-    _copy_checkout(work / "tools" / "little-loops")  # docs/ci.md's submodule
-    env = {**os.environ, "PIP_CACHE_DIR": str(cache)}
-    wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", "dist", "."]
-    subprocess.run(wheel, cwd=work, env=env, check=True, capture_output=True, timeout=300)
-    # Everything this environment has installed, except this project.
-    deps.mkdir()
-    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
-        if not entry.name.startswith(("little_loops", "little-loops", "__editable__")):
-            (deps / entry.name).symlink_to(entry)
+    # Made once a session for every xdist worker (the copies and the wheel: about 8 CPU
+    # seconds each time). The tests only read it: each installs into a venv of its own, and
+    # the build backend (flit_core) writes nothing into the tree it builds.
+    with shared_dir(tmp_path_factory, "install") as (root, first):
+        work, deps, cache = root / "little-loops", root / "deps", root / "pip-cache"
+        if first:
+            _copy_checkout(work)
+            _copy_checkout(work / "tools" / "little-loops")  # docs/ci.md's submodule
+            env = {**os.environ, "PIP_CACHE_DIR": str(cache)}
+            wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", "dist", "."]
+            subprocess.run(wheel, cwd=work, env=env, check=True, capture_output=True, timeout=300)
+            # Everything this environment has installed, except this project.
+            deps.mkdir()
+            for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+                if not entry.name.startswith(("little_loops", "little-loops", "__editable__")):
+                    (deps / entry.name).symlink_to(entry)
     return Layout(work, deps, cache)
 
 
