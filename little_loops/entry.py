@@ -147,8 +147,10 @@ def _exit_on_signals() -> None:
 def main() -> None:
     """`ll`: every command, behind the guard that keeps tracebacks off the user's screen."""
     _guard_streams()
-    _note_interrupts()
     try:
+        # Inside the try: a Ctrl-C the moment its handler is in place (before `try` was
+        # reached, it once escaped as a traceback through this frame) is an interrupt too.
+        _note_interrupts()
         _main()
     except SystemExit:
         raise
