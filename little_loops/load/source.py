@@ -9,7 +9,6 @@ cache, so that the next `ll run` of the same bytes needs neither PyYAML nor the 
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,7 +21,7 @@ from little_loops.load.composer import (
     compose,
 )
 from little_loops.model.loop import Pos
-from little_loops.model.records import cache_dir, read_cache_file
+from little_loops.model.records import cache_dir, keep_cache, load_cache
 
 MAX_FILE_BYTES = 1024 * 1024
 
@@ -165,24 +164,18 @@ def compose_cached(
 ) -> tuple[Any, SourceMap, list[Diagnostic], bool]:
     """`compose(text, file)` for `data` (the file's bytes, `sha` their SHA-256 if known),
     from the parse cache when these bytes were composed before."""
-    import marshal
-
     from little_loops.record.store import sha256
 
     sha = sha or sha256(data)
     entry_file = _entry_file(path)
     stamp = _stamp() if entry_file is not None else ""
     if entry_file is not None:
-        blob = read_cache_file(entry_file)
-        try:
-            found = _from_entry(marshal.loads(blob), stamp, sha) if blob is not None else None
-        except (ValueError, EOFError, TypeError):
-            found = None
+        found = _from_entry(load_cache(entry_file), stamp, sha)
         if found is not None:
             return (*found, [], True)
     doc, smap, diagnostics, complete = compose(text, file)
     if entry_file is not None and complete and not diagnostics:
-        _write_entry(entry_file, stamp, sha, doc, smap)
+        keep_cache(entry_file, _entry(stamp, sha, doc, smap))
     return doc, smap, diagnostics, complete
 
 
@@ -214,7 +207,7 @@ def _stamp() -> str:
     return _STAMP[0]
 
 
-def _from_entry(entry: Any, stamp: str, sha: str) -> tuple[Any, SourceMap] | None:
+def _from_entry(entry: object, stamp: str, sha: str) -> tuple[Any, SourceMap] | None:
     if not (isinstance(entry, tuple) and len(entry) == 6 and entry[:2] == (stamp, sha)):
         return None
     _, _, doc, values, keys, comments = entry
@@ -226,10 +219,8 @@ def _from_entry(entry: Any, stamp: str, sha: str) -> tuple[Any, SourceMap] | Non
     return doc, smap
 
 
-def _write_entry(entry_file: str, stamp: str, sha: str, doc: Any, smap: SourceMap) -> None:
-    import marshal
-
-    entry = (
+def _entry(stamp: str, sha: str, doc: Any, smap: SourceMap) -> tuple[object, ...]:
+    return (
         stamp,
         sha,
         doc,
@@ -237,19 +228,3 @@ def _write_entry(entry_file: str, stamp: str, sha: str, doc: Any, smap: SourceMa
         {path: (at.line, at.col) for path, at in smap.keys.items()},
         {path: ((at.line, at.col), text) for path, (at, text) in smap.comments.items()},
     )
-    try:
-        blob = marshal.dumps(entry)
-    except ValueError:  # a value marshal cannot write (a YAML timestamp): not kept
-        return
-    tmp = f"{entry_file}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(entry_file), mode=0o700, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, blob)
-        finally:
-            os.close(fd)
-        os.replace(tmp, entry_file)  # whole or not at all, for a run reading it meanwhile
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)

@@ -428,19 +428,52 @@ def use_code_cache(path: str) -> None:
         return
     _CODE_FILE.append(path)
     import atexit
-    import marshal
 
-    data = read_cache_file(path)
-    try:
-        found = marshal.loads(data) if data is not None else None
-    except (ValueError, EOFError, TypeError):
-        found = None
+    found = load_cache(path)
     if isinstance(found, dict) and found.get("") == sys.version:
         for source, code in found.items():
             if isinstance(source, str) and isinstance(code, CodeType):
                 _CODE.setdefault(source, code)
         _NEW[:] = [source for source in _NEW if source not in found]  # (compiled before)
     atexit.register(_keep_code)
+
+
+def load_cache(path: str) -> object:
+    """What `keep_cache` wrote to `path` (in `marshal` form), or None when there is nothing
+    this user may trust there (`read_cache_file`) or it cannot be read back."""
+    import marshal
+
+    data = read_cache_file(path)
+    try:
+        return marshal.loads(data) if data is not None else None
+    except (ValueError, EOFError, TypeError):
+        return None
+
+
+def keep_cache(path: str, value: Any) -> None:
+    """Write `value` to the cache file `path` in `marshal` form, whole or not at all (a temp
+    file renamed over it: a process reading it meanwhile sees the old or the new), readable
+    only by this user. A value marshal cannot write, or a cache that cannot be written, is
+    simply not kept."""
+    import marshal
+
+    try:
+        blob = marshal.dumps(value)
+    except ValueError:  # (a YAML timestamp, for one)
+        return
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(tmp, flags, 0o600)
+        try:
+            os.write(fd, blob)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def read_cache_file(path: str) -> bytes | None:
@@ -470,21 +503,7 @@ def cache_dir() -> str | None:
 def _keep_code() -> None:
     if not _NEW or not _CODE_FILE:
         return
-    import marshal
-
-    path = _CODE_FILE[0]
     kept: dict[str, object] = {"": sys.version}
     kept.update(_CODE if len(_CODE) <= _MAX_KEPT else {s: _CODE[s] for s in _NEW})
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, marshal.dumps(kept))
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except (OSError, ValueError):
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    keep_cache(_CODE_FILE[0], kept)
     _NEW.clear()
