@@ -83,7 +83,7 @@ class _SignalGate:
         if state.held:
             state.pending = signum
             return
-        _raise_for(signum)
+        raise_for(signum)
 
     @contextmanager
     def deferred(self) -> Iterator[None]:
@@ -113,15 +113,11 @@ class _SignalGate:
     def raise_pending(self) -> None:
         if self.pending is not None:
             signum, self.pending = self.pending, None
-            _raise_for(signum)
+            raise_for(signum)
 
 
 def raise_for(signum: int) -> None:
     """Raise what `signum` raises in a run: KeyboardInterrupt (SIGINT) or `Terminated`."""
-    _raise_for(signum)
-
-
-def _raise_for(signum: int) -> None:
     import signal
 
     if signum == signal.SIGINT:
