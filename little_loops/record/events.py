@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -680,13 +681,18 @@ class EventLog:
 
     def read(self, *, whole: bool = False) -> list[Event]:
         """The events after `position`. `whole`: the last line too when it parses (a file
-        read once); else only lines ended by a newline (the writer may be mid-line)."""
+        read once); else only lines ended by a newline (the writer may be mid-line). A
+        fork's action branch has no file of its own: its events are its journal entry's."""
         try:
             with self.path.open("rb") as fh:
                 fh.seek(self.position)
                 data = fh.read()
         except FileNotFoundError:
-            return []
+            told = journaled_events(self.path)
+            if self.position or told is None:
+                return []
+            self.position = 1  # read once: a journal entry is written whole
+            return told
         end = len(data) if whole else data.rfind(b"\n") + 1
         self.position += end
         return list(_parse_lines(data[:end].splitlines()))
@@ -697,6 +703,8 @@ class EventLog:
 
     def head(self, count: int) -> list[Event]:
         """Its first `count` lines' events, without reading a long log whole."""
+        if not self.path.exists():
+            return (journaled_events(self.path) or [])[:count]
         lines: list[bytes] = []
         try:
             with self.path.open("rb") as fh:
@@ -720,3 +728,61 @@ def _parse_lines(lines: Iterable[bytes]) -> Iterator[Event]:
             continue
         if isinstance(item, dict):
             yield item
+
+
+# -- a fork's journal of action branches ---------------------------------------------------
+
+JOURNAL = "branches.jsonl"
+
+
+def read_journal(fork: Path) -> dict[str, Event]:
+    """The entries of a fork's journal (`sub/STEP-STATE/branches.jsonl`) by branch key: one
+    line a finished action branch (`{"key", "result", "state", "events"}`), appended whole
+    when the branch ended; a torn last line (a crash mid-write) is skipped, its branch not
+    finished. Read once while the file is unchanged (a report of thousands of branches asks
+    for each)."""
+    path = fork / JOURNAL
+    try:
+        seen = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return {}
+    mark = (seen.st_size, seen.st_mtime_ns, seen.st_ino)
+    cached = _JOURNALS.get(path)
+    if cached is not None and cached[0] == mark:
+        return cached[1]
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return {}
+    entries: dict[str, Event] = {}
+    for entry in _parse_lines(data.splitlines()):
+        key = entry.get("key")
+        if isinstance(key, str) and isinstance(entry.get("state"), dict):
+            entries[key] = entry  # a later entry of the same key wins
+    _JOURNALS[path] = (mark, entries)
+    return entries
+
+
+_JOURNALS: dict[Path, tuple[tuple[int, int, int], dict[str, Event]]] = {}
+
+
+def journal_entry(root: Path) -> Event | None:
+    """The journal entry of the action branch whose run would live at `root`
+    (`sub/STEP-STATE/KEY`), or None (not journaled: a directory of its own, or not ended)."""
+    if root.parent.parent.name != "sub":
+        return None
+    return read_journal(root.parent).get(root.name)
+
+
+def journaled_events(path: Path) -> list[Event] | None:
+    """The events of the branch whose `events.jsonl` would be `path`, from its fork's
+    journal; None when it has no entry there."""
+    if path.name != "events.jsonl":
+        return None
+    entry = journal_entry(path.parent)
+    events = entry.get("events") if entry is not None else None
+    if not isinstance(events, list):
+        return None
+    return [e for e in events if isinstance(e, dict)]

@@ -33,7 +33,7 @@ from little_loops.model.progress import (
 from little_loops.model.records import record, replace
 from little_loops.record import events as ev
 from little_loops.record.questions import Suspended
-from little_loops.record.store import RunDir
+from little_loops.record.store import BranchDir, RunDir
 from little_loops.run import subloop
 from little_loops.run.action_layer import ActionLayer, simulates
 from little_loops.run.branch_layer import serial
@@ -185,12 +185,19 @@ def start(ctx: RunContext, plan: ChildPlan) -> Child:
         listeners.append(layer.observe)  # a simulation learns which state acts from the events
     options = replace(ctx.options, **changes)  # once: a branch of thousands
     acting = branch.wrap(layer) if branch is not None else layer
+    run_dir: RunDir
+    if branch is not None and not plan.file and progress is None and ctx.options.branch is None:
+        # An action branch: no directory of its own, its end one entry of its fork's journal
+        # (`ll run --branch` keeps one, which `ll join` copies into the fork).
+        run_dir = BranchDir(root)
+    else:
+        run_dir = subloop.open_child_dir(root)
     runner = ctx.new_run(
         child,
         options,
         listeners=listeners,
         progress=progress,
-        run_dir=subloop.open_child_dir(root),
+        run_dir=run_dir,
         run_id=plan.run_id,
         clock=ctx.session.clock,
         action_layer=acting,

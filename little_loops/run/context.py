@@ -46,6 +46,7 @@ class ChildRun(Protocol):
     """A run of the tree as its caller sees it (a `Runner`): run it, then read its progress."""
 
     progress: Progress
+    run_dir: RunDir
 
     def run(self) -> RunResult: ...
 

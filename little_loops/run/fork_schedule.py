@@ -3,8 +3,10 @@
 come, the rest stopped once a `fail_fast` join is decided, and every branch stopped and
 waited for when a signal (or, nested, its own stop) ends the fork.
 
-A branch's end becomes its record (`result.json` beside its run's `state.json`), which a
-resumed fork reads back instead of running the branch again.
+A branch's end becomes its record, which a resumed fork reads back instead of running the
+branch again: an action branch's is one entry of the fork's journal (`branches.jsonl`: its
+record, state and events, appended whole when it ends), a `loop:` branch's `result.json`
+beside its run's `state.json` (as every branch's was before; such runs are still read).
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ from little_loops.model.progress import RunResult
 from little_loops.model.records import record
 from little_loops.record import events as ev
 from little_loops.record import questions as qs
-from little_loops.record.events import Evaluate, read_records
+from little_loops.record.events import JOURNAL, Event, Evaluate, read_journal, read_records
 from little_loops.record.questions import Suspended
-from little_loops.record.store import RunDir
+from little_loops.record.store import BranchDir, ForkJournal, RunDir
 from little_loops.run import children
 from little_loops.run.action_layer import Processes
 from little_loops.run.branch_layer import (
@@ -108,6 +110,8 @@ class Fork:
         # its last one ended: starting a thread a branch cost more than a branch's own work.
         self.jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self.workers: list[threading.Thread] = []
+        self.journal = ForkJournal(root, fsync=ctx.options.fsync)
+        self.entries: dict[str, Event] | None = None  # the journal as the fork found it
 
     def run(self) -> dict[str, BranchEnd]:
         try:
@@ -115,6 +119,8 @@ class Fork:
         except BaseException:
             self._dismiss(wait=False)  # a branch a second signal cut off may still run
             raise
+        finally:
+            self.journal.close()
         self._dismiss(wait=True)
         return ends
 
@@ -266,6 +272,14 @@ class Fork:
 
     def _finished(self, item: Item) -> BranchEnd | None:
         """A branch that ended before the fork stopped: read back, never run again."""
+        if self.entries is None:
+            self.entries = read_journal(self.root)
+        entry = self.entries.get(item.key)
+        where = f"{self.root / JOURNAL} (branch '{item.key}')"
+        if entry is not None:  # a malformed record stops the run (exit 3), as a file's would
+            raw = self.ctx.session.unsealed(entry.get("result"))
+            record = BranchRecord.from_json(raw, where, need=("verdict",))
+            return BranchEnd(str(record.verdict), record.outcome or "", record)
         root = self.root / item.key
         try:
             data = children.finished(root)
@@ -279,7 +293,7 @@ class Fork:
             raw = self.ctx.session.read_record(root / RESULT)
         except (OSError, ValueError):  # killed between its end and its record: from its files
             record = self._read_back(item, root, data)
-            self._write_result(root, record)
+            self._write_result(RunDir(root), record)
         else:  # a malformed record stops the run (exit 3), resumable once it is repaired
             record = BranchRecord.from_json(raw, str(root / RESULT), need=("verdict",))
         return BranchEnd(str(record.verdict), record.outcome or "", record)
@@ -313,7 +327,7 @@ class Fork:
             raise job.error or RuntimeError("a branch ended without a result")
         stopped = job.scope.stopped is not None
         if stopped and result.outcome == "interrupted":
-            _mark_cancelled(job.root)
+            _mark_cancelled(job.child.runner.run_dir)
             record = BranchRecord.of(
                 verdict=CANCELLED,
                 outcome=CANCELLED,
@@ -322,7 +336,7 @@ class Fork:
                 index=job.item.index,
                 item=job.item.text,
             )
-            self._write_result(job.root, record)
+            self._write_result(job.child.runner.run_dir, record)
             return BranchEnd(CANCELLED, CANCELLED, record)
         try:
             end = job.child.end(result, stopped=stopped)
@@ -339,12 +353,18 @@ class Fork:
                 stderr=str(prev.get("stderr") or "")[-OUTPUT_CHARS:],
             )
         record = record.with_(verdict=verdict)
-        self._write_result(job.root, record)
+        self._write_result(job.child.runner.run_dir, record)
         return BranchEnd(verdict, end.outcome, record)
 
-    def _write_result(self, root: Path, record: BranchRecord) -> None:
-        """A branch's end, kept beside its run (`result.json`) by the forking run's session."""
-        self.ctx.session.write_record(root / RESULT, record.to_json())
+    def _write_result(self, run_dir: RunDir, record: BranchRecord) -> None:
+        """A branch's end, kept by the forking run's session (secrets sealed): an action
+        branch's as its journal entry, with its state and events; a branch with a run
+        directory's beside its run (`result.json`)."""
+        if isinstance(run_dir, BranchDir):
+            sealed = self.ctx.session.sealed(record.to_json())
+            self.journal.append(run_dir.entry(run_dir.root.name, sealed))
+            return
+        self.ctx.session.write_record(run_dir.root / RESULT, record.to_json())
 
     def _complete(self, item: Item, end: BranchEnd) -> BranchEnd:
         """A branch's end, told: its event, and its cost spent by the run."""
@@ -406,9 +426,8 @@ def _outputs(value: object) -> dict[str, str]:
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
 
 
-def _mark_cancelled(root: Path) -> None:
+def _mark_cancelled(run_dir: RunDir) -> None:
     """A stopped branch's run ends `cancelled`: finished, not to be resumed."""
-    run_dir = RunDir(root)
     data = run_dir.read_state()
     data.update(status="finished", outcome=CANCELLED)
     run_dir.write_state(data)

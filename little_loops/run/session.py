@@ -40,8 +40,11 @@ from little_loops.record.secrets import (
     Sealer,
 )
 from little_loops.record.store import (
+    BranchDir,
     FixedState,
     LoopLock,
+    MemoryOutputs,
+    MemorySink,
     RunDir,
     atomic_write_text,
 )
@@ -101,8 +104,13 @@ class RunSession:
             elif snapshot and progress.step == 0 and not (run_dir.root / "loop.yaml").exists():
                 _write_snapshot(loop, run_dir, redactor)  # a child run, at its start
             self.run_dir = run_dir
-            self.outputs = outputs_store.Outputs(run_dir.root)
-            self.sink = JsonlSink(run_dir.events_path)
+            self.outputs: outputs_store.Outputs | MemoryOutputs
+            self.sink: JsonlSink | MemorySink
+            if isinstance(run_dir, BranchDir):  # an action branch: its fork's journal, at its end
+                self.outputs, self.sink = run_dir.outputs, run_dir.sink
+            else:
+                self.outputs = outputs_store.Outputs(run_dir.root)
+                self.sink = JsonlSink(run_dir.events_path)
         except BaseException:
             self.release_lock()  # or the next run of this loop in this process is refused
             raise
@@ -183,13 +191,19 @@ class RunSession:
         """A JSON record of the run's tree beside its state (a fork's `items.json` and
         `join.json`, a branch's `result.json`, a used answer): secrets sealed as markers (so
         `read_record` gives them back), written whole (a temporary file, then a rename)."""
-        sealed = self._sealer.seal(value) if self.redactor else value
-        atomic_write_text(path, json.dumps(sealed, ensure_ascii=False) + "\n")
+        atomic_write_text(path, json.dumps(self.sealed(value), ensure_ascii=False) + "\n")
+
+    def sealed(self, value: Json) -> Json:
+        """`value` with this run's secrets sealed as markers (a record, a journal entry's)."""
+        return self._sealer.seal(value) if self.redactor else value
 
     def read_record(self, path: Path) -> object:
         """A record `write_record` wrote, its secrets filled in again. Raises OSError or
         ValueError (a missing or torn file) for the caller to decide."""
-        value = json.loads(path.read_text(encoding="utf-8"))
+        return self.unsealed(json.loads(path.read_text(encoding="utf-8")))
+
+    def unsealed(self, value: object) -> object:
+        """A value `sealed` gave, its secrets filled in again."""
         return self._sealer.unseal(value, self._sources) if self._sealer.nonce else value
 
     def crash_report(self, exc: BaseException) -> Path | None:
