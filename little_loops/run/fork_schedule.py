@@ -11,6 +11,7 @@ beside its run's `state.json` (as every branch's was before; such runs are still
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import signal
@@ -174,7 +175,9 @@ class Fork:
             for job in running.values():
                 job.scope.stop(signum)
             while running:  # each stopped branch ends (its thread reports it) before we go
-                running.pop(self.done.get().item.key, None)
+                stopped = self.done.get()
+                self._keep_unfinished(stopped)
+                running.pop(stopped.item.key, None)
             raise
         return ends
 
@@ -234,6 +237,7 @@ class Fork:
                 job.error = exc
         if gate.received is not None:
             gate.pending = None
+            self._keep_unfinished(job)
             raise_for(gate.received)
         self.done.put(job)
 
@@ -276,7 +280,7 @@ class Fork:
             self.entries = read_journal(self.root)
         entry = self.entries.get(item.key)
         where = f"{self.root / JOURNAL} (branch '{item.key}')"
-        if entry is not None:  # a malformed record stops the run (exit 3), as a file's would
+        if entry is not None and entry["state"].get("status") == "finished":  # a malformed record stops the run (exit 3), as a file's would
             raw = self.ctx.session.unsealed(entry.get("result"))
             record = BranchRecord.from_json(raw, where, need=("verdict",))
             return BranchEnd(str(record.verdict), record.outcome or "", record)
@@ -340,6 +344,9 @@ class Fork:
             return BranchEnd(CANCELLED, CANCELLED, record)
         try:
             end = job.child.end(result, stopped=stopped)
+        except (KeyboardInterrupt, Terminated, RecordError):
+            self._keep_unfinished(job)
+            raise
         except Suspended as waiting:  # it waits for an answer: kept, not counted
             run_id = BranchRecord.of(run_id=job.child.plan.run_id)
             return BranchEnd(SUSPENDED, SUSPENDED, run_id, tuple(waiting.pending))
@@ -355,6 +362,14 @@ class Fork:
         record = record.with_(verdict=verdict)
         self._write_result(job.child.runner.run_dir, record)
         return BranchEnd(verdict, end.outcome, record)
+
+    def _keep_unfinished(self, job: Job) -> None:
+        """An action branch a signal stopped: its state and events kept in the journal, with
+        no record (`ll status` shows it interrupted; a resume runs it again)."""
+        run_dir = job.child.runner.run_dir
+        if isinstance(run_dir, BranchDir) and run_dir.state is not None:
+            with contextlib.suppress(OSError):  # the signal's stop is what matters now
+                self.journal.append(run_dir.entry(run_dir.root.name, None))
 
     def _write_result(self, run_dir: RunDir, record: BranchRecord) -> None:
         """A branch's end, kept by the forking run's session (secrets sealed): an action

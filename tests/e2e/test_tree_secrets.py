@@ -1,5 +1,5 @@
 """No secret in any file of a run tree, through the real `ll`: a fork's `items.json`, a
-branch's `result.json`, the fork's `join.json`, a used answer's note under `answers/used/`,
+branch's `result.json`, the journal of a fork's action branches, the fork's `join.json`, a used answer's note under `answers/used/`,
 and a crash report's `--set` values; in clear, JSON-escaped or shell-quoted. A resumed fork
 still gets the real values back (the records are sealed, not masked)."""
 
@@ -104,7 +104,11 @@ def test_no_file_of_the_tree_holds_a_secret_and_a_resume_gets_the_values_back(
     assert TOKEN not in done.stdout + done.stderr
     for name in ("items.json", "join.json", "1/result.json"):
         assert (fork / name).is_file(), name
-    assert (run / "sub" / "0002-checks" / "b" / "result.json").is_file()
+    # the action branches' records, states and outputs: the fork's journal, sealed too
+    journal = run / "sub" / "0002-checks" / "branches.jsonl"
+    entries = {e["key"]: e for e in map(json.loads, journal.read_text().splitlines())}
+    assert "\u27e6secret" in entries["b"]["result"]["output"]
+    assert "\u27e6secret" in entries["b"]["state"]["prev"]["output"]
     assert list((run / "answers" / "used").glob("*.json"))
     # the records hold the values, sealed; the steps saw them whole (masked in their logs)
     shown = json.loads((fork / "1" / "result.json").read_text(encoding="utf-8"))

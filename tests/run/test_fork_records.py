@@ -107,16 +107,19 @@ def test_a_malformed_branch_result_stops_the_resume_in_one_line_until_repaired(
     project.write("ask.yaml", ASK)
     assert project.ll("run", "tree.yaml", "--no-input").returncode == 6
     (run,) = (project.path / ".loops" / "runs").iterdir()
-    result = run / "sub" / "0001-each" / "a" / "result.json"
-    assert json.loads(result.read_text())["verdict"] == "success"
-    result.write_text(bad, encoding="utf-8")
+    journal = run / "sub" / "0001-each" / "branches.jsonl"
+    [line] = journal.read_text().splitlines()  # the action branch; b waits
+    entry = json.loads(line)
+    assert entry["result"]["verdict"] == "success"
+    entry["result"] = json.loads(bad)
+    journal.write_text(json.dumps(entry) + "\n", encoding="utf-8")
     out = project.ll("resume", run.name, "--answer", "go")
     assert out.returncode == 3, out.stdout + out.stderr
     assert "Traceback" not in out.stdout + out.stderr
-    told = [line for line in out.stdout.splitlines() if f"{result}: " in line]
+    told = [line for line in out.stdout.splitlines() if f"{journal} (branch 'a'): " in line]
     assert len(told) == 1
     assert told[0].endswith("; repair it and run ll resume")
-    result.unlink()  # repaired: the branch's end is read back from its own run
+    journal.write_text("", encoding="utf-8")  # repaired: a branch not in it runs again
     again = project.ll("resume", run.name)
     assert again.returncode == 0, again.stdout + again.stderr
     joined = json.loads((run / "sub" / "0001-each" / "join.json").read_text())
