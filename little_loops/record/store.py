@@ -413,139 +413,6 @@ class RunDir:
         return data
 
 
-class BranchDir(RunDir):
-    """A fork's action branch (a run of one step), kept in memory: no directory of its own
-    (made only if its action prints, for its `steps.log`), its state and events held until it
-    ends, then written as one entry of its fork's journal (`ForkJournal`). Creating files in
-    a directory made just now is most of what a branch cost (docs/performance.md)."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        self.state: dict[str, Any] | None = None
-        self.log = _BranchLog(root)
-        self.sink = MemorySink()
-        self.outputs = MemoryOutputs()
-
-    def write_state(
-        self, data: dict[str, Any], *, fsync: bool = False, fixed: FixedState | None = None
-    ) -> None:
-        self.state = {"version": STATE_VERSION, **(fixed.fields if fixed else {}), **data}
-
-    def read_state(self) -> dict[str, Any]:
-        if self.state is None:
-            raise RunError(f"{self.state_path}: missing; the branch has not started")
-        return self.state
-
-    def entry(self, key: str, result: object) -> dict[str, Any]:
-        """Its journal entry: its record (sealed by the fork's run), state and events."""
-        return {"key": key, "result": result, "state": self.state, "events": self.sink.events}
-
-
-class MemorySink:
-    """A branch's events, kept until its journal entry is written (a `JsonlSink`'s face)."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def __call__(self, event: Event) -> None:
-        self.events.append(event)
-
-    def flush(self) -> None:
-        """Nothing to write out before the branch ends."""
-
-    def close(self) -> None:
-        """Nothing held open."""
-
-
-class MemoryOutputs:
-    """A branch's one output record, kept inline in its state (an `Outputs`' face)."""
-
-    def append(self, record: dict[str, Any]) -> dict[str, Any]:
-        return record
-
-    def read(self, where: dict[str, Any]) -> dict[str, Any]:
-        return where
-
-    def sync(self) -> None:
-        """In memory: written with the journal entry."""
-
-    def close(self) -> None:
-        """Nothing held open."""
-
-
-class _BranchLog:
-    """A branch's `steps.log`, in a directory made at its first byte (a branch that prints
-    nothing makes none)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.log = RunLog(root)
-
-    def offset(self) -> int:
-        return self.log.offset()
-
-    def attempt(self, limit: int | None = None) -> LogSegment:
-        segment = self.log.attempt(limit)
-        segment._log = self  # type: ignore[assignment]  # appends through `append` below
-        return segment
-
-    def append(self, data: bytes) -> None:
-        if self.log._fd is None:
-            try:
-                os.mkdir(self.root)
-            except FileExistsError:
-                RunDir(self.root).check_links()
-            except OSError as exc:
-                raise RunError(cannot("create", self.root, exc)) from None
-        self.log.append(data)
-
-    def close(self) -> None:
-        self.log.close()
-
-
-class ForkJournal:
-    """A fork's journal of finished action branches (`branches.jsonl`): one line appended
-    whole per branch, by the fork's run (its one writer), through one descriptor opened at
-    the first entry. A line torn by a crash is skipped when read: that branch runs again."""
-
-    def __init__(self, fork: Path, *, fsync: bool = False) -> None:
-        self.path = fork / JOURNAL
-        self.fsync = fsync
-        self._fd: int | None = None
-        self._end = 0
-
-    def append(self, entry: dict[str, Any]) -> None:
-        try:
-            raw = (ENCODE(entry) + "\n").encode("utf-8")
-        except UnicodeEncodeError:  # bytes that are not UTF-8: JSON escapes, read back the same
-            raw = (json.dumps(entry, separators=(",", ":")) + "\n").encode("ascii")
-        if self._fd is None:
-            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-            try:
-                self._fd = os.open(self.path, flags, 0o644)
-            except OSError as exc:
-                raise RunError(cannot("open", self.path, exc)) from None
-            self._end = os.fstat(self._fd).st_size
-            if self._end and os.pread(self._fd, 1, self._end - 1) != b"\n":
-                os.write(self._fd, b"\n")  # after a torn line, on a line of its own
-                self._end += 1
-        start = self._end
-        try:
-            _write_all(self._fd, raw, os.fspath(self.path))
-        except OSError:
-            with contextlib.suppress(OSError):  # a full disk: the branch is not recorded
-                os.ftruncate(self._fd, start)
-            raise
-        self._end = start + len(raw)
-        if self.fsync:
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
 # What each field of state.json must be; a hand-edited or damaged file is refused whole.
 _STATE_TYPES: dict[str, tuple[type, ...]] = {
     "run_id": (str,),
@@ -767,6 +634,128 @@ class LogSegment:
 
     def close(self) -> None:
         """Nothing to release: the run's log stays open for the next step."""
+
+
+class BranchDir(RunDir):
+    """A fork's action branch (a run of one step), kept in memory: no directory of its own
+    (made only if its action prints, for its `steps.log`), its state and events held until it
+    ends, then written as one entry of its fork's journal (`ForkJournal`). Creating files in
+    a directory made just now is most of what a branch cost (docs/performance.md)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.state: dict[str, Any] | None = None
+        self.log = _BranchLog(root)
+        self.sink = MemorySink()
+        self.outputs = MemoryOutputs()
+
+    def write_state(
+        self, data: dict[str, Any], *, fsync: bool = False, fixed: FixedState | None = None
+    ) -> None:
+        self.state = {"version": STATE_VERSION, **(fixed.fields if fixed else {}), **data}
+
+    def read_state(self) -> dict[str, Any]:
+        if self.state is None:
+            raise RunError(f"{self.state_path}: missing; the branch has not started")
+        return self.state
+
+    def entry(self, key: str, result: object) -> dict[str, Any]:
+        """Its journal entry: its record (sealed by the fork's run), state and events."""
+        return {"key": key, "result": result, "state": self.state, "events": self.sink.events}
+
+
+class MemorySink:
+    """A branch's events, kept until its journal entry is written (a `JsonlSink`'s face)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    def flush(self) -> None:
+        """Nothing to write out before the branch ends."""
+
+    def close(self) -> None:
+        """Nothing held open."""
+
+
+class MemoryOutputs:
+    """A branch's one output record, kept inline in its state (an `Outputs`' face)."""
+
+    def append(self, record: dict[str, Any]) -> dict[str, Any]:
+        return record
+
+    def read(self, where: dict[str, Any]) -> dict[str, Any]:
+        return where
+
+    def sync(self) -> None:
+        """In memory: written with the journal entry."""
+
+    def close(self) -> None:
+        """Nothing held open."""
+
+
+class _BranchLog(RunLog):
+    """A branch's `steps.log`, in a directory made at its first byte (a branch that prints
+    nothing makes none)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.root = root
+
+    def append(self, data: bytes) -> None:
+        if self._fd is None:
+            try:
+                os.mkdir(self.root)
+            except FileExistsError:
+                RunDir(self.root).check_links()
+            except OSError as exc:
+                raise RunError(cannot("create", self.root, exc)) from None
+        super().append(data)
+
+
+class ForkJournal:
+    """A fork's journal of finished action branches (`branches.jsonl`): one line appended
+    whole per branch, by the fork's run (its one writer), through one descriptor opened at
+    the first entry. A line torn by a crash is skipped when read: that branch runs again."""
+
+    def __init__(self, fork: Path, *, fsync: bool = False) -> None:
+        self.path = fork / JOURNAL
+        self.fsync = fsync
+        self._fd: int | None = None
+        self._end = 0
+
+    def append(self, entry: dict[str, Any]) -> None:
+        try:
+            raw = (ENCODE(entry) + "\n").encode("utf-8")
+        except UnicodeEncodeError:  # bytes that are not UTF-8: JSON escapes, read back the same
+            raw = (json.dumps(entry, separators=(",", ":")) + "\n").encode("ascii")
+        if self._fd is None:
+            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                self._fd = os.open(self.path, flags, 0o644)
+            except OSError as exc:
+                raise RunError(cannot("open", self.path, exc)) from None
+            self._end = os.fstat(self._fd).st_size
+            if self._end and os.pread(self._fd, 1, self._end - 1) != b"\n":
+                os.write(self._fd, b"\n")  # after a torn line, on a line of its own
+                self._end += 1
+        start = self._end
+        try:
+            _write_all(self._fd, raw, os.fspath(self.path))
+        except OSError:
+            with contextlib.suppress(OSError):  # a full disk: the branch is not recorded
+                os.ftruncate(self._fd, start)
+            raise
+        self._end = start + len(raw)
+        if self.fsync:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def pid_alive(pid: int) -> bool:

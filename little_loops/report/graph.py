@@ -35,6 +35,7 @@ from little_loops.model.loop import (
     Loop,
     State,
 )
+from little_loops.record.events import journaled_events
 from little_loops.record.history import MAX_ITERATIONS as MAX_ITERATIONS
 from little_loops.record.history import STOPPED as STOPPED
 from little_loops.record.history import History
@@ -309,7 +310,7 @@ def overlay_from_events(
 
 def _history(run_dir: Path) -> History:
     path = run_dir / "events.jsonl"
-    if not path.is_file():
+    if not path.is_file() and journaled_events(path) is None:  # an action branch's: journaled
         raise RunError(f"{path}: missing; the run has no event log to draw")
     return History.from_file(path)
 

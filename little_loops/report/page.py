@@ -18,6 +18,7 @@ from typing import Any
 
 from little_loops.errors import EXIT_USAGE, LoopError
 from little_loops.model.loop import Loop
+from little_loops.record.events import journal_entry
 from little_loops.record.history import STOPPED, History, is_num
 from little_loops.record.store import RUNS, RunDir, find_run, write_named_file
 from little_loops.report.page_data import RunRead, collect, read_tree, verdict_class, walk
@@ -62,9 +63,12 @@ def _child_dir(top: Path, parts: list[str]) -> Path | None:
             here = here / "sub" / part
         elif (here / part).is_dir() and not (here / "events.jsonl").is_file():
             here = here / part  # inside a fork's directory: a branch
+        elif journal_entry(here / part) is not None:
+            here = here / part  # an action branch: an entry of its fork's journal
         else:
             return None
-    return here if (here / "events.jsonl").is_file() else None
+    told = (here / "events.jsonl").is_file() or journal_entry(here) is not None
+    return here if told else None
 
 
 def _load(file: str, base: Path) -> Loop | None:

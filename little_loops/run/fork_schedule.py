@@ -42,7 +42,7 @@ from little_loops.model.progress import RunResult
 from little_loops.model.records import record
 from little_loops.record import events as ev
 from little_loops.record import questions as qs
-from little_loops.record.events import JOURNAL, Event, Evaluate, read_journal, read_records
+from little_loops.record.events import JOURNAL, Evaluate, Event, read_journal, read_records
 from little_loops.record.questions import Suspended
 from little_loops.record.store import BranchDir, ForkJournal, RunDir
 from little_loops.run import children
@@ -280,7 +280,8 @@ class Fork:
             self.entries = read_journal(self.root)
         entry = self.entries.get(item.key)
         where = f"{self.root / JOURNAL} (branch '{item.key}')"
-        if entry is not None and entry["state"].get("status") == "finished":  # a malformed record stops the run (exit 3), as a file's would
+        # A malformed record stops the run (exit 3), as a file's would.
+        if entry is not None and entry["state"].get("status") == "finished":
             raw = self.ctx.session.unsealed(entry.get("result"))
             record = BranchRecord.from_json(raw, where, need=("verdict",))
             return BranchEnd(str(record.verdict), record.outcome or "", record)

@@ -1,7 +1,8 @@
 """No secret in any file of a run tree, through the real `ll`: a fork's `items.json`, a
-branch's `result.json`, the journal of a fork's action branches, the fork's `join.json`, a used answer's note under `answers/used/`,
-and a crash report's `--set` values; in clear, JSON-escaped or shell-quoted. A resumed fork
-still gets the real values back (the records are sealed, not masked)."""
+branch's `result.json`, the journal of a fork's action branches, the fork's `join.json`, a
+used answer's note under `answers/used/`, and a crash report's `--set` values; in clear,
+JSON-escaped or shell-quoted. A resumed fork still gets the real values back (the records
+are sealed, not masked)."""
 
 from __future__ import annotations
 

@@ -76,9 +76,7 @@ def journal(fork: Path) -> dict[str, dict[str, Any]]:
 
 def finished(fork: Path) -> dict[str, dict[str, Any]]:
     """The records of a fork's action branches that finished, by key (the journal)."""
-    return {
-        k: e["result"] for k, e in journal(fork).items() if e["state"]["status"] == "finished"
-    }
+    return {k: e["result"] for k, e in journal(fork).items() if e["state"]["status"] == "finished"}
 
 
 # -- the pure parts ---------------------------------------------------------------------------
@@ -421,7 +419,8 @@ def test_kill_9_mid_fork_then_resume_runs_no_finished_branch_again(
     assert state(root)["status"] == "finished"
     # i4, cut off mid-action, had no journal entry: it started again from its start.
     starts = [e["branch"] for e in events(root) if e["event"] == "child_start"]
-    assert starts.count("i4") == 2 and all(starts.count(k) == 1 for k in ("i1", "i5"))
+    assert starts.count("i4") == 2
+    assert all(starts.count(k) == 1 for k in ("i1", "i5"))
     assert sorted(finished(root / "sub" / "0001-work")) == ["i1", "i2", "i3", "i4", "i5", "i6"]
 
 

@@ -119,9 +119,12 @@ def test_a_loop_state_and_every_fork_branch_start_through_the_one_door(
     lines = (run / "events.jsonl").read_text(encoding="utf-8").splitlines()
     kinds_seen = [json.loads(line).get("kind") for line in lines if "child_start" in line]
     assert kinds_seen == ["loop", "branch", "branch", "branch"]
-    # Each child wrote its own story in its own run directory.
+    # Each child wrote its own story: a run directory of its own, or (an action branch) an
+    # entry of its fork's journal.
     outputs = sorted(p.parent.name for p in (run / "sub").rglob("state.json"))
-    assert outputs == ["0001-call", "eu", "lint", "us"]
+    assert outputs == ["0001-call", "eu", "us"]
+    [journal] = (run / "sub").rglob("branches.jsonl")
+    assert [json.loads(line)["key"] for line in journal.read_text().splitlines()] == ["lint"]
 
 
 def test_a_child_run_is_made_by_the_context_s_factory(tmp_path: Path) -> None:
@@ -198,10 +201,11 @@ def test_an_action_branch_holds_only_the_context_keys_its_work_reads(project: Pr
     done = project.ll("run", "fan.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
     (run,) = (project.path / ".loops" / "runs").iterdir()
-    branches = sorted((run / "sub" / "0001-fan").glob("item-*/state.json"))
+    journal = (run / "sub" / "0001-fan" / "branches.jsonl").read_text(encoding="utf-8")
+    branches = [json.loads(line) for line in journal.splitlines()]
     assert len(branches) == 50
-    for state in branches:
-        text = state.read_text(encoding="utf-8")
-        assert json.loads(text)["context"] == {"said": "all good"}, state
-        if state.parent.name != "item-049":
-            assert "item-049" not in text, state
+    for entry in branches:
+        text = json.dumps(entry["state"])
+        assert entry["state"]["context"] == {"said": "all good"}, entry["key"]
+        if entry["key"] != "item-049":
+            assert "item-049" not in text, entry["key"]
