@@ -152,7 +152,7 @@ def _refuse_changed_children(
             where = state_file.parent.relative_to(run_dir.root)
             raise LoopError(
                 f"{path} changed since its sub-loop run ({where}) in run {run_id} started "
-                f"({_change_summary(child, path, load(path))}); "
+                f"({_change_summary(child, path, load(path), data.get('loop_sha256'))}); "
                 "resume anyway with --force, or start a new run",
                 exit_code=EXIT_RUN_ERROR,
             )
@@ -201,13 +201,19 @@ def _resumable(base: Path) -> RunDir:
     )
 
 
-def _change_summary(run_dir: RunDir, path: Path, loop: Loop) -> str:
+def _change_summary(run_dir: RunDir, path: Path, loop: Loop, recorded: object = None) -> str:
+    """What changed in `path` since the run's copy of it: its own `loop.yaml` (a root run, a
+    child an older ll ran), or the tree's one copy of the source its state records
+    (`recorded`, the digest of the file it started with)."""
     import difflib
 
     from little_loops.record.secrets import Redactor
     from little_loops.run.runner import file_secrets
+    from little_loops.run.session import tree_copy
 
     snapshot = run_dir.root / "loop.yaml"
+    if not snapshot.is_file() and isinstance(recorded, str) and recorded.isalnum():
+        snapshot = tree_copy(run_dir.root, recorded)
     if not snapshot.is_file():
         return "no copy of the original file to compare"
     before = snapshot.read_text(encoding="utf-8", errors="replace").splitlines()

@@ -235,6 +235,7 @@ class Runner:
             scope=loop_scope,
             action_layer=action_layer or Processes(),
             rng=rng,
+            root=parent is None,
         )
         # What every kind of step is given instead of the runner.
         self.ctx = RunContext(

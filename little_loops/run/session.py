@@ -101,8 +101,8 @@ class RunSession:
             if run_dir is None:
                 run_dir = RunDir.create(options.base_dir, progress.run_id)
                 _write_snapshot(loop, run_dir, redactor)
-            elif snapshot and progress.step == 0 and not (run_dir.root / "loop.yaml").exists():
-                _write_snapshot(loop, run_dir, redactor)  # a child run, at its start
+            elif snapshot and progress.step == 0:
+                _keep_tree_copy(loop, run_dir, redactor)  # a child run, at its start
             self.run_dir = run_dir
             self.outputs: outputs_store.Outputs | MemoryOutputs
             self.sink: JsonlSink | MemorySink
@@ -235,14 +235,52 @@ def _write_snapshot(loop: Loop, run_dir: RunDir, run_secrets: Redactor) -> None:
     """The file as it was at the start, so `ll resume` can tell what changed since; secret
     values (the run's, and literals the file gives its secret keys) are masked, since run
     directories get uploaded as CI artifacts. Resume compares digests of the original."""
+    data = _masked_source(loop, run_secrets)
+    if data is not None:
+        (run_dir.root / "loop.yaml").write_bytes(data)
+
+
+def _masked_source(loop: Loop, run_secrets: Redactor) -> bytes | None:
     try:
         if not stat.S_ISREG(os.stat(loop.path).st_mode):
-            return  # a pipe (`ll run /dev/stdin`) cannot be read twice
+            return None  # a pipe (`ll run /dev/stdin`) cannot be read twice
         data = loop.path.read_bytes()
     except OSError:
-        return
+        return None
     redactor = Redactor([*run_secrets.values, *file_secrets(loop)])
     if redactor:
         text = data.decode("utf-8", "surrogateescape")
         data = redactor.text(text).encode("utf-8", "surrogateescape")
-    (run_dir.root / "loop.yaml").write_bytes(data)
+    return data
+
+
+def tree_copy(run_root: Path, source_sha256: str) -> Path:
+    """Where a child run's copy of its loop file is kept: one copy per tree per distinct
+    source, `<root run>/loops/<sha256 of the source>.yaml` (the digest its state.json
+    records as `loop_sha256`), instead of a copy in every child's directory."""
+    from little_loops.record.questions import tree_root
+
+    return tree_root(run_root) / "loops" / f"{source_sha256}.yaml"
+
+
+def _keep_tree_copy(loop: Loop, run_dir: RunDir, run_secrets: Redactor) -> None:
+    """A child run's copy of its file, made once per tree (`tree_copy`). A copy made by an
+    earlier call is kept unless this run knows a secret it holds in clear (a call given
+    other secret values): then it is made again with this run's masking."""
+    if not loop.source_sha256:
+        return
+    path = tree_copy(run_dir.root, loop.source_sha256)
+    try:
+        kept = path.read_text(encoding="utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        kept = None
+    except OSError:
+        return  # a copy for the change summary only: never a reason to stop
+    if kept is not None and (not run_secrets or run_secrets.text(kept) == kept):
+        return
+    data = _masked_source(loop, run_secrets)
+    if data is None:
+        return
+    if kept is None:
+        path.parent.mkdir(exist_ok=True)
+    atomic_write_text(path, data.decode("utf-8", "surrogateescape"))

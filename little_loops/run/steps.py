@@ -82,8 +82,10 @@ class StepPipeline:
         scope: Mapping[str, object],
         action_layer: ActionLayer,
         rng: random.Random | None,
+        root: bool = True,
     ) -> None:
         self.loop = loop
+        self.root = root  # the tree's root run (not a child's, nor a fork branch's)
         self.options = options
         self.progress = progress
         self.session = session
@@ -407,10 +409,16 @@ class StepPipeline:
                 self.session.persist(self.progress)
 
     def close(self) -> None:
+        judged = self._judge is not None
         if self._judge is not None:
             self._judge.close()
             self._judge = None
-        self.actions.kill_orphans()  # nothing a step started outlives the run
+        # Nothing a step started outlives the run. Each action's end swept its escaped
+        # descendants already (actions/process.py); what is left is what a judge's CLI left,
+        # so a child run (a branch of thousands, a sub-loop level) that judged nothing lists
+        # no /proc/self/task; the root sweeps once more at its end whatever ran.
+        if judged or self.root:
+            self.actions.kill_orphans()
 
 
 def output_record(state: State, action: actions.ActionResult | None) -> dict[str, Json]:

@@ -975,3 +975,68 @@ def test_a_child_called_again_resolves_imports_and_asks_nothing_again(
         assert f"after {calls + 1} steps" in done.stdout
         seen.append(dict(counts))
     assert seen[1] == seen[2], seen
+
+
+LEAF = """\
+name: leaf
+initial: say
+context: {word: x}
+states:
+  say: {action: 'echo ${context.word}', next: done}
+  done: {terminal: true}
+"""
+
+CALLS = """\
+name: calls
+initial: each
+states:
+  each:
+    for_each: [a, b, c, d, e]
+    loop: leaf.yaml
+    with: {word: "${item.value}"}
+    on_success: again
+    on_failure: again
+  again: {loop: leaf.yaml, next: done}
+  done: {terminal: true}
+"""
+
+
+def test_a_child_called_again_and_again_keeps_one_copy_of_its_file_in_the_tree(
+    project: Project,
+) -> None:
+    """Six runs of one child file: one copy under the root's `loops/`, named by the digest of
+    the source each child's state.json records, and no `loop.yaml` in any child's folder."""
+    leaf = project.write("leaf.yaml", LEAF)
+    project.write("calls.yaml", CALLS)
+    done = project.ll("run", "calls.yaml", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    root = run_root(project.path)
+    [copy] = (root / "loops").iterdir()
+    assert copy.read_text(encoding="utf-8") == leaf.read_text(encoding="utf-8")
+    children = [p.parent for p in (root / "sub").rglob("state.json")]
+    assert len(children) == 6
+    for child in children:
+        assert state(child)["loop_sha256"] + ".yaml" == copy.name
+        assert not (child / "loop.yaml").exists()
+
+
+def test_child_runs_that_judged_nothing_leave_the_orphan_sweep_to_each_action(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each action sweeps its escaped descendants when it ends (actions/process.py); a child
+    run's end sweeps again only if a judge ran in it, the root's end once whatever ran."""
+    from little_loops import actions
+
+    swept: list[int] = []
+    real = actions.kill_orphans
+
+    def counted() -> None:
+        swept.append(1)
+        real()
+
+    monkeypatch.setattr(actions, "kill_orphans", counted)
+    project.write("leaf.yaml", LEAF)
+    project.write("calls.yaml", CALLS)
+    done = project.ll("run", "calls.yaml", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(swept) == 1  # six child runs, one root
