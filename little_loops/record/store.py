@@ -375,7 +375,7 @@ class RunDir:
 
     def read_state(self) -> dict[str, Any]:
         """The run's state; a corrupt, truncated or future-version file is a clear error."""
-        path = self.state_path
+        path: Path | str = self.state_path
         self.check_links()
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -383,9 +383,10 @@ class RunDir:
                 data = json.loads(fh.read())
         except FileNotFoundError:
             entry = journal_entry(self.root)  # a fork's action branch: its journal entry
-            if entry is not None:
-                return dict(entry["state"])
-            raise RunError(f"{path}: missing; the run directory is incomplete") from None
+            if entry is None:
+                raise RunError(f"{path}: missing; the run directory is incomplete") from None
+            data = dict(entry["state"])
+            path = f"{self.root.parent / JOURNAL} (branch '{self.root.name}')"
         except OSError as exc:
             raise RunError(cannot("read", path, exc)) from None
         except RecursionError:
