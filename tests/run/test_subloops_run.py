@@ -977,7 +977,7 @@ def test_a_child_called_again_resolves_imports_and_asks_nothing_again(
     assert seen[1] == seen[2], seen
 
 
-LEAF = """\
+SAYER = """\
 name: leaf
 initial: say
 context: {word: x}
@@ -986,7 +986,7 @@ states:
   done: {terminal: true}
 """
 
-CALLS = """\
+SAYER_CALLS = """\
 name: calls
 initial: each
 states:
@@ -1006,8 +1006,8 @@ def test_a_child_called_again_and_again_keeps_one_copy_of_its_file_in_the_tree(
 ) -> None:
     """Six runs of one child file: one copy under the root's `loops/`, named by the digest of
     the source each child's state.json records, and no `loop.yaml` in any child's folder."""
-    leaf = project.write("leaf.yaml", LEAF)
-    project.write("calls.yaml", CALLS)
+    leaf = project.write("leaf.yaml", SAYER)
+    project.write("calls.yaml", SAYER_CALLS)
     done = project.ll("run", "calls.yaml", "-q")
     assert done.returncode == 0, done.stdout + done.stderr
     root = run_root(project.path)
@@ -1035,8 +1035,8 @@ def test_child_runs_that_judged_nothing_leave_the_orphan_sweep_to_each_action(
         real()
 
     monkeypatch.setattr(actions, "kill_orphans", counted)
-    project.write("leaf.yaml", LEAF)
-    project.write("calls.yaml", CALLS)
+    project.write("leaf.yaml", SAYER)
+    project.write("calls.yaml", SAYER_CALLS)
     done = project.ll("run", "calls.yaml", "-q")
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(swept) == 1  # six child runs, one root
