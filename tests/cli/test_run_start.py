@@ -104,6 +104,31 @@ def test_a_plain_run_loads_no_optional_module(tmp_path: Path) -> None:
     assert "yaml" in modules  # the first run of the file composes it
 
 
+FIRST_RUN_PATTERN = (
+    "import sys\nfrom little_loops.entry import main\nsys.argv[0] = 'll'\n"
+    "try:\n    main()\nfinally:\n"
+    "    from little_loops.load.composer import _FORBIDDEN\n"
+    "    pattern = sys.modules['yaml'].reader.Reader.NON_PRINTABLE.pattern\n"
+    "    sys.stderr.write(f'\\nDIRECT {pattern == _FORBIDDEN}\\n')\n"
+)
+
+
+def test_a_first_run_imports_pyyaml_without_its_slow_pattern(tmp_path: Path) -> None:
+    """load/composer.py `yaml_module`: the reader's pattern is compiled in its cheap form
+    (57 M instructions less; tests/load/test_composer_yaml.py proves it the same set)."""
+    (tmp_path / "two.yaml").write_text(TWO, encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-c", FIRST_RUN_PATTERN, "run", "-q", "two.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "two.yaml")},  # no caches
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.endswith("\nDIRECT True\n"), proc.stderr
+
+
 def test_a_second_run_of_the_same_file_does_without_yaml(tmp_path: Path) -> None:
     (tmp_path / "two.yaml").write_text(TWO, encoding="utf-8")
     first, _ = modules_of(tmp_path, "run", "-q", "two.yaml")
