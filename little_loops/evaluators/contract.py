@@ -51,8 +51,8 @@ class Evaluator(Protocol):
     for a type without one, `failure`) with details saying what went wrong."""
 
     @property
-    def config(self) -> type[tuple[object, ...]]:
-        """The type's typed config (`configs.py`)."""
+    def config(self) -> type:
+        """The type's typed config (`configs.py`): a frozen record of its keys."""
 
     def verdicts(self, spec: Evaluate) -> frozenset[str]:
         """Every verdict `evaluate` can give for `spec`, and no other."""

@@ -296,7 +296,7 @@ def convergence(spec: Convergence, inp: EvalInput) -> Verdict:
 
 # --------------------------------------------------------------------------- as registered
 
-_C = TypeVar("_C", bound=tuple[Any, ...])
+_C = TypeVar("_C")
 
 
 class Pure(Generic[_C]):
