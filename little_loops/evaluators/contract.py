@@ -7,13 +7,18 @@ all, so there is no import cycle (docs/architecture.md, "The evaluator contract"
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
 from little_loops.model.loop import (
     Evaluate,
     Verdict,
 )
 from little_loops.model.records import record
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # (the classes below are for the type checker)
 
 
 class JudgeSession(Protocol):

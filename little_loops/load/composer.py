@@ -8,8 +8,6 @@ refuse documents nested or aliased deeply enough to crash or stall the program.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from little_loops.errors import Diagnostic
 from little_loops.model.loop import Pos
 from little_loops.model.records import field, record
@@ -18,7 +16,10 @@ from little_loops.wording import (
     where,
 )
 
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
+    from typing import Any
+
     import yaml
 
 # PyYAML is imported when a file is composed, not with this module: its import compiles

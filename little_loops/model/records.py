@@ -28,7 +28,6 @@ import sys
 from collections.abc import Mapping
 from operator import attrgetter
 from types import CodeType, FunctionType, MappingProxyType
-from typing import TYPE_CHECKING, Any
 
 __all__ = ["MISSING", "Field", "field", "fields", "record", "replace"]
 
@@ -86,9 +85,11 @@ class Field:
         return f"Field(name={self.name!r}, type={self.type!r}, default={self.default!r})"
 
 
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
     from dataclasses import dataclass as record
     from dataclasses import field, fields, replace
+    from typing import Any
 else:
 
     def record(
