@@ -428,6 +428,23 @@ def output_record(state: State, action: actions.ActionResult | None) -> dict[str
     return record
 
 
+def output_place(
+    record: Mapping[str, Json], action: actions.ActionResult | None
+) -> tuple[int, int] | None:
+    """Where `record`'s output lies in the run's log: the action's stdout as it was read,
+    trailing newlines dropped (`output_record`); None when it is anything else."""
+    if action is None or action.output_at is None:
+        return None
+    output = record.get("output")
+    if not isinstance(output, str) or not action.output.startswith(output):
+        return None
+    dropped = action.output[len(output) :]
+    if dropped.strip("\n"):
+        return None
+    offset, size = action.output_at
+    return offset, size - len(dropped)  # a newline is one byte
+
+
 def retry_delay(retry: Retry, attempt: int) -> float:
     """interval * backoff_rate ** (attempt - 1), at most max_delay, without float overflow."""
     top, first, rate = float(retry.max_delay), float(retry.interval), float(retry.backoff_rate)
