@@ -256,7 +256,7 @@ class StepPipeline:
             )
             base = base_verdict(verdict.verdict) or verdict.verdict
             if action is not None and base in reasons.BAD_VERDICTS:
-                why["tail"] = reasons.output_tail(action.output, action.stderr)
+                why["tail"] = tuple(reasons.output_tail(action.output, action.stderr))
         self.session.emit(
             ev.Evaluate(
                 step=step,
