@@ -695,7 +695,10 @@ class MemorySink:
 class MemoryOutputs:
     """A branch's one output record, kept inline in its state (an `Outputs`' face)."""
 
-    def append(self, record: dict[str, Any]) -> dict[str, Any]:
+    def append(
+        self, record: dict[str, Any], in_log: tuple[int, int] | None = None
+    ) -> dict[str, Any]:
+        """The record itself, inline (its output too: the journal line holds it whole)."""
         return record
 
     def read(self, where: dict[str, Any]) -> dict[str, Any]:
