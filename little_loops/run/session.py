@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -284,6 +285,16 @@ def _keep_tree_copy(loop: Loop, run_dir: RunDir, run_secrets: Redactor) -> None:
     if not loop.source_sha256:
         return
     path = tree_copy(run_dir.root, loop.source_sha256)
+    # A fork's branches start children of one file at once, in threads of this process, and
+    # a temp file's name holds only the process id: one writer at a time.
+    with _TREE_COPIES:
+        _keep_copy(loop, path, run_secrets)
+
+
+_TREE_COPIES = threading.Lock()
+
+
+def _keep_copy(loop: Loop, path: Path, run_secrets: Redactor) -> None:
     try:
         kept = path.read_text(encoding="utf-8", errors="surrogateescape")
     except FileNotFoundError:

@@ -1040,3 +1040,52 @@ def test_child_runs_that_judged_nothing_leave_the_orphan_sweep_to_each_action(
     done = project.ll("run", "calls.yaml", "-q")
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(swept) == 1  # six child runs, one root
+
+
+MIDDLE = """\
+name: middle
+initial: call
+context: {word: x}
+states:
+  call: {loop: leaf.yaml, with: {word: "${context.word}"}, next: done}
+  done: {terminal: true}
+"""
+
+FAN_OF_MIDDLES = """\
+name: fan
+initial: each
+states:
+  each:
+    for_each: [a, b, c, d]
+    loop: middle.yaml
+    with: {word: "${item.value}"}
+    max_concurrency: 4
+    on_success: done
+    on_failure: done
+  done: {terminal: true}
+"""
+
+
+def test_branches_calling_one_child_at_once_make_its_tree_copy_one_at_a_time(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four branches, in threads, each call `leaf.yaml` at the same moment: the tree's copy of
+    it is written by one at a time (a temp file's name holds only the process id, so two
+    writers at once took each other's temp file, and a branch stopped with exit 3)."""
+    from little_loops.record import store
+
+    real = store._write_all
+
+    def slow(fd: int, data: bytes, path: str | None = None) -> None:
+        if path is not None and f"{os.sep}loops{os.sep}" in path and path.endswith(".yaml"):
+            time.sleep(0.3)  # the writers overlap
+        real(fd, data, path)
+
+    monkeypatch.setattr(store, "_write_all", slow)
+    project.write("leaf.yaml", SAYER)
+    project.write("middle.yaml", MIDDLE)
+    project.write("fan.yaml", FAN_OF_MIDDLES)
+    done = project.ll("run", "fan.yaml", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    root = run_root(project.path)
+    assert len(list((root / "loops").iterdir())) == 2  # middle.yaml and leaf.yaml, once each
