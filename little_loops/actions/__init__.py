@@ -134,6 +134,9 @@ class ActionResult:
     error: str | None = None
     cost_usd: float = 0.0
     details: Details = EMPTY_DETAILS  # a slash action's cost, model, flags; a simulation's
+    # (offset, size): `output` is these bytes of the run's log (`steps.log`), exactly; set
+    # only when it is, so the step's output record can point there instead of copying them.
+    output_at: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -208,8 +211,10 @@ def run_shell(
     finally:
         if script is not None:
             os.close(script)
+    output = run.stdout.text()
+    at = run.stdout_at
     return ActionResult(
-        output=run.stdout.text(),
+        output=output,
         stderr=run.stderr.text(),
         exit_code=run.exit_code,
         duration_ms=run.duration_ms,
@@ -217,6 +222,7 @@ def run_shell(
         output_bytes=run.output_bytes,
         # stdout kept only its tail: a capture says so, and a for_each refuses it
         details=_CUT if run.stdout.cut else EMPTY_DETAILS,
+        output_at=(at, run.stdout.size) if at is not None and run.stdout.exact else None,
     )
 
 

@@ -535,6 +535,7 @@ class RunLog:
         self._fd: int | None = None
         self._end: int | None = None
         self._limit: int | None = None  # `LL_MAX_LOG_BYTES`, read at the run's first attempt
+        self._unsynced = False
 
     def offset(self) -> int:
         """Where the next byte goes: the end of the file (0 before it exists)."""
@@ -573,6 +574,13 @@ class RunLog:
                 os.ftruncate(self._fd, start)
             raise
         self._end = start + len(data)
+        self._unsynced = True
+
+    def sync(self) -> None:
+        """fsync what was appended (`--fsync`): output records may point into this file."""
+        if self._fd is not None and self._unsynced:
+            os.fsync(self._fd)
+            self._unsynced = False
 
     def close(self) -> None:
         if self._fd is not None:

@@ -74,6 +74,7 @@ from little_loops.run.steps import (
     Finish,
     StepPipeline,
     StepResult,
+    output_place,
     output_record,
 )
 from little_loops.run.subloop import Parent
@@ -442,7 +443,7 @@ class Runner:
         kept = {**record, "confidence": details.confidence, "reason": details.reason}
         if state.capture:
             p.captured[state.capture] = kept
-        self.session.keep_outputs(kept, state.capture)
+        self.session.keep_outputs(kept, state.capture, output_place(kept, result.action))
         value = details.value
         converging = state.evaluate is not None and state.evaluate.type == "convergence"
         if converging and value is not None:

@@ -257,7 +257,7 @@ class StepPipeline:
             )
             base = base_verdict(verdict.verdict) or verdict.verdict
             if action is not None and base in reasons.BAD_VERDICTS:
-                why["tail"] = reasons.output_tail(action.output, action.stderr)
+                why["tail"] = tuple(reasons.output_tail(action.output, action.stderr))
         self.session.emit(
             ev.Evaluate(
                 step=step,
@@ -427,6 +427,23 @@ def output_record(state: State, action: actions.ActionResult | None) -> dict[str
     if action is not None and action.details.output_cut:
         record["output_cut"] = True  # `output` holds only the last 1 MiB of stdout
     return record
+
+
+def output_place(
+    record: Mapping[str, Json], action: actions.ActionResult | None
+) -> tuple[int, int] | None:
+    """Where `record`'s output lies in the run's log: the action's stdout as it was read,
+    trailing newlines dropped (`output_record`); None when it is anything else."""
+    if action is None or action.output_at is None:
+        return None
+    output = record.get("output")
+    if not isinstance(output, str) or not action.output.startswith(output):
+        return None
+    dropped = action.output[len(output) :]
+    if dropped.strip("\n"):
+        return None
+    offset, size = action.output_at
+    return offset, size - len(dropped)  # a newline is one byte
 
 
 def retry_delay(retry: Retry, attempt: int) -> float:
