@@ -13,7 +13,6 @@ import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
 
 from little_loops.actions.process import (
     DEFAULT_TAIL_BYTES,
@@ -40,6 +39,10 @@ from little_loops.errors import RunError
 from little_loops.model.details import EMPTY_DETAILS, Details, Json
 from little_loops.model.records import record
 from little_loops.record.store import LogSegment
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any, Literal
 
 __all__ = [
     "DEFAULT_TAIL_BYTES",
@@ -131,6 +134,9 @@ class ActionResult:
     error: str | None = None
     cost_usd: float = 0.0
     details: Details = EMPTY_DETAILS  # a slash action's cost, model, flags; a simulation's
+    # (offset, size): `output` is these bytes of the run's log (`steps.log`), exactly; set
+    # only when it is, so the step's output record can point there instead of copying them.
+    output_at: tuple[int, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -205,8 +211,10 @@ def run_shell(
     finally:
         if script is not None:
             os.close(script)
+    output = run.stdout.text()
+    at = run.stdout_at
     return ActionResult(
-        output=run.stdout.text(),
+        output=output,
         stderr=run.stderr.text(),
         exit_code=run.exit_code,
         duration_ms=run.duration_ms,
@@ -214,6 +222,7 @@ def run_shell(
         output_bytes=run.output_bytes,
         # stdout kept only its tail: a capture says so, and a for_each refuses it
         details=_CUT if run.stdout.cut else EMPTY_DETAILS,
+        output_at=(at, run.stdout.size) if at is not None and run.stdout.exact else None,
     )
 
 

@@ -57,37 +57,55 @@ def ms_since(started: float) -> int:
 
 
 class Tail:
-    """The last `limit` bytes of a stream; trimmed at 2x the limit so trimming is amortised."""
+    """The last `limit` bytes of a stream, kept as the chunks read (no copy while they fit);
+    trimmed at 2x the limit so trimming is amortised."""
 
-    __slots__ = ("buf", "limit", "trimmed")
+    __slots__ = ("chunks", "exact", "limit", "size", "trimmed")
 
     def __init__(self, limit: int) -> None:
-        self.buf = bytearray()
+        self.chunks: list[bytes] = []
+        self.size = 0
         self.limit = max(limit, 0)
         self.trimmed = False
+        self.exact = True  # whether `text()` decoded every byte (no replacement character)
 
     def add(self, chunk: bytes) -> None:
-        self.buf += chunk
-        if len(self.buf) > 2 * self.limit:
-            del self.buf[: len(self.buf) - self.limit]
+        self.chunks.append(chunk)
+        self.size += len(chunk)
+        if self.size > 2 * self.limit:
+            kept = b"".join(self.chunks)[-self.limit :] if self.limit else b""
+            self.chunks = [kept] if kept else []
+            self.size = len(kept)
             self.trimmed = True
 
     @property
     def cut(self) -> bool:
         """Whether bytes before the last `limit` were dropped."""
-        return self.trimmed or len(self.buf) > self.limit
+        return self.trimmed or self.size > self.limit
+
+    def data(self) -> bytes:
+        """The bytes kept, whole (one chunk is given as it was read)."""
+        chunks = self.chunks
+        if len(chunks) > 1:
+            self.chunks = chunks = [b"".join(chunks)]
+        return chunks[0] if chunks else b""
 
     def text(self) -> str:
-        if self.limit == 0 or not self.buf:
+        if self.limit == 0 or not self.size:
             return ""
-        data = memoryview(self.buf)[-self.limit :]
-        if self.trimmed or len(self.buf) > self.limit:
+        data: bytes | memoryview = self.data()
+        if self.cut:
+            data = memoryview(data)[-self.limit :]
             # A cut may land inside a multi-byte character: start at the next one.
             skip = 0
             while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
                 skip += 1
             data = data[skip:]
-        return bytes(data).decode("utf-8", errors="replace")
+        try:
+            return str(data, "utf-8")
+        except UnicodeDecodeError:
+            self.exact = False
+            return str(data, "utf-8", "replace")
 
 
 @record
@@ -98,6 +116,10 @@ class Run:
     timed_out: bool
     output_bytes: int
     duration_ms: int
+    # Where stdout's bytes lie in the run's log, all of them, in one piece and as read (no
+    # stderr between them, no cut): the output record then points there instead of holding
+    # a second copy (record/outputs.py). None otherwise.
+    stdout_at: int | None = None
 
 
 # poll(2) needs no kernel object per step, unlike epoll; it is as good for three descriptors.
@@ -119,7 +141,11 @@ class _Sink:
         self.stderr = stderr
         self.sel: selectors.BaseSelector = _Selector()
         self.streams: dict[int, tuple[str, Tail]] = {}
-        self.open: set[int] = set()
+        # stdout before stderr, in the order they were attached: what both pipes hold at once
+        # goes to the log stdout first, whatever numbers the descriptors got (a set's order
+        # follows the numbers, so a log could show a step's stderr line before the stdout line
+        # it printed first).
+        self.open: dict[int, None] = {}
         # A path is opened at the first byte: a step that prints nothing leaves no empty log
         # behind, and a silent step does not pay for creating a file. A `LogSegment` (the
         # run's one log) is written as it is.
@@ -129,6 +155,9 @@ class _Sink:
             self.log = log_path
         else:
             self.log_path = log_path
+        # stdout's place in the run's log while its bytes there stay whole and in one piece
+        self.out_at: int | None = None
+        self.out_whole = isinstance(log_path, LogSegment)
         self.on_output = on_output
         self.on_stdout = on_stdout
         self.total = 0
@@ -140,7 +169,7 @@ class _Sink:
             os.set_blocking(fd, False)
             self.sel.register(fd, selectors.EVENT_READ)
             self.streams[fd] = (name, tail)
-            self.open.add(fd)
+            self.open[fd] = None
         self.watch_exit(pid)
 
     def close(self) -> None:
@@ -175,7 +204,7 @@ class _Sink:
             return False
         if not chunk:
             self.sel.unregister(fd)
-            self.open.discard(fd)
+            self.open.pop(fd, None)
             return False
         name, tail = self.streams[fd]
         self.total += len(chunk)
@@ -183,7 +212,9 @@ class _Sink:
         if log is None and self.log_path is not None:
             os.makedirs(os.path.dirname(os.fspath(self.log_path)) or ".", exist_ok=True)
             log = self.log = StepLog(os.fspath(self.log_path))
-        if log is not None:
+        if self.out_whole and name == "stdout":
+            self._stdout_to_log(chunk)
+        elif log is not None:
             log.write(chunk)
         tail.add(chunk)
         if self.on_stdout is not None and name == "stdout":
@@ -191,6 +222,26 @@ class _Sink:
         if self.on_output is not None:
             self.on_output(name, chunk)
         return True
+
+    def _stdout_to_log(self, chunk: bytes) -> None:
+        """Write a stdout chunk to the run's log, following whether all of stdout is there
+        in one piece: each chunk right after the one before, none of it cut."""
+        log = self.log
+        assert isinstance(log, LogSegment)
+        at = log.start + log.size  # a run's attempt writes its log alone: its bytes follow
+        if self.out_at is None:
+            self.out_at = at
+        elif at != self.out_at + self.stdout.size:
+            self.out_whole = False  # stderr came in between
+        log.write(chunk)
+        if log.cut:
+            self.out_whole = False
+
+    def stdout_at(self) -> int | None:
+        """Where all of stdout lies in the run's log, as read; None if it does not."""
+        if self.out_whole and self.out_at is not None and not self.stdout.cut:
+            return self.out_at
+        return None
 
     def read_held(self) -> None:
         """Read what the pipes hold now, up to their end where every writer is gone: once the
@@ -288,6 +339,7 @@ def execute(
         timed_out=timed_out,
         output_bytes=sink.total,
         duration_ms=ms_since(started),
+        stdout_at=sink.stdout_at(),
     )
 
 

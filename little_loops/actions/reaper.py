@@ -167,6 +167,15 @@ class _Orphans:
 
     def __init__(self) -> None:
         self.enabled = False
+        self._fd: int | None = None  # /proc's list of the main thread's children, kept open
+        self._fd_owner = 0  # the pid it was opened in (0: not yet, or again after a fork)
+
+    def _forked(self) -> None:
+        """In a child forked from this process: the list open is the parent's."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+        self._fd, self._fd_owner = None, 0
 
     def adopt(self) -> bool:
         """Become a child subreaper; False where the platform cannot."""
@@ -207,6 +216,34 @@ class _Orphans:
         return [pid for pid in found if pid != GUARD.pid and pid not in running]
 
     def _children(self) -> list[int]:
+        """This process's children that may be orphans, from /proc.
+
+        Linux gives an adopted orphan (and the children of a thread that ended) to the first
+        live thread of the process, its main thread: the main thread's list of children,
+        kept open and read again from its start (one `pread` a sweep, no `getpid`), holds
+        every orphan. The children of the other live threads are theirs to wait for.
+        """
+        if self._fd_owner == 0:
+            self._fd_owner = os.getpid()
+            try:
+                path = f"{_PROC}/{self._fd_owner}/task/{self._fd_owner}/children"
+                self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self._fd = None
+        if self._fd is None:
+            return self._every_threads_children()
+        data = b""
+        try:
+            while True:
+                chunk = os.pread(self._fd, 1 << 16, len(data))
+                data += chunk
+                if len(chunk) < 1 << 16:
+                    break
+        except OSError:
+            return self._every_threads_children()
+        return [int(pid) for pid in data.split()]
+
+    def _every_threads_children(self) -> list[int]:
         # /proc/self is this process (its every thread sees the same): no getpid() a step.
         found: list[int] = []
         try:
@@ -293,6 +330,7 @@ def _temp_fd() -> int:
 GUARD = _Guard()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=GUARD._forked)
+    os.register_at_fork(after_in_child=ORPHANS._forked)
 
 
 def group_alive(pgid: int) -> bool:

@@ -15,12 +15,17 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, ClassVar
 
 from little_loops.model.details import EMPTY_DETAILS, Details, Json
-from little_loops.model.records import field, fields, record
+from little_loops.model.records import field, fields, record, replace
 
-Event = dict[str, Any]
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import IO, Any, ClassVar
+
+    Event = dict[str, Any]
+else:
+    Event = dict
 # A listener of a run is handed each event as its typed record (`RunEvent`); a sink (the
 # run's events.jsonl) is handed the wire dict it writes.
 Listener = Callable[["RunEvent"], None]
@@ -634,7 +639,11 @@ class Emitter:
         *,
         step: int | None = None,
         state: str | None = None,
+        typed: RunEvent | None = None,
     ) -> Event:
+        """Write one event; `typed`, when given, is the record whose wire form `fields` is
+        (`send`): without redaction, listeners are handed it with `ts` and `run_id` filled in
+        instead of the wire form parsed back."""
         event: Event = {"event": name, "ts": self._clock(), "run_id": self.run_id}
         if step is not None:
             event["step"] = step
@@ -647,14 +656,19 @@ class Emitter:
         for sink in self.sinks:
             sink(event)
         if self.listeners:
-            record = parse(event)
+            if typed is not None and self._redact is None:
+                record = replace(typed, ts=event["ts"], run_id=self.run_id)
+            else:
+                record = parse(event)
             for listener in self.listeners:
                 listener(record)
         return event
 
     def send(self, event: RunEvent) -> Event:
         """Emit a typed event: the same line as `emit` with its name and fields."""
-        return self.emit(event.name, event.payload(), step=event.step, state=event.state)
+        return self.emit(
+            event.name, event.payload(), step=event.step, state=event.state, typed=event
+        )
 
 
 def read_events(path: Path) -> list[Event]:

@@ -13,14 +13,19 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from little_loops.errors import RunError
 from little_loops.record.events import ENCODE
+from little_loops.record.store import LOG_NAME, RunLog
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 NAME = "outputs.dat"
 _RAW = ("output", "stderr")  # the texts kept raw after a record's JSON line
 _SIZES = "raw_sizes"
+_IN_LOG = "output_at"  # [offset, size] of the output in the run's steps.log
 
 
 def ref(offset: int, size: int) -> dict[str, list[int]]:
@@ -49,15 +54,23 @@ class Outputs:
         self._end = 0
         self._unsynced = False
 
-    def append(self, record: dict[str, Any]) -> dict[str, list[int]]:
+    def append(
+        self, record: dict[str, Any], in_log: tuple[int, int] | None = None
+    ) -> dict[str, list[int]]:
         """Write `record`; its reference, for state.json.
 
         The record's small fields are one JSON line; its texts (`output`, `stderr`) follow it
         as raw UTF-8, their sizes in that line: encoding a megabyte as JSON would cost more
-        than the rest of the step.
+        than the rest of the step. `in_log` (offset, size): the output is those bytes of the
+        run's log, `steps.log`, where the action wrote it; the line says so (`output_at`) and
+        the bytes are not written a second time.
         """
         meta = {k: v for k, v in record.items() if k not in _RAW}
-        texts = [str(record.get(k) or "").encode("utf-8", "surrogatepass") for k in _RAW]
+        if in_log is not None:
+            meta[_IN_LOG] = list(in_log)
+            texts = [b"", str(record.get("stderr") or "").encode("utf-8", "surrogatepass")]
+        else:
+            texts = [str(record.get(k) or "").encode("utf-8", "surrogatepass") for k in _RAW]
         meta[_SIZES] = [len(t) for t in texts]
         try:
             line = (ENCODE(meta) + "\n").encode("utf-8")
@@ -110,6 +123,34 @@ class Outputs:
                 f"{self.path}: no step output at offset {offset} (the file was truncated or "
                 "edited); the run cannot be resumed"
             )
+        if _IN_LOG in record:
+            found = self._from_log(record)
+            if found is None:
+                raise RunError(
+                    f"{self.path.parent / LOG_NAME}: the output that the step record at "
+                    f"offset {offset} of {NAME} points to is missing (the log was truncated "
+                    "or edited); the run cannot be resumed"
+                )
+            record = found
+        return record
+
+    def _from_log(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """`record` with its output read from where it points in the run's log."""
+        where = record.pop(_IN_LOG)
+        if not (
+            isinstance(where, list)
+            and len(where) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in where)
+        ):
+            return None
+        start, size = where
+        data = RunLog.read(self.path.parent, start, start + size)
+        if len(data) != size:
+            return None
+        try:
+            record["output"] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
         return record
 
     def close(self) -> None:

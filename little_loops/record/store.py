@@ -17,7 +17,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from little_loops.errors import (
     EXIT_USAGE,
@@ -25,6 +24,10 @@ from little_loops.errors import (
     RunError,
 )
 from little_loops.record.events import ENCODE
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 # 2: step outputs and captures live in outputs.dat and state.json holds references to them.
 # Version 1 files (the texts inline) are still read; the session moves their texts out.
@@ -532,6 +535,7 @@ class RunLog:
         self._fd: int | None = None
         self._end: int | None = None
         self._limit: int | None = None  # `LL_MAX_LOG_BYTES`, read at the run's first attempt
+        self._unsynced = False
 
     def offset(self) -> int:
         """Where the next byte goes: the end of the file (0 before it exists)."""
@@ -570,6 +574,13 @@ class RunLog:
                 os.ftruncate(self._fd, start)
             raise
         self._end = start + len(data)
+        self._unsynced = True
+
+    def sync(self) -> None:
+        """fsync what was appended (`--fsync`): output records may point into this file."""
+        if self._fd is not None and self._unsynced:
+            os.fsync(self._fd)
+            self._unsynced = False
 
     def close(self) -> None:
         if self._fd is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from little_loops.errors import (
     EXIT_INTERNAL,
@@ -75,11 +74,13 @@ from little_loops.run.steps import (
     Finish,
     StepPipeline,
     StepResult,
+    output_place,
     output_record,
 )
 from little_loops.run.subloop import Parent
 from little_loops.templates.interpolate import resolve_context
 
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
     import random
 
@@ -442,7 +443,7 @@ class Runner:
         kept = {**record, "confidence": details.confidence, "reason": details.reason}
         if state.capture:
             p.captured[state.capture] = kept
-        self.session.keep_outputs(kept, state.capture)
+        self.session.keep_outputs(kept, state.capture, output_place(kept, result.action))
         value = details.value
         converging = state.evaluate is not None and state.evaluate.type == "convergence"
         if converging and value is not None:

@@ -15,7 +15,6 @@ import stat
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from little_loops.model.details import Json
 from little_loops.model.loop import Loop
@@ -46,6 +45,10 @@ from little_loops.record.store import (
     atomic_write_text,
 )
 from little_loops.run.gate import GATE
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 # Fields of a step's record that only `captured` shows; `prev` is the record without them.
 _VERDICT_ONLY = ("confidence", "reason")
@@ -140,9 +143,19 @@ class RunSession:
     def flush(self) -> None:
         self.sink.flush()
 
-    def keep_outputs(self, record: dict[str, Json], capture: str | None) -> None:
-        """A finished step's record: appended once, pointed to by the next state.json."""
-        where = self.outputs.append(self._sealer.seal(record) if self.redactor else record)
+    def keep_outputs(
+        self,
+        record: dict[str, Json],
+        capture: str | None,
+        in_log: tuple[int, int] | None = None,
+    ) -> None:
+        """A finished step's record: appended once, pointed to by the next state.json.
+        `in_log`: where its output already lies in the run's log (`steps.log`), which the
+        record then points to instead of holding the same bytes again."""
+        if self.redactor:  # sealed; the log holds the output masked
+            where = self.outputs.append(self._sealer.seal(record))
+        else:
+            where = self.outputs.append(record, in_log=in_log)
         self._prev_ref = where
         if capture:
             self._captured_refs[capture] = where
@@ -176,6 +189,7 @@ class RunSession:
                 data = self.redactor.obj(data)
             data["captured"], data["prev"] = self._captured_refs, self._prev_ref
             if self.options.fsync:
+                self.run_dir.log.sync()  # output records may point into the run's log
                 self.outputs.sync()
             self.run_dir.write_state(data, fsync=self.options.fsync, fixed=self._fixed)
 

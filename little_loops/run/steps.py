@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from little_loops import actions
 from little_loops.evaluators import (
@@ -44,8 +43,10 @@ from little_loops.run.session import RunSession
 from little_loops.run.step_scope import StepScope
 from little_loops.templates.interpolate import program_keys
 
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
     import random
+    from typing import Any
 
     from little_loops.evaluators.llm import JudgeSession
 
@@ -256,7 +257,7 @@ class StepPipeline:
             )
             base = base_verdict(verdict.verdict) or verdict.verdict
             if action is not None and base in reasons.BAD_VERDICTS:
-                why["tail"] = reasons.output_tail(action.output, action.stderr)
+                why["tail"] = tuple(reasons.output_tail(action.output, action.stderr))
         self.session.emit(
             ev.Evaluate(
                 step=step,
@@ -426,6 +427,23 @@ def output_record(state: State, action: actions.ActionResult | None) -> dict[str
     if action is not None and action.details.output_cut:
         record["output_cut"] = True  # `output` holds only the last 1 MiB of stdout
     return record
+
+
+def output_place(
+    record: Mapping[str, Json], action: actions.ActionResult | None
+) -> tuple[int, int] | None:
+    """Where `record`'s output lies in the run's log: the action's stdout as it was read,
+    trailing newlines dropped (`output_record`); None when it is anything else."""
+    if action is None or action.output_at is None:
+        return None
+    output = record.get("output")
+    if not isinstance(output, str) or not action.output.startswith(output):
+        return None
+    dropped = action.output[len(output) :]
+    if dropped.strip("\n"):
+        return None
+    offset, size = action.output_at
+    return offset, size - len(dropped)  # a newline is one byte
 
 
 def retry_delay(retry: Retry, attempt: int) -> float:

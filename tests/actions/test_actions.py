@@ -706,3 +706,61 @@ def test_prctl_from_ctypes_c_half_answers_as_ctypes_does() -> None:
     assert ctypes.get_errno() == 22  # EINVAL, kept as use_errno=True keeps it
     with pytest.raises(AttributeError):
         libc_function("no_such_function_in_libc")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc's children lists")
+def test_the_orphan_sweep_reads_one_open_list_a_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After every action the sweep looks for adopted orphans. Linux hands an orphan to the
+    main thread, so the sweep reads that thread's list of children, kept open: one `pread` a
+    step, instead of listing /proc/self/task and opening a file per thread (14 system calls
+    a step, issue 27). The list still shows a live child of ours."""
+    orphans = reaper._Orphans()
+    calls: dict[str, int] = {"open": 0, "os.open": 0, "listdir": 0, "pread": 0}
+
+    def counting(name: str, real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return real(*args, **kwargs)
+
+        return call
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr("builtins.open", counting("open", open))
+            patch.setattr(os, "open", counting("os.open", os.open))
+            patch.setattr(os, "listdir", counting("listdir", os.listdir))
+            patch.setattr(os, "pread", counting("pread", os.pread))
+            seen = [orphans._children() for _ in range(10)]
+    finally:
+        child.kill()
+        child.wait()
+    assert all(child.pid in found for found in seen)
+    assert calls == {"open": 0, "os.open": 1, "listdir": 0, "pread": 10}, calls
+    orphans._forked()  # closes the list it held
+
+
+def test_what_both_pipes_hold_at_once_is_read_stdout_first_whatever_their_numbers() -> None:
+    # Descriptors 15 and 16 fall in a two-int set's table as 16 before 15: a set of open pipes
+    # read stderr first, so a step's log showed its stderr line above the stdout line it printed
+    # first (test_cli's `ll logs --step` test failed about half the time on a busy machine).
+    from little_loops.actions.process import Tail, _Sink
+
+    seen: list[tuple[str, bytes]] = []
+    sink = _Sink(Tail(1024), Tail(1024), None, lambda name, chunk: seen.append((name, chunk)), None)
+    made: list[int] = []
+    try:
+        for number, text in ((15, b"out\n"), (16, b"err\n")):
+            read_end, write_end = os.pipe()
+            os.dup2(read_end, number)
+            os.close(read_end)
+            os.write(write_end, text)
+            os.close(write_end)
+            made.append(number)
+        sink.attach(15, 16, os.getpid())
+        sink.read_held()
+        assert seen == [("stdout", b"out\n"), ("stderr", b"err\n")]
+    finally:
+        sink.close()
+        for number in made:
+            os.close(number)

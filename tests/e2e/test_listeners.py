@@ -5,6 +5,7 @@ each listener gets its `parse`d record)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -30,6 +31,23 @@ states:
     route: {fin: check}
   check:
     action: "exit 3"
+    on_success: done
+    on_failure: done
+  done: {terminal: true}
+"""
+
+FLAT = """
+name: flat
+initial: build
+states:
+  build:
+    action: "echo building; echo warn >&2"
+    evaluate: {type: output_contains, pattern: building}
+    on_success: check
+    on_failure: done
+  check:
+    action: "exit 3"
+    retry: {max_attempts: 2, interval: 0}
     on_success: done
     on_failure: done
   done: {terminal: true}
@@ -104,6 +122,45 @@ def test_a_listener_of_ll_run_is_handed_typed_records(
     # the terminal read them as records: its lines are there, the child's indented
     assert "loop child.yaml" in done.stdout
     assert "ll: error at 'check' after 3 steps" in done.stdout
+
+
+def test_a_listener_gets_the_records_the_log_reads_back(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without secrets, a listener is handed the record the run made (its `ts` and `run_id`
+    filled in) instead of the wire form parsed back (issue 27: five parses a step): each is
+    equal to what parsing its line of events.jsonl gives."""
+    from little_loops.record import events
+    from little_loops.record.secrets import secret_env_names
+
+    parsed: list[int] = []
+    real_parse = events.parse
+
+    def counted(raw: Any) -> RunEvent:
+        parsed.append(1)
+        return real_parse(raw)
+
+    seen: list[RunEvent] = []
+    monkeypatch.setattr(events, "parse", counted)
+    loop = project.write("flat.yaml", FLAT)
+    with monkeypatch.context() as patch:
+        for name in secret_env_names(os.environ):  # no secret to mask: no redaction
+            patch.delenv(name)
+        from little_loops.run import runner
+
+        real_init = runner.Runner.__init__
+
+        def listening(self: Any, *args: Any, **kwargs: Any) -> None:
+            kwargs["listeners"] = [*kwargs.get("listeners", []), seen.append]
+            real_init(self, *args, **kwargs)
+
+        patch.setattr(runner.Runner, "__init__", listening)
+        done = project.ll("run", loop, "-q")
+    assert done.returncode == 3, done.stdout + done.stderr
+    (run,) = (tmp_path / ".loops" / "runs").iterdir()
+    lines = (run / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    assert seen == [real_parse(json.loads(line)) for line in lines]
+    assert parsed == []
 
 
 def test_json_lines_are_the_records_wire_form_byte_for_byte(

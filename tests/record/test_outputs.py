@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
 from project import Project
 
 from little_loops.load.loader import load
@@ -100,8 +101,10 @@ def test_state_json_stays_small_with_large_captures(tmp_path: Path, project: Pro
     assert len(records["captured"]["a"]["output"]) == MIB
     assert records["captured"]["b"]["output"] == "b" * MIB
     assert records["captured"]["n"]["output"].strip() == str(MIB)
-    # One record a step, written once: six steps of 1 MiB and the count.
-    assert 6 * MIB < (run / outputs.NAME).stat().st_size < 7 * MIB
+    # Each step's output written once: six steps of 1 MiB in the run's log, where the
+    # records point, not copied again into outputs.dat.
+    assert 6 * MIB < (run / "steps.log").stat().st_size < 7 * MIB
+    assert (run / outputs.NAME).stat().st_size < 4096
 
 
 def test_an_interrupted_run_reads_its_captures_back(tmp_path: Path) -> None:
@@ -151,3 +154,67 @@ def test_a_damaged_outputs_file_is_one_clear_line(tmp_path: Path, project: Proje
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     # The failed start let go of the loop: a new run of it starts.
     assert project.ll("run", "loop.yaml", "-q", process=True).returncode == 0
+
+
+WHERE = """\
+name: where
+initial: a
+states:
+  a:
+    action: {action}
+    capture: a
+    next: done
+  done:
+    terminal: true
+"""
+
+
+@pytest.mark.parametrize(
+    ("action", "env", "output", "in_log"),
+    [
+        # stdout alone, whole: the record points at its bytes in steps.log
+        ("printf 'hello\\nworld\\n\\n'", {}, "hello\nworld", True),
+        ("printf 'caf\\303\\251'", {}, "caf\u00e9", True),
+        # stderr between two pieces of stdout: the log's bytes are not the output's
+        ("printf out; sleep 0.2; printf err >&2; sleep 0.2; printf more", {}, "outmore", False),
+        # not UTF-8: the output is the text decoded with replacement, kept in the record
+        ("printf 'bad\\377'", {}, "bad\ufffd", False),
+        # the log was cut: the output is whole only in the record
+        ("printf 0123456789", {"LL_MAX_LOG_BYTES": "4"}, "0123456789", False),
+    ],
+)
+def test_a_steps_output_is_written_once_where_the_log_holds_it(
+    tmp_path: Path,
+    project: Project,
+    action: str,
+    env: dict[str, str | None],
+    output: str,
+    in_log: bool,
+) -> None:
+    """Issue 27: a printing step wrote its output to steps.log and again to outputs.dat.
+    Where the log holds stdout whole and as read, the record points there instead."""
+    write(tmp_path, WHERE.format(action=json.dumps(action)))
+    proc = project.ll("run", "loop.yaml", "-q", env=env)
+    assert proc.returncode == 0, proc.stderr
+    run = only_run(tmp_path)
+    assert kept(run)["captured"]["a"]["output"] == output
+    data = (run / outputs.NAME).read_bytes()
+    assert (b'"output_at":' in data) is in_log
+    if in_log:
+        assert output.encode() not in data
+        assert (run / "steps.log").read_bytes().count(output.encode()) == 1
+
+
+def test_a_truncated_log_under_an_output_record_is_one_clear_line(
+    tmp_path: Path, project: Project
+) -> None:
+    first = Runner(
+        load(write(tmp_path, STEPS)), RunOptions(base_dir=tmp_path), listeners=[interrupt_at(3)]
+    ).run()
+    assert b'"output_at":' in (first.run_dir / outputs.NAME).read_bytes()
+    (first.run_dir / "steps.log").write_bytes(b"")
+    proc = project.ll("resume", first.run_id, "-q", process=True)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert "steps.log: the output that the step record at offset" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
