@@ -6,28 +6,36 @@ score a bound on the next (lengths; shared characters, counted with repeats; the
 blocks), and keeps the best final score (ties go to the option that sorts last). That is
 quadratic when a file misspells many names among many states: 3,000 unknown targets among
 3,000 states took 10.9 s. `closest` gives the same answer (tests/test_wording.py) through an
-index of the options, built once per list of options (lists under 64 go straight to difflib):
+index of the options, built once per list of options (lists under 64 go straight to difflib),
+which keeps each answer (a word misspelt the same way again costs a dictionary lookup):
 
 - a first guess: the options one deleted character away from the word (each loses at most
-  one character and the rest is the same text), or else those sharing most of the word's
-  rarest three-letter runs, are scored, which sets a floor t that the answer's score reaches;
+  one character and the rest is the same text), found in an index of every option with any
+  one character deleted; their longest common subsequence with the word follows from the
+  lengths (the shorter is the longer less one character, or both lose one). Or else, when
+  there are none, the options sharing most of the word's rarest three-letter runs. Scored
+  best bound first, they set a floor t that the answer's score reaches;
 - for each length of option where reaching t leaves at most one character unmatched on either
   side, those same options are all that can (a common subsequence of the needed length is
-  then a text both reach by one deletion at most), found through an index of every option
-  with any one character deleted, built when first needed; numbered names, which share
-  nearly all their characters, are told apart this way without looking at the others;
-- for the other lengths, for each character and count k, the options holding the character
-  at least k times (kept to those lengths afterwards). An option whose shared-character score
-  reaches t holds all but m of the word's (character, k) pairs, so it is in at least r - m of
-  the r rarest of those lists (the prefix filter of set-similarity joins); those lists are
-  counted with set operations, in C;
+  then a text both reach by one deletion at most): numbered names, which share nearly all
+  their characters, are told apart this way without looking at the others;
+- for the other lengths, the options of that length holding each of the word's (character,
+  count k) pairs, a list made when first asked for. An option whose shared-character score
+  reaches t holds all but m of the word's pairs, so it is in at least r - m of the r rarest
+  of those lists (the prefix filter of set-similarity joins; rarest by how often the
+  character occurs in all the options), counted with set operations in C;
 - each survivor's shared-character score, then its longest common subsequence (found
   bit-parallel; difflib's matching blocks are a common subsequence, so it bounds the final
   score), then difflib's own score, best bound first, until no bound can beat the best or win
   its tie.
 
-`rapidfuzz` was not taken: its scores are not difflib's (the suggestions would change), and a
-compiled dependency for one message is a cost; the index keeps difflib's exact answers.
+difflib's own score is counted by `_matches`, difflib's steps without its generality (no junk:
+`get_close_matches` has none, and difflib finds none of its own in a word under 200
+characters; longer words are scored by difflib): half the instructions of a SequenceMatcher.
+
+`rapidfuzz` was not taken: its scores are not difflib's (the suggestions would change), and
+scoring every option, even in C, stays quadratic (10,000 x 10,000 names); a compiled dependency
+for one message is a cost too. The index keeps difflib's exact answers.
 """
 
 from __future__ import annotations
