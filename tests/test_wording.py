@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from project import Project
 
 from little_loops import wording
 from little_loops.wording import _lcs, _masks, _matches, closest, did_you_mean
@@ -257,6 +258,42 @@ def test_ll_validate_suggests_difflibs_answers_for_many_misspelt_targets(tmp_pat
         )
     errors = [line for line in result.stdout.splitlines() if ": error: " in line]
     assert errors == expected
+
+
+def test_ll_validate_looks_up_each_misspelt_target_once(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 300 states whose targets misspell three of them, each 100 times: `ll validate` prints a
+    # "did you mean" on each of the 300 lines, from three searches.
+    names = numbered(300)
+    typos = ["fomrat_00007", "chekc_00010", "tset_00003"]
+    lines = [f"name: many\ninitial: {names[0]}\non_error: done\nstates:"]
+    for i, name in enumerate(names):
+        lines.append(f"  {name}: {{action: 'true', next: {typos[i % 3]}}}")
+    lines.append("  done: {terminal: true}\n")
+    project.write("many.yaml", "\n".join(lines))
+    looked_up: list[str] = []
+    search = wording._Index._closest
+
+    def counted(self: Any, word: str, cutoff: float) -> str | None:
+        looked_up.append(word)
+        return search(self, word, cutoff)
+
+    monkeypatch.setattr(wording._Index, "_closest", counted)
+    result = project.ll("validate", "many.yaml")
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stdout.splitlines() if ": error: " in line]
+    assert len(errors) == 300
+    for line, (i, name) in zip(errors, enumerate(names), strict=True):
+        typo = typos[i % 3]
+        close = difflib_answer(typo, [*names, "done"])
+        hint = f" (did you mean '{close}'?)" if close else ""
+        assert line == (
+            f"many.yaml:{i + 5}:{len(name) + 28}: error: state '{name}' has 'next' naming "
+            f"unknown state '{typo}'{hint}"
+        )
+    assert sorted(looked_up) == sorted(typos)
+    assert "(did you mean 'format_00007'?)" in errors[0]
 
 
 def test_near_misses_at_high_cutoffs_get_difflibs_answer() -> None:
