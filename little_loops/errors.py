@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 # Exit codes of `ll run` (SPEC section 8) and of the other commands.
 EXIT_SUCCESS = 0
 EXIT_FAILURE = 1
@@ -17,7 +15,13 @@ EXIT_TIMEOUT = 124
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
-Severity = Literal["error", "warning"]
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Literal
+
+    Severity = Literal["error", "warning"]
+else:
+    Severity = str
 
 
 class Diagnostic:

@@ -34,7 +34,10 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from typing import Any
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 # A node's place in the document: ("states", "fix", "evaluate", "of", 0).
 NodePath = tuple[str | int, ...]

@@ -13,7 +13,6 @@ import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
 
 from little_loops.actions.process import (
     DEFAULT_TAIL_BYTES,
@@ -40,6 +39,10 @@ from little_loops.errors import RunError
 from little_loops.model.details import EMPTY_DETAILS, Details, Json
 from little_loops.model.records import record
 from little_loops.record.store import LogSegment
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any, Literal
 
 __all__ = [
     "DEFAULT_TAIL_BYTES",

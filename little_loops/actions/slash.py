@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping
-from typing import Any
 
 from little_loops.errors import LoopError
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_EVENT_LINE = 64 << 20  # a stream-JSON line longer than this is skipped, not buffered
 SLASH_FLAGS = ("--dangerously-skip-permissions",)

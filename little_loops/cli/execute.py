@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from little_loops.cli import launch
 from little_loops.errors import EXIT_SUSPENDED
 from little_loops.model.records import record, replace
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def parse_sets(values: tuple[str, ...], loop: Any = None) -> dict[str, str]:

@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
 
 from little_loops.errors import LoopError
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def echo(text: str, *, err: bool = False, nl: bool = True) -> None:

@@ -7,13 +7,18 @@ all, so there is no import cycle (docs/architecture.md, "The evaluator contract"
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
 from little_loops.model.loop import (
     Evaluate,
     Verdict,
 )
 from little_loops.model.records import record
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # (the classes below are for the type checker)
 
 
 class JudgeSession(Protocol):
@@ -51,8 +56,8 @@ class Evaluator(Protocol):
     for a type without one, `failure`) with details saying what went wrong."""
 
     @property
-    def config(self) -> type[tuple[object, ...]]:
-        """The type's typed config (`configs.py`)."""
+    def config(self) -> type:
+        """The type's typed config (`configs.py`): a frozen record of its keys."""
 
     def verdicts(self, spec: Evaluate) -> frozenset[str]:
         """Every verdict `evaluate` can give for `spec`, and no other."""

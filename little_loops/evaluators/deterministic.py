@@ -8,7 +8,6 @@ import operator
 import re
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, Generic, TypeVar
 
 from little_loops.model.details import Details, Json
 from little_loops.model.loop import (
@@ -20,6 +19,12 @@ from little_loops.model.loop import (
 from .configs import Convergence, ExitCode, Of, OutputContains, OutputJson, OutputNumeric, config_of
 from .contract import EvalInput
 from .jsonpath import MAX_JSON_DEPTH, MISSING, parse_json_path, too_deep, walk
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    _C = TypeVar("_C")
 
 OPERATORS: tuple[str, ...] = ("eq", "ne", "lt", "le", "gt", "ge")
 
@@ -296,16 +301,16 @@ def convergence(spec: Convergence, inp: EvalInput) -> Verdict:
 
 # --------------------------------------------------------------------------- as registered
 
-_C = TypeVar("_C", bound=tuple[Any, ...])
 
-
-class Pure(Generic[_C]):
+class Pure:
     """A deterministic evaluator: a fixed set of verdicts and a pure function of its config."""
 
     def __init__(
         self, config: type[_C], gives: frozenset[str], run: Callable[[_C, EvalInput], Verdict]
     ) -> None:
-        self.config, self.gives, self.run = config, gives, run
+        self.config: type = config
+        self.gives = gives
+        self.run: Callable[[Any, EvalInput], Verdict] = run
 
     def verdicts(self, spec: Evaluate) -> frozenset[str]:
         return self.gives
@@ -342,7 +347,7 @@ class Combine:
         return Verdict("success" if ok else "failure", Details(details))
 
 
-def pure_evaluators() -> dict[str, Pure[Any]]:
+def pure_evaluators() -> dict[str, Pure]:
     """The deterministic types, for the registry's table."""
     with_error = frozenset({"success", "failure", "error"})
     return {

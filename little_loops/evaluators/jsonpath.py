@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 _PATH_TOKEN = re.compile(
     r"""\.(?P<key>[A-Za-z_][A-Za-z0-9_-]*)      # .name

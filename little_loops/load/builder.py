@@ -10,7 +10,6 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar
 
 from little_loops.load.composer import SourceMap
 from little_loops.load.defaults import (
@@ -36,6 +35,12 @@ from little_loops.model.loop import (
 )
 from little_loops.wording import NodePath
 
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    _Choice = TypeVar("_Choice", bound=str)
+
 SHORTHANDS = {
     "on_success": "success",
     "on_failure": "failure",
@@ -46,7 +51,6 @@ SHORTHANDS = {
 
 OUTCOMES: tuple[Outcome, ...] = ("success", "failure")
 DIRECTIONS: tuple[Direction, ...] = ("minimize", "maximize")
-_Choice = TypeVar("_Choice", bound=str)
 
 
 def _is_num(value: Any) -> bool:

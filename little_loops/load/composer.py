@@ -8,8 +8,6 @@ refuse documents nested or aliased deeply enough to crash or stall the program.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from little_loops.errors import Diagnostic
 from little_loops.model.loop import Pos
 from little_loops.model.records import field, record
@@ -18,18 +16,54 @@ from little_loops.wording import (
     where,
 )
 
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
+    from typing import Any
+
     import yaml
 
 # PyYAML is imported when a file is composed, not with this module: its import compiles
 # regular expressions for about a fifth of `ll run`'s start-up, which a loop file found in
 # the parse cache (source.py) does without.
 
+# The largest of them: `yaml.reader` (PyYAML's pure-Python reader) compiles, when it is
+# imported, the characters YAML forbids written as the complement of the ones it allows. For
+# a class that large, `re` marks the 65,536 first code points of a table one at a time: about
+# 57 M instructions (13 ms), a seventh of a file's first run, for a pattern libyaml's reader,
+# the one `ll` uses, never reads. `yaml_module` has the reader compile the same set of
+# characters written directly, a few thousand of them (tests/load/test_composer_yaml.py
+# compares both over every code point). A PyYAML whose pattern differs is left as it is.
+_FORBIDDEN_AS_ALLOWED = "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+_FORBIDDEN = "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]"
+
+
+def yaml_module() -> Any:
+    """`import yaml`, without compiling its reader's pattern the slow way (above)."""
+    import sys
+
+    found = sys.modules.get("yaml")
+    if found is not None:
+        return found
+    import re
+
+    compile_pattern = re.compile
+
+    def compile_fast(pattern: Any, flags: int = 0) -> Any:
+        if pattern == _FORBIDDEN_AS_ALLOWED and not flags:
+            pattern = _FORBIDDEN
+        return compile_pattern(pattern, flags)
+
+    re.compile = compile_fast
+    try:
+        import yaml
+    finally:
+        re.compile = compile_pattern
+    return yaml
+
 
 def _loader_class() -> type[yaml.SafeLoader]:
-    import yaml
-
-    made: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's
+    module = yaml_module()
+    made: type[yaml.SafeLoader] = getattr(module, "CSafeLoader", module.SafeLoader)  # libyaml's
     return made
 
 
@@ -88,7 +122,7 @@ class _Frame:
 
 def compose(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic], bool]:
     """The document, its positions, the diagnostics, and whether the whole file was read."""
-    import yaml
+    yaml = yaml_module()
 
     composer = _Composer(text, file)
     complete = False

@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 from types import MappingProxyType
-from typing import Any
 
 from little_loops.load.schema import loop_schema
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 # Blocks of a loop file that have defaults, besides the evaluator types: where their keys are.
 _BLOCKS: Mapping[str, tuple[str, ...]] = {

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from little_loops.errors import (
     Diagnostic,
@@ -46,7 +45,10 @@ from little_loops.wording import (
     subject,
 )
 
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
+    from typing import Any
+
     from little_loops.load.paradigms import Compiled
 
 

@@ -14,7 +14,6 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from little_loops.errors import Diagnostic
 from little_loops.model.loop import Pos
@@ -28,6 +27,10 @@ from little_loops.wording import (
     subject,
     where,
 )
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 Locate = Callable[[NodePath], Pos]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from little_loops.errors import Diagnostic
 from little_loops.load import composer
@@ -22,6 +21,10 @@ from little_loops.load.composer import (
 )
 from little_loops.model.loop import Pos
 from little_loops.model.records import cache_dir, keep_cache, load_cache
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_FILE_BYTES = 1024 * 1024
 

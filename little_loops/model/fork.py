@@ -13,7 +13,6 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from little_loops.errors import RecordError
 from little_loops.model.details import Json
@@ -27,6 +26,10 @@ from little_loops.model.question import (
     json_kind,
 )
 from little_loops.model.records import field, record, replace
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 KEY_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,40}")
 MAX_ITEMS = 1000  # more items than this: verdict `error` before any branch starts

@@ -5,14 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
 
 from little_loops.model.details import EMPTY_DETAILS, Details, Json
 from little_loops.model.records import field, record
 
-ActionType = Literal["shell", "slash"]
-Outcome = Literal["success", "failure"]
-Direction = Literal["minimize", "maximize"]
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    ActionType = Literal["shell", "slash"]
+    Outcome = Literal["success", "failure"]
+    Direction = Literal["minimize", "maximize"]
+else:
+    ActionType = Outcome = Direction = str
 Scalar = str | int | float | bool
 
 EMPTY: Mapping[str, Any] = MappingProxyType({})

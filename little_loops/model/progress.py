@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from little_loops.errors import (
     EXIT_BUDGET,
@@ -23,6 +22,10 @@ from little_loops.model.question import (
     pending_of,
 )
 from little_loops.model.records import field, fields, record
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 OUTCOME_EXIT = {
     "success": EXIT_SUCCESS,

@@ -9,10 +9,13 @@ order, as the run has always written.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from little_loops.errors import RecordError
 from little_loops.model.records import record
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def iso(epoch: float) -> str:

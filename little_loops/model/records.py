@@ -27,8 +27,7 @@ import os
 import sys
 from collections.abc import Mapping
 from operator import attrgetter
-from types import CodeType, MappingProxyType
-from typing import TYPE_CHECKING, Any
+from types import CodeType, FunctionType, MappingProxyType
 
 __all__ = ["MISSING", "Field", "field", "fields", "record", "replace"]
 
@@ -86,9 +85,11 @@ class Field:
         return f"Field(name={self.name!r}, type={self.type!r}, default={self.default!r})"
 
 
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
     from dataclasses import dataclass as record
     from dataclasses import field, fields, replace
+    from typing import Any
 else:
 
     def record(
@@ -324,9 +325,10 @@ class _Factory:
 _FACTORY = _Factory()
 
 
-def _init(cls: type, fields: tuple[Field, ...], frozen: bool) -> Any:
-    """Compile `__init__` for these fields, as dataclass would write it. A frozen record's
-    fields go straight into the instance's `__dict__` (its `__setattr__` refuses)."""
+def init_source(cls: type, fields: tuple[Field, ...], frozen: bool) -> tuple[str, dict[str, Any]]:
+    """The source of `__init__` for these fields, as dataclass would write it, and the names
+    it reads (defaults, factories). A frozen record's fields go straight into the instance's
+    `__dict__` (its `__setattr__` refuses)."""
     names: dict[str, Any] = {"_FACTORY": _FACTORY}
     positional: list[str] = []
     keyword: list[str] = []
@@ -357,17 +359,44 @@ def _init(cls: type, fields: tuple[Field, ...], frozen: bool) -> Any:
     params = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
     head = ["    __d = self.__dict__"] if frozen else []
     source = f"def __init__({params}):\n" + "\n".join(head + body or ["    pass"]) + "\n"
-    code = _CODE.get(source)
-    if code is None:
-        code = _CODE[source] = compile(source, "<record __init__>", "exec")
-        _NEW.append(source)
-    exec(code, names)
-    made = names["__init__"]
+    return source, names
+
+
+def _init(cls: type, fields: tuple[Field, ...], frozen: bool) -> Any:
+    """`__init__` for these fields: shipped compiled (`_inits.py`, for the package's own
+    records), kept from an earlier run (the code cache below), or compiled now."""
+    source, names = init_source(cls, fields, frozen)
+    shipped = _shipped().get(source)
+    if shipped is not None:
+        made = FunctionType(shipped.__code__, names)()
+    else:
+        code = _CODE.get(source)
+        if code is None:
+            code = _CODE[source] = compile(source, "<record __init__>", "exec")
+            _NEW.append(source)
+        exec(code, names)
+        made = names["__init__"]
     made.__qualname__ = f"{cls.__qualname__}.__init__"
     # As dataclass annotates it: what inspect.signature and get_type_hints read.
     made.__annotations__ = {f.name: f.type for f in fields if f.init}
     made.__annotations__["return"] = None
     return made
+
+
+_SHIPPED: list[dict[str, Any]] = []
+
+
+def _shipped() -> dict[str, Any]:
+    """The package's `__init__`s compiled when it was installed (its `.pyc`): `_inits.py`,
+    written by scripts/gen_inits.py from every record of the package, by source text. A first
+    run compiles none of them (about 0.8 M instructions each, some thirty a run)."""
+    if not _SHIPPED:
+        try:
+            from little_loops.model._inits import INITS
+        except ImportError:  # (scripts/gen_inits.py writing it afresh)
+            INITS = {}
+        _SHIPPED.append(INITS)
+    return _SHIPPED[0]
 
 
 def _key(names: tuple[str, ...]) -> Any:

@@ -15,12 +15,17 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, ClassVar
 
 from little_loops.model.details import EMPTY_DETAILS, Details, Json
 from little_loops.model.records import field, fields, record
 
-Event = dict[str, Any]
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import IO, Any, ClassVar
+
+    Event = dict[str, Any]
+else:
+    Event = dict
 # A listener of a run is handed each event as its typed record (`RunEvent`); a sink (the
 # run's events.jsonl) is handed the wire dict it writes.
 Listener = Callable[["RunEvent"], None]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
 
 from little_loops.errors import LoopError
 from little_loops.model.details import EMPTY_DETAILS, Details
@@ -35,8 +34,10 @@ from little_loops.record.events import (
     read_records,
 )
 
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
     from datetime import datetime
+    from typing import Any, TypeGuard
 
 # The source name of the jump to `on_max_iterations` in an overlay (no route event marks it).
 MAX_ITERATIONS = "$max_iterations"

@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from little_loops.errors import RunError
 from little_loops.record.events import ENCODE
 from little_loops.record.store import LOG_NAME, RunLog
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 NAME = "outputs.dat"
 _RAW = ("output", "stderr")  # the texts kept raw after a record's JSON line

@@ -8,12 +8,15 @@ import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
 
 from little_loops.errors import (
     EXIT_USAGE,
     LoopError,
 )
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 MASK = "***"
 MASK_BYTES = MASK.encode()
@@ -139,7 +142,7 @@ class RedactingStream:
             self._pending = b""
 
 
-class MaskedView(Mapping[str, Any]):
+class MaskedView(Mapping[str, "Any"]):
     """A read-only view of a nested mapping whose text values come out masked."""
 
     def __init__(self, inner: Mapping[str, Any], mask: Callable[[str], str]) -> None:

@@ -17,7 +17,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from little_loops.errors import (
     EXIT_USAGE,
@@ -25,6 +24,10 @@ from little_loops.errors import (
     RunError,
 )
 from little_loops.record.events import ENCODE
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 # 2: step outputs and captures live in outputs.dat and state.json holds references to them.
 # Version 1 files (the texts inline) are still read; the session moves their texts out.

@@ -17,7 +17,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from little_loops.record.events import ChildComplete, ChildStart, RunEvent
 from little_loops.report.terminal_text import (
@@ -25,6 +24,10 @@ from little_loops.report.terminal_text import (
     duration,
     elapsed,
 )
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_ROWS = 10  # running branches shown; the rest as "and N more running"
 _INDENT = " " * 13

@@ -30,7 +30,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import IO, Any
 
 from little_loops.model.details import EMPTY_DETAILS
 from little_loops.model.records import replace
@@ -69,6 +68,10 @@ from little_loops.report.terminal_text import (
 from little_loops.report.terminal_text import clip as clip  # these three are also read from here
 from little_loops.report.terminal_text import duration as duration
 from little_loops.report.terminal_text import summary_line as summary_line
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 BAD = {"failure", "error", "timeout"}
 HEARTBEAT_S = 30.0

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol, TypeGuard, overload, runtime_checkable
 
 from little_loops import actions
 from little_loops.actions import (
@@ -23,6 +22,12 @@ from little_loops.actions import (
 from little_loops.model.loop import Loop
 from little_loops.model.records import field, record
 from little_loops.record.events import RunEvent
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Protocol, TypeGuard, overload
+else:
+    Protocol = object  # (ActionLayer and Simulation are for the type checker)
 
 OutputHook = Callable[[str, bytes], None]  # (stream name, chunk), as the output arrives
 Window = Callable[[], AbstractContextManager[None]]  # where a signal may stop the wait
@@ -91,15 +96,17 @@ class ActionLayer(Protocol):
         ...
 
 
-@runtime_checkable
 class Simulation(Protocol):
     """An action layer that may stand in for a whole child run or an `ask:` answer, and reads
     its run's events (from `action_start` it learns which state the next action is)."""
 
-    @overload
-    def stub(self, request: ChildRequest) -> ChildStub | None: ...
-    @overload
-    def stub(self, request: AnswerRequest) -> AnswerStub | None: ...
+    if TYPE_CHECKING:
+
+        @overload
+        def stub(self, request: ChildRequest) -> ChildStub | None: ...
+        @overload
+        def stub(self, request: AnswerRequest) -> AnswerStub | None: ...
+
     def stub(self, request: Stubbed) -> ChildStub | AnswerStub | None:
         """The stand-in for `request`, or None: the child runs, a person answers."""
         ...
@@ -107,10 +114,14 @@ class Simulation(Protocol):
     def observe(self, event: RunEvent) -> None: ...
 
 
-@overload
-def stub(layer: ActionLayer, request: ChildRequest) -> ChildStub | None: ...
-@overload
-def stub(layer: ActionLayer, request: AnswerRequest) -> AnswerStub | None: ...
+if TYPE_CHECKING:
+
+    @overload
+    def stub(layer: ActionLayer, request: ChildRequest) -> ChildStub | None: ...
+    @overload
+    def stub(layer: ActionLayer, request: AnswerRequest) -> AnswerStub | None: ...
+
+
 def stub(layer: ActionLayer, request: Stubbed) -> ChildStub | AnswerStub | None:
     """`layer`'s stand-in for `request` when it is a `Simulation`; None otherwise."""
     if not simulates(layer):
@@ -121,13 +132,18 @@ def stub(layer: ActionLayer, request: Stubbed) -> ChildStub | AnswerStub | None:
 
 
 def simulates(layer: object) -> TypeGuard[Simulation]:
-    """Whether `layer` is a `Simulation`, asked once a class: `isinstance` against a runtime
-    protocol lists the protocol's members on every call (each sub-loop call asks)."""
+    """Whether `layer` is a `Simulation` (it has the protocol's methods, as a runtime protocol's
+    `isinstance` asks), asked once a class (each sub-loop call asks)."""
     kind = type(layer)
     known = _SIMULATES.get(kind)
     if known is None:
-        known = _SIMULATES[kind] = isinstance(layer, Simulation)
+        known = _SIMULATES[kind] = all(
+            getattr(layer, name, None) is not None for name in _SIMULATION_METHODS
+        )
     return known
+
+
+_SIMULATION_METHODS = ("stub", "observe")
 
 
 _SIMULATES: dict[type, bool] = {}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
 from little_loops.model.loop import Loop
 from little_loops.model.progress import (
@@ -33,13 +32,17 @@ from little_loops.run.steps import (
 )
 from little_loops.run.subloop import Parent
 
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
     import random
+    from typing import Protocol
 
     from little_loops.run.children import (
         Child,
         ChildPlan,
     )
+else:
+    Protocol = object  # (ChildRun and RunFactory are for the type checker)
 
 
 class ChildRun(Protocol):

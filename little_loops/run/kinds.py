@@ -7,11 +7,15 @@ a fork's branches and their join (`parallel:`/`for_each:`), a question (`ask:`).
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from little_loops.model.loop import State
 from little_loops.run.context import RunContext
 from little_loops.run.steps import StepResult
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # (StepKind is for the type checker)
 
 
 class StepKind(Protocol):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from little_loops.errors import (
     EXIT_INTERNAL,
@@ -81,6 +80,7 @@ from little_loops.run.steps import (
 from little_loops.run.subloop import Parent
 from little_loops.templates.interpolate import resolve_context
 
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
     import random
 

@@ -15,7 +15,6 @@ import stat
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from little_loops.model.details import Json
 from little_loops.model.loop import Loop
@@ -46,6 +45,10 @@ from little_loops.record.store import (
     atomic_write_text,
 )
 from little_loops.run.gate import GATE
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 # Fields of a step's record that only `captured` shows; `prev` is the record without them.
 _VERDICT_ONLY = ("confidence", "reason")

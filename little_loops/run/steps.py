@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from little_loops import actions
 from little_loops.evaluators import (
@@ -44,8 +43,10 @@ from little_loops.run.session import RunSession
 from little_loops.run.step_scope import StepScope
 from little_loops.templates.interpolate import program_keys
 
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
     import random
+    from typing import Any
 
     from little_loops.evaluators.llm import JudgeSession
 

@@ -13,7 +13,6 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from little_loops.errors import LoopError
 from little_loops.model.details import Details, Json
@@ -30,6 +29,10 @@ from little_loops.record.events import (
 from little_loops.record.store import RunDir, sha256
 from little_loops.run.action_layer import ChildStub
 from little_loops.templates.interpolate import reads_program_text
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_DEPTH = 8  # runs in one tree, the root counting as 1 (as `ll validate` counts them)
 

@@ -61,6 +61,10 @@ NOT_LOADED = (
     "copy",
     "random",  # a retry's jitter makes its generator when there is one (run/steps.py)
     "ctypes",  # the subreaper's prctl comes from _ctypes (actions/reaper.py `_prctl`)
+    # The type checker's names are imported under `TYPE_CHECKING = False` (13 M instructions
+    # of every run); the protocols are plain classes at run time, `simulates` asks for the
+    # methods of a `Simulation` (run/action_layer.py)
+    "typing",
 )
 
 LIST_MODULES = (
@@ -104,6 +108,31 @@ def test_a_plain_run_loads_no_optional_module(tmp_path: Path) -> None:
     assert "yaml" in modules  # the first run of the file composes it
 
 
+FIRST_RUN_PATTERN = (
+    "import sys\nfrom little_loops.entry import main\nsys.argv[0] = 'll'\n"
+    "try:\n    main()\nfinally:\n"
+    "    from little_loops.load.composer import _FORBIDDEN\n"
+    "    pattern = sys.modules['yaml'].reader.Reader.NON_PRINTABLE.pattern\n"
+    "    sys.stderr.write(f'\\nDIRECT {pattern == _FORBIDDEN}\\n')\n"
+)
+
+
+def test_a_first_run_imports_pyyaml_without_its_slow_pattern(tmp_path: Path) -> None:
+    """load/composer.py `yaml_module`: the reader's pattern is compiled in its cheap form
+    (57 M instructions less; tests/load/test_composer_yaml.py proves it the same set)."""
+    (tmp_path / "two.yaml").write_text(TWO, encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-c", FIRST_RUN_PATTERN, "run", "-q", "two.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "two.yaml")},  # no caches
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.endswith("\nDIRECT True\n"), proc.stderr
+
+
 def test_a_second_run_of_the_same_file_does_without_yaml(tmp_path: Path) -> None:
     (tmp_path / "two.yaml").write_text(TWO, encoding="utf-8")
     first, _ = modules_of(tmp_path, "run", "-q", "two.yaml")
@@ -111,17 +140,40 @@ def test_a_second_run_of_the_same_file_does_without_yaml(tmp_path: Path) -> None
     assert first.returncode == proc.returncode == 0, proc.stderr
     loaded = sorted(m for m in modules if m.split(".")[0] in NOT_LOADED_AGAIN)
     assert not loaded, f"a run of a cached file imported {loaded}"
-    # The records' compiled `__init__`s are kept too (model/records.py `use_code_cache`);
-    # the second run compiled none, so it did not write them again.
-    inits = Path(os.environ["HOME"], ".cache", "little-loops", "inits")
-    written = inits.stat().st_mtime_ns
-    assert modules_of(tmp_path, "run", "-q", "two.yaml")[0].returncode == 0
-    assert inits.stat().st_mtime_ns == written
+    # The records' `__init__`s come compiled with the package (model/_inits.py): none was
+    # compiled, so the code cache (model/records.py `use_code_cache`) was not written.
+    assert not Path(os.environ["HOME"], ".cache", "little-loops", "inits").exists()
     # An edit is seen: other bytes are composed again.
     (tmp_path / "two.yaml").write_text(TWO.replace("'true'", "'exit 3'"), encoding="utf-8")
     edited, modules = modules_of(tmp_path, "run", "-q", "two.yaml")
     assert edited.returncode == 3, edited.stderr
     assert "yaml" in modules
+
+
+COUNT_COMPILES = (
+    "import builtins, json, sys\nfrom little_loops.entry import main\nsys.argv[0] = 'll'\n"
+    "made = []\ncompile_source = builtins.compile\n"
+    "def counted(source, *args, **kwargs):\n"
+    "    made.append(str(source)[:80])\n"
+    "    return compile_source(source, *args, **kwargs)\n"
+    "builtins.compile = counted\n"
+    "try:\n    main()\nfinally:\n"
+    "    sys.stderr.write('\\nCOMPILED ' + json.dumps(made) + '\\n')\n"
+)
+
+
+def test_a_run_compiles_no_code(tmp_path: Path) -> None:
+    """Counted work: a run compiles nothing, its first (no caches) as the next ones. The
+    records' `__init__`s come compiled with the package (model/_inits.py; about 30 compiled
+    by a first run before); the evaluators' configs were NamedTuples, whose annotations
+    `typing` compiled one by one in every run (35 compilations, 11 M instructions)."""
+    (tmp_path / "two.yaml").write_text(TWO, encoding="utf-8")
+    argv = [sys.executable, "-c", COUNT_COMPILES, "run", "-q", "two.yaml"]
+    for caches in ({"XDG_CACHE_HOME": str(tmp_path / "two.yaml")}, {}, {}):
+        env = {**os.environ, **caches}
+        proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stderr.rpartition("\nCOMPILED ")[2]) == [], caches
 
 
 def test_a_run_with_a_question_and_a_fork_loads_them_when_it_gets_there(

@@ -20,6 +20,7 @@ from little_loops.evaluators import EvalInput, possible_verdicts
 from little_loops.evaluators.configs import OutputContains, config_of
 from little_loops.evaluators.registry import EVALUATOR_TYPES, EVALUATORS, evaluate
 from little_loops.model.loop import Evaluate
+from little_loops.model.records import fields
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "little_loops"
@@ -29,7 +30,7 @@ SCHEMA = json.loads((PACKAGE / "loop.schema.json").read_text())
 @pytest.mark.parametrize("name", EVALUATOR_TYPES)
 def test_each_typed_config_holds_exactly_its_schema_keys(name: str) -> None:
     in_schema = set(SCHEMA["$defs"][name]["properties"]) - {"type"}
-    assert set(EVALUATORS[name].config._fields) == in_schema  # type: ignore[attr-defined]
+    assert {f.name for f in fields(EVALUATORS[name].config)} == in_schema
 
 
 def test_the_registry_is_the_schema_enum() -> None:
@@ -40,7 +41,8 @@ def test_a_typed_config_reads_only_its_keys() -> None:
     spec = Evaluate("output_contains", pattern="ok", negate=True, path=".x", samples=3)
     assert EVALUATORS["output_contains"].config is OutputContains
     config = config_of(OutputContains, spec)
-    assert config._asdict() == {"pattern": "ok", "literal": False, "negate": True, "source": None}
+    assert config == OutputContains(pattern="ok", literal=False, negate=True, source=None)
+    assert [f.name for f in fields(config)] == ["pattern", "literal", "negate", "source"]
 
 
 def test_possible_verdicts_are_the_evaluators_own_plus_the_actions() -> None:
@@ -265,7 +267,7 @@ def test_the_reference_table_gives_each_types_keys_and_verdicts() -> None:
             evaluator = EVALUATORS[name]
             assert _words(verdicts) == evaluator.verdicts(Evaluate(name)), name
             if keys != "see below":
-                assert _words(keys) == set(evaluator.config._fields), name  # type: ignore[attr-defined]
+                assert _words(keys) == {f.name for f in fields(evaluator.config)}, name
     assert seen == set(EVALUATOR_TYPES)
 
 

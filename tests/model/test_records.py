@@ -141,6 +141,7 @@ def test_compiled_inits_are_kept_between_processes(
     from little_loops.model import records
 
     kept = tmp_path / "cache" / "inits"
+    monkeypatch.setattr(records, "_SHIPPED", [{}])  # (the package's own are not compiled)
     monkeypatch.setattr(records, "_CODE", {})
     monkeypatch.setattr(records, "_NEW", [])
     monkeypatch.setattr(records, "_CODE_FILE", [])
@@ -180,6 +181,7 @@ def test_a_code_cache_that_is_not_ours_is_ignored(
         content = marshal.dumps({"": sys.version, "def __init__(self, x):\n": 42})
     assert isinstance(content, bytes)
     kept.write_bytes(content)
+    monkeypatch.setattr(records, "_SHIPPED", [{}])
     monkeypatch.setattr(records, "_CODE", {})
     monkeypatch.setattr(records, "_NEW", [])
     monkeypatch.setattr(records, "_CODE_FILE", [])
@@ -189,3 +191,40 @@ def test_a_code_cache_that_is_not_ours_is_ignored(
     point = _point_class()
     assert point(1, 2) == point(1, 2)
     assert records._NEW  # compiled here
+
+
+def test_the_shipped_inits_are_fresh() -> None:
+    """model/_inits.py holds the `__init__` of every record of the package (gen_inits.py)."""
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(repo / "scripts"))
+    from gen_inits import OUT, render, sources
+
+    assert OUT.read_text(encoding="utf-8") == render(sources()), (
+        "little_loops/model/_inits.py is stale: run python scripts/gen_inits.py"
+    )
+
+
+def test_a_package_record_takes_its_shipped_init(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing compiled: the `__init__` is the shipped one's code, with this class's defaults."""
+    from little_loops.model import _inits, records
+
+    made: list[str] = []
+    monkeypatch.setattr(records, "_NEW", made)
+    monkeypatch.setattr(records, "_CODE", {})
+
+    @record(frozen=True)
+    class Spot:  # the fields of model/loop.py's Pos, other defaults
+        line: int = 7
+        col: int = 9
+
+    assert Spot() == Spot(7, 9)
+    assert Spot(col=5, line=2).col == 5
+    assert made == []
+    assert Spot.__init__.__code__.co_filename == _inits.__file__
+    assert Spot.__init__.__qualname__.endswith("Spot.__init__")
+    assert Spot.__init__.__defaults__ == (7, 9)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Spot().line = 3  # type: ignore[misc]

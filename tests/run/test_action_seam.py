@@ -19,7 +19,7 @@ from little_loops.run.action_layer import (
     ChildRequest,
     ChildStub,
     Processes,
-    Simulation,
+    simulates,
     stub,
 )
 from little_loops.sim.script import read_script
@@ -70,11 +70,11 @@ def test_the_action_layer_protocol_has_no_simulation_hooks() -> None:
     assert members == {"run", "kill_orphans", "child", "resumed"}
     assert not hasattr(Processes(), "stub_child")
     assert not hasattr(Processes(), "stub_answer")
-    assert not isinstance(Processes(), Simulation)
+    assert not simulates(Processes())
 
 
 def test_no_layer_is_found_by_being_callable() -> None:
-    """The run package asks `isinstance(layer, Simulation)`, never `callable(layer)`."""
+    """The run package asks `simulates(layer)`, never `callable(layer)`."""
     package = Path(action_layer.__file__).parent
     found = [
         f"{path.name}:{n}"
@@ -90,7 +90,7 @@ def test_the_simulation_answers_a_child_and_an_ask_with_typed_records(tmp_path: 
     (tmp_path / "s.yaml").write_text("states:\n" + ANSWERS, encoding="utf-8")
     child = load(tmp_path / "child.yaml")
     layer = SimulatedActions(read_script(tmp_path / "s.yaml"), SimulatedClock())
-    assert isinstance(layer, Simulation)
+    assert simulates(layer)
     ended = stub(layer, ChildRequest("deploy", child))
     assert ended == ChildStub(
         final_state="live", outcome="success", exit_code=0, outputs={"url": "u1"}

@@ -936,16 +936,21 @@ def test_a_child_called_again_resolves_imports_and_asks_nothing_again(
     """What a call looked up is kept for the tree: the child's path and its run directory's
     are resolved once, the SHA-256 implementation is found once (a failed `import _sha2`
     searched sys.path at every call on Python 3.11) and whether the action layer simulates
-    is asked once a class (a runtime protocol's isinstance lists its members every time).
+    is asked once a class (`simulates`: it looks up the protocol's methods).
     Counted through `ll run`, 2 calls against 6: the counts are the same."""
     import builtins
 
-    from little_loops.run.action_layer import Simulation
+    from little_loops.run import action_layer
 
     counts = {"resolve": 0, "import": 0, "protocol": 0}
     resolve, importer = Path.resolve, builtins.__import__
-    meta: Any = type(Simulation)  # typing's protocol class
-    check = meta.__instancecheck__
+
+    class CountedAnswers(dict[type, bool]):
+        """`simulates`' answers: each one stored is one class examined."""
+
+        def __setitem__(self, kind: type, answer: bool) -> None:
+            counts["protocol"] += 1
+            super().__setitem__(kind, answer)
 
     def counted_resolve(self: Path, strict: bool = False) -> Path:
         counts["resolve"] += 1
@@ -956,11 +961,6 @@ def test_a_child_called_again_resolves_imports_and_asks_nothing_again(
             counts["import"] += 1
         return importer(name, *args, **kwargs)
 
-    def counted_check(cls: Any, instance: object) -> bool:
-        if cls is Simulation:
-            counts["protocol"] += 1
-        return bool(check(cls, instance))
-
     project.write("leaf.yaml", LEAF)
     seen = []
     for calls in (1, 2, 6):  # the first: what a process finds once
@@ -969,7 +969,7 @@ def test_a_child_called_again_resolves_imports_and_asks_nothing_again(
         with monkeypatch.context() as patch:
             patch.setattr(Path, "resolve", counted_resolve)
             patch.setattr(builtins, "__import__", counted_import)
-            patch.setattr(meta, "__instancecheck__", counted_check)
+            patch.setattr(action_layer, "_SIMULATES", CountedAnswers())
             done = project.ll("run", loop, "--quiet")
         assert done.returncode == 4, done.stdout + done.stderr  # max_iterations, as meant
         assert f"after {calls + 1} steps" in done.stdout
