@@ -141,7 +141,11 @@ class _Sink:
         self.stderr = stderr
         self.sel: selectors.BaseSelector = _Selector()
         self.streams: dict[int, tuple[str, Tail]] = {}
-        self.open: set[int] = set()
+        # stdout before stderr, in the order they were attached: what both pipes hold at once
+        # goes to the log stdout first, whatever numbers the descriptors got (a set's order
+        # follows the numbers, so a log could show a step's stderr line before the stdout line
+        # it printed first).
+        self.open: dict[int, None] = {}
         # A path is opened at the first byte: a step that prints nothing leaves no empty log
         # behind, and a silent step does not pay for creating a file. A `LogSegment` (the
         # run's one log) is written as it is.
@@ -165,7 +169,7 @@ class _Sink:
             os.set_blocking(fd, False)
             self.sel.register(fd, selectors.EVENT_READ)
             self.streams[fd] = (name, tail)
-            self.open.add(fd)
+            self.open[fd] = None
         self.watch_exit(pid)
 
     def close(self) -> None:
@@ -200,7 +204,7 @@ class _Sink:
             return False
         if not chunk:
             self.sel.unregister(fd)
-            self.open.discard(fd)
+            self.open.pop(fd, None)
             return False
         name, tail = self.streams[fd]
         self.total += len(chunk)

@@ -6,7 +6,6 @@ Pure: nothing here starts a process (`actions.run_slash` does, through `process`
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Mapping
 
 from little_loops.errors import LoopError
@@ -42,6 +41,8 @@ def claude_command(cli_value: str | None, env: Mapping[str, str]) -> list[str]:
         return [cli_value]
     raw = env.get("LL_CLAUDE", "").strip()
     if raw:
+        import shlex  # (only here: a run of no slash action does without it)
+
         try:
             parts = shlex.split(raw)
         except ValueError as exc:
@@ -59,6 +60,8 @@ def claude_flags(cli_value: str | None, env: Mapping[str, str]) -> list[str]:
     raw = cli_value if cli_value is not None else env.get("LL_CLAUDE_FLAGS")
     if raw is None:
         return list(SLASH_FLAGS)
+    import shlex
+
     try:
         return shlex.split(raw)
     except ValueError as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import TextIO
 
 from little_loops.errors import (
     EXIT_SUCCESS,
@@ -13,6 +12,10 @@ from little_loops.errors import (
 )
 from little_loops.load.checks import stops
 from little_loops.load.loader import try_load
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
 def validate_files(files: Iterable[str], *, strict: bool, fmt: str, out: TextIO) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 from little_loops.model.loop import (
     ERROR_VERDICTS,
@@ -20,6 +19,10 @@ from little_loops.model.loop import (
 
 from ..wording import NodePath, subject
 from ..wording import did_you_mean as _did_you_mean
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 # (where in the loop file, diagnostic code, message)
 Finding = tuple[NodePath, str, str]

@@ -763,7 +763,7 @@ INITS["def __init__(self, operator, target, source):\n    __d = self.__dict__\n 
 
 
 def _45():
-    def __init__(self, output, stderr, exit_code, duration_ms, timed_out, output_bytes, error=_default_error, cost_usd=_default_cost_usd, details=_default_details):
+    def __init__(self, output, stderr, exit_code, duration_ms, timed_out, output_bytes, error=_default_error, cost_usd=_default_cost_usd, details=_default_details, output_at=_default_output_at):
         __d = self.__dict__
         __d['output'] = output
         __d['stderr'] = stderr
@@ -774,9 +774,10 @@ def _45():
         __d['error'] = error
         __d['cost_usd'] = cost_usd
         __d['details'] = details
+        __d['output_at'] = output_at
     return __init__
 
-INITS["def __init__(self, output, stderr, exit_code, duration_ms, timed_out, output_bytes, error=_default_error, cost_usd=_default_cost_usd, details=_default_details):\n    __d = self.__dict__\n    __d['output'] = output\n    __d['stderr'] = stderr\n    __d['exit_code'] = exit_code\n    __d['duration_ms'] = duration_ms\n    __d['timed_out'] = timed_out\n    __d['output_bytes'] = output_bytes\n    __d['error'] = error\n    __d['cost_usd'] = cost_usd\n    __d['details'] = details\n"] = _45
+INITS["def __init__(self, output, stderr, exit_code, duration_ms, timed_out, output_bytes, error=_default_error, cost_usd=_default_cost_usd, details=_default_details, output_at=_default_output_at):\n    __d = self.__dict__\n    __d['output'] = output\n    __d['stderr'] = stderr\n    __d['exit_code'] = exit_code\n    __d['duration_ms'] = duration_ms\n    __d['timed_out'] = timed_out\n    __d['output_bytes'] = output_bytes\n    __d['error'] = error\n    __d['cost_usd'] = cost_usd\n    __d['details'] = details\n    __d['output_at'] = output_at\n"] = _45
 
 
 def _46():
@@ -1084,16 +1085,17 @@ INITS["def __init__(self, state, loop):\n    __d = self.__dict__\n    __d['state
 
 
 def _67():
-    def __init__(self, stdout, stderr, exit_code, timed_out, output_bytes, duration_ms):
+    def __init__(self, stdout, stderr, exit_code, timed_out, output_bytes, duration_ms, stdout_at=_default_stdout_at):
         self.stdout = stdout
         self.stderr = stderr
         self.exit_code = exit_code
         self.timed_out = timed_out
         self.output_bytes = output_bytes
         self.duration_ms = duration_ms
+        self.stdout_at = stdout_at
     return __init__
 
-INITS['def __init__(self, stdout, stderr, exit_code, timed_out, output_bytes, duration_ms):\n    self.stdout = stdout\n    self.stderr = stderr\n    self.exit_code = exit_code\n    self.timed_out = timed_out\n    self.output_bytes = output_bytes\n    self.duration_ms = duration_ms\n'] = _67
+INITS['def __init__(self, stdout, stderr, exit_code, timed_out, output_bytes, duration_ms, stdout_at=_default_stdout_at):\n    self.stdout = stdout\n    self.stderr = stderr\n    self.exit_code = exit_code\n    self.timed_out = timed_out\n    self.output_bytes = output_bytes\n    self.duration_ms = duration_ms\n    self.stdout_at = stdout_at\n'] = _67
 
 
 def _68():

@@ -11,11 +11,16 @@ import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
 
 from little_loops.model.details import Json
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any, Protocol, TypeVar
+
+    T = TypeVar("T")
+else:
+    Protocol = object  # (Provider is for the type checker)
 
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 # The most a judge's reply may weigh: a verdict is a few hundred bytes, a long one a few KiB.

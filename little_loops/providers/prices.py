@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
-from importlib import resources
-from typing import Any
+
+TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
+if TYPE_CHECKING:
+    from typing import Any
 
 # A dated or pinned release of a listed model: claude-sonnet-4-5-20250929, gpt-4o-2024-08-06,
 # gpt-4-0613, claude-3-5-haiku-latest. Such ids are priced like the listed id they extend.
@@ -15,9 +18,22 @@ _RELEASE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4}|latest)")
 
 @functools.lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    text = resources.files("little_loops").joinpath("data/prices.json").read_text("utf-8")
+    text = _packaged("data/prices.json")
     models = json.loads(text).get("models", {})
     return models if isinstance(models, dict) else {}
+
+
+def _packaged(name: str) -> str:
+    """A data file of the package: read beside this module in the usual install (importing
+    `importlib.resources` costs `ll validate` of a judged loop about 20 M instructions, with
+    `typing`), through `importlib.resources` in a zipped or otherwise unusual one."""
+    beside = os.path.join(os.path.dirname(os.path.dirname(__file__)), name)
+    if os.path.isfile(beside):
+        with open(beside, encoding="utf-8") as f:
+            return f.read()
+    from importlib import resources
+
+    return resources.files("little_loops").joinpath(name).read_text("utf-8")
 
 
 def cost_usd(model: str, input_tokens: int, output_tokens: int) -> tuple[float, bool]:

@@ -8,7 +8,6 @@ arithmetic, backticks), and its states read each other's fields; cut in two it w
 from __future__ import annotations
 
 import re
-import string
 
 from little_loops.model.records import record
 
@@ -31,9 +30,8 @@ _ARITHMETIC = frozenset({_ARITH, _ARITH_CMD, _BRACKET})
 _CONTINUED = frozenset({_CMD, _DQ, _PARAM, _PARAM_DQ, _HEREDOC, *_ARITHMETIC})
 # What sh and bash both read alike inside $[...]: no quote, redirection, comment or separator.
 _BRACKET_CHARS = "A-Za-z0-9_ \t+*/%=!~^?:,.{}-"  # a regex class body; '-' last, so literal
-_BRACKET_SAFE = frozenset(
-    string.ascii_letters + string.digits + _BRACKET_CHARS.removeprefix("A-Za-z0-9")
-)
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"  # (`string` costs 2.7 M)
+_BRACKET_SAFE = frozenset(_ALNUM + _BRACKET_CHARS.removeprefix("A-Za-z0-9"))
 
 _WORD_BREAK = frozenset(" \t\n;&|()<>")
 # Per context, a run of characters that changes nothing but the current word; compiled by the

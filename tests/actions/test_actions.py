@@ -738,3 +738,40 @@ def test_the_orphan_sweep_reads_one_open_list_a_step(monkeypatch: pytest.MonkeyP
     assert all(child.pid in found for found in seen)
     assert calls == {"open": 0, "os.open": 1, "listdir": 0, "pread": 10}, calls
     orphans._forked()  # closes the list it held
+
+
+def test_what_both_pipes_hold_at_once_is_read_stdout_first_whatever_their_numbers() -> None:
+    # Descriptors 8k+7 and 8k+8 fall in a two-int set's table as 8k+8 first: a set of open
+    # pipes read stderr first, so a step's log showed its stderr line above the stdout line it
+    # printed first (test_cli's `ll logs --step` test failed about half the time on a busy
+    # machine). Two free numbers of that shape are taken, never ones the process uses.
+    import fcntl
+
+    from little_loops.actions.process import Tail, _Sink
+
+    def free(number: int) -> bool:
+        try:
+            fcntl.fcntl(number, fcntl.F_GETFD)
+        except OSError:
+            return True
+        return False
+
+    out_fd = next(n for n in range(255, 4096, 8) if free(n) and free(n + 1))
+    seen: list[tuple[str, bytes]] = []
+    sink = _Sink(Tail(1024), Tail(1024), None, lambda name, chunk: seen.append((name, chunk)), None)
+    made: list[int] = []
+    try:
+        for number, text in ((out_fd, b"out\n"), (out_fd + 1, b"err\n")):
+            read_end, write_end = os.pipe()
+            os.dup2(read_end, number)
+            made.append(number)
+            os.close(read_end)
+            os.write(write_end, text)
+            os.close(write_end)
+        sink.attach(out_fd, out_fd + 1, os.getpid())
+        sink.read_held()
+        assert seen == [("stdout", b"out\n"), ("stderr", b"err\n")]
+    finally:
+        sink.close()
+        for number in made:
+            os.close(number)

@@ -65,6 +65,8 @@ NOT_LOADED = (
     # of every run); the protocols are plain classes at run time, `simulates` asks for the
     # methods of a `Simulation` (run/action_layer.py)
     "typing",
+    "string",  # the shell lexer's letters and digits are written out (templates/shell_quote.py)
+    "shlex",  # only to split LL_CLAUDE or --claude-flags (actions/slash.py)
 )
 
 LIST_MODULES = (

@@ -26,6 +26,10 @@ states:
   a: {action: 'true', next: done}
   done: {terminal: true}
 """
+JUDGED = GOOD.replace(
+    "next: done}",
+    "evaluate: {type: llm_structured, prompt: Good?}, route: {success: done, _: done}}",
+)
 WARNS = GOOD + "  orphan: {terminal: true}\n"
 BAD = GOOD.replace("next: done", "next: gone")
 
@@ -33,7 +37,7 @@ BAD = GOOD.replace("next: done", "next: gone")
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, Path]:
     out = {}
-    for name, text in (("good", GOOD), ("warns", WARNS), ("bad", BAD)):
+    for name, text in (("good", GOOD), ("warns", WARNS), ("bad", BAD), ("judged", JUDGED)):
         out[name] = tmp_path / f"{name}.yaml"
         out[name].write_text(text)
     return out
@@ -282,11 +286,13 @@ def _modules_after(argv: list[str], tmp_path: Path) -> set[str]:
     return set((tmp_path / "mods").read_text().split())
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["validate", "GOOD"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["--version"], ["validate", "GOOD"], ["validate", "JUDGED"]]
+)
 def test_fast_start_imports_neither_anthropic_nor_rich(
     tmp_path: Path, files: dict[str, Path], argv: list[str]
 ) -> None:
-    argv = [str(files["good"]) if a == "GOOD" else a for a in argv]
+    argv = [str(files[a.lower()]) if a.isupper() else a for a in argv]
     loaded = _modules_after(argv, tmp_path)
     assert "little_loops.entry" in loaded
     # These three are answered without click too (little_loops/entry.py).
@@ -296,8 +302,11 @@ def test_fast_start_imports_neither_anthropic_nor_rich(
         "jsonschema",
         "httpx",
         "click",
+        "typing",  # the type checker's names are imported under `TYPE_CHECKING = False`
     }
     assert heavy == set()
+    if argv[-1].endswith("judged.yaml"):  # the judge's checks ran, its model priced
+        assert "little_loops.providers.prices" in loaded
 
 
 def test_schema_command_prints_the_packaged_schema(project: Project) -> None:
