@@ -1,13 +1,17 @@
 """`ll validate` on loops of 100 to 10,000 states, spelt right and with every target misspelt.
 
-    python bench/suggest.py [--sizes 100,300,1000,3000,10000] [--repeat N] [--write-docs]
+    python bench/suggest.py [--sizes 100,300,1000,3000,10000] [--repeat N] [--instructions]
+                            [--write-docs]
 
 Each loop is a chain of states (`{next: ...}` only, so that 10,000 states stay under the loader's
 100,000-value limit) named as generated loops name them (`check_00000`,
 `fix_00001`, ...); in the misspelt copy every `next:` but the last swaps two adjacent letters of
 its target, so `ll validate` gives one "did you mean" per state. Each figure is the median wall
 time (and CPU time) of N runs (default 3) of `python -m little_loops validate FILE`, a fresh
-process each.
+process each, after one run that warms the caches a user's second run has: bytecode (written
+under a temporary PYTHONPYCACHEPREFIX, PYTHONDONTWRITEBYTECODE removed) and the parse cache
+(a temporary XDG_CACHE_HOME). `--instructions` adds the instructions of one run of each file
+(valgrind's callgrind), which the machine's load does not move.
 The goal: misspelt costs about what spelt right costs, and both grow about linearly.
 `--write-docs` replaces the "## Did you mean" section of docs/performance.md.
 """
@@ -17,7 +21,9 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -47,56 +53,95 @@ def chain(count: int, misspelt: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def median_times(argv: list[str], repeat: int) -> tuple[float, float]:
-    """The median wall time and the median CPU time (user + system) of `repeat` runs."""
+def median_times(argv: list[str], repeat: int, env: dict[str, str]) -> tuple[float, float]:
+    """The median wall time and the median CPU time (user + system) of `repeat` runs, after
+    one that warms the caches."""
+    out = subprocess.DEVNULL
+    subprocess.run(argv, stdout=out, stderr=out, env=env, check=False)
     walls, cpus = [], []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        subprocess.run(argv, stdout=out, stderr=out, env=env, check=False)
         walls.append(time.perf_counter() - start)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     return statistics.median(walls), statistics.median(cpus)
 
 
-Row = tuple[int, tuple[float, float], tuple[float, float]]
+def instructions(argv: list[str], env: dict[str, str]) -> int:
+    """The instructions of one run (caches warm), counted by valgrind's callgrind."""
+    proc = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        check=False,
+    )
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if found is None:
+        raise SystemExit(f"valgrind printed no count:\n{proc.stderr[-2000:]}")
+    return int(found.group(1))
 
 
-def measure(sizes: list[int], repeat: int) -> list[Row]:
-    out = []
+Times = tuple[float, float]
+Row = tuple[int, Times, Times, tuple[int, int] | None]
+
+
+def measure(sizes: list[int], repeat: int, count_instructions: bool) -> list[Row]:
+    out: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+        env["XDG_CACHE_HOME"] = str(Path(tmp) / "cache")
         for count in sizes:
-            times = []
+            times, counts = [], []
             for misspelt in (False, True):
                 path = Path(tmp) / f"{count}-{misspelt}.yaml"
                 path.write_text(chain(count, misspelt))
                 argv = [sys.executable, "-m", "little_loops", "validate", str(path)]
-                times.append(median_times(argv, repeat))
+                times.append(median_times(argv, repeat, env))
+                if count_instructions:
+                    counts.append(instructions(argv, env))
             (right, right_cpu), (wrong, wrong_cpu) = times
-            out.append((count, times[0], times[1]))
+            both = (counts[0], counts[1]) if counts else None
+            out.append((count, times[0], times[1], both))
+            extra = (
+                f"; {both[0] / 1e6:,.0f} M against {both[1] / 1e6:,.0f} M instructions"
+                if both
+                else ""
+            )
             print(
                 f"{count:>6} states: spelt right {right:.2f} s ({right_cpu:.2f} s CPU), "
-                f"misspelt {wrong:.2f} s ({wrong_cpu:.2f} s CPU)",
+                f"misspelt {wrong:.2f} s ({wrong_cpu:.2f} s CPU){extra}",
                 flush=True,
             )
     return out
 
 
 def report(rows: list[Row], repeat: int, load: tuple[float, float]) -> str:
-    table = [
-        "| states | spelt right: wall | CPU | misspelt: wall | CPU | misspelt / right (CPU) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for count, (right, right_cpu), (wrong, wrong_cpu) in rows:
-        table.append(
+    counted = all(row[3] is not None for row in rows)
+    head = "| states | spelt right: wall | CPU | misspelt: wall | CPU | misspelt / right (CPU) |"
+    rule = "|---|---|---|---|---|---|"
+    if counted:
+        head += " instructions: spelt right | misspelt | misspelt / right |"
+        rule += "---|---|---|"
+    table = [head, rule]
+    for count, (right, right_cpu), (wrong, wrong_cpu), both in rows:
+        line = (
             f"| {count:,} | {right:.2f} s | {right_cpu:.2f} s | {wrong:.2f} s | "
-            f"{wrong_cpu:.2f} s | {wrong_cpu / right_cpu:.1f} |"
+            f"{wrong_cpu:.2f} s | {wrong_cpu / right_cpu:.2f} |"
         )
+        if both is not None:
+            line += f" {both[0] / 1e6:,.0f} M | {both[1] / 1e6:,.0f} M | {both[1] / both[0]:.2f} |"
+        table.append(line)
+    flag = " --instructions" if counted else ""
     return (
-        f"`python bench/suggest.py --repeat {repeat} --write-docs`: median wall time of "
-        f"{repeat} runs of `ll validate` on each file, a fresh process each (wall, and CPU "
-        "time: user + system).\n\n"
+        f"`python bench/suggest.py --repeat {repeat}{flag} --write-docs`: median wall time of "
+        f"{repeat} runs of `ll validate` on each file, a fresh process each, caches warm "
+        "(bytecode, parse cache) as for a user's second run (wall, and CPU time: user + "
+        "system" + ("; and the instructions of one run, callgrind" if counted else "") + ").\n\n"
         f"Machine: {machine()}; load average {load[0]:.2f} before the runs, {load[1]:.2f} after "
         "(a shared machine: other jobs ran beside it).\n\n"
         + "\n".join(table)
@@ -110,10 +155,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", default="100,300,1000,3000,10000")
     parser.add_argument("--repeat", type=int, default=3, help="runs per file (median)")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions too (needs valgrind)"
+    )
     parser.add_argument("--write-docs", action="store_true", help="update docs/performance.md")
     args = parser.parse_args()
+    if args.instructions and shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
     before = os.getloadavg()[0]
-    rows = measure([int(n) for n in args.sizes.split(",")], args.repeat)
+    rows = measure([int(n) for n in args.sizes.split(",")], args.repeat, args.instructions)
     body = report(rows, args.repeat, (before, os.getloadavg()[0]))
     print(body)
     if args.write_docs:

@@ -6,28 +6,36 @@ score a bound on the next (lengths; shared characters, counted with repeats; the
 blocks), and keeps the best final score (ties go to the option that sorts last). That is
 quadratic when a file misspells many names among many states: 3,000 unknown targets among
 3,000 states took 10.9 s. `closest` gives the same answer (tests/test_wording.py) through an
-index of the options, built once per list of options (lists under 64 go straight to difflib):
+index of the options, built once per list of options (lists under 64 go straight to difflib),
+which keeps each answer (a word misspelt the same way again costs a dictionary lookup):
 
 - a first guess: the options one deleted character away from the word (each loses at most
-  one character and the rest is the same text), or else those sharing most of the word's
-  rarest three-letter runs, are scored, which sets a floor t that the answer's score reaches;
+  one character and the rest is the same text), found in an index of every option with any
+  one character deleted; their longest common subsequence with the word follows from the
+  lengths (the shorter is the longer less one character, or both lose one). Or else, when
+  there are none, the options sharing most of the word's rarest three-letter runs. Scored
+  best bound first, they set a floor t that the answer's score reaches;
 - for each length of option where reaching t leaves at most one character unmatched on either
   side, those same options are all that can (a common subsequence of the needed length is
-  then a text both reach by one deletion at most), found through an index of every option
-  with any one character deleted, built when first needed; numbered names, which share
-  nearly all their characters, are told apart this way without looking at the others;
-- for the other lengths, for each character and count k, the options holding the character
-  at least k times (kept to those lengths afterwards). An option whose shared-character score
-  reaches t holds all but m of the word's (character, k) pairs, so it is in at least r - m of
-  the r rarest of those lists (the prefix filter of set-similarity joins); those lists are
-  counted with set operations, in C;
+  then a text both reach by one deletion at most): numbered names, which share nearly all
+  their characters, are told apart this way without looking at the others;
+- for the other lengths, the options of that length holding each of the word's (character,
+  count k) pairs, a list made when first asked for. An option whose shared-character score
+  reaches t holds all but m of the word's pairs, so it is in at least r - m of the r rarest
+  of those lists (the prefix filter of set-similarity joins; rarest by how often the
+  character occurs in all the options), counted with set operations in C;
 - each survivor's shared-character score, then its longest common subsequence (found
   bit-parallel; difflib's matching blocks are a common subsequence, so it bounds the final
   score), then difflib's own score, best bound first, until no bound can beat the best or win
   its tie.
 
-`rapidfuzz` was not taken: its scores are not difflib's (the suggestions would change), and a
-compiled dependency for one message is a cost; the index keeps difflib's exact answers.
+difflib's own score is counted by `_matches`, difflib's steps without its generality (no junk:
+`get_close_matches` has none, and difflib finds none of its own in a word under 200
+characters; longer words are scored by difflib): half the instructions of a SequenceMatcher.
+
+`rapidfuzz` was not taken: its scores are not difflib's (the suggestions would change), and
+scoring every option, even in C, stays quadratic (10,000 x 10,000 names); a compiled dependency
+for one message is a cost too. The index keeps difflib's exact answers.
 """
 
 from __future__ import annotations
@@ -37,13 +45,14 @@ from collections import Counter
 
 TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
     from typing import Any
 
 # A node's place in the document: ("states", "fix", "evaluate", "of", 0).
 NodePath = tuple[str | int, ...]
 
 
-def did_you_mean(word: str, options: list[str]) -> str:
+def did_you_mean(word: str, options: Sequence[str]) -> str:
     """A " (did you mean 'X'?)" for the closest of `options`, or nothing."""
     close = closest(word, options)
     return f" (did you mean '{close}'?)" if close is not None else ""
@@ -52,10 +61,14 @@ def did_you_mean(word: str, options: list[str]) -> str:
 # Below this many options difflib's own loop is as quick as building an index.
 _INDEX_FROM = 64
 
+# Words this long make difflib treat their most frequent characters as junk ("autojunk"), which
+# `_matches` does not copy: difflib scores them.
+_AUTOJUNK_FROM = 200
 
-def closest(word: str, options: list[str], cutoff: float = 0.6) -> str | None:
+
+def closest(word: str, options: Sequence[str], cutoff: float = 0.6) -> str | None:
     """What `difflib.get_close_matches(word, options, n=1, cutoff=cutoff)` gives, or None."""
-    if len(options) < _INDEX_FROM or not word:
+    if len(options) < _INDEX_FROM or not word or cutoff <= 0.0:
         import difflib  # only when there is something to suggest
 
         close = difflib.get_close_matches(word, options, n=1, cutoff=cutoff)
@@ -63,76 +76,105 @@ def closest(word: str, options: list[str], cutoff: float = 0.6) -> str | None:
     return _Index.of(options).closest(word, cutoff)
 
 
-# The indexes of the last few lists of options, each with a copy of its list. A file with many
-# misspelt names asks about the same states again and again, each time in a new list: comparing
-# two lists (in C, each name by identity first) is far cheaper than hashing one.
-_RECENT: list[tuple[list[str], _Index]] = []
+# The indexes of the last few lists of options, each with a copy of its list as a tuple. A file
+# with many misspelt names asks about the same states again and again: a tuple of them (the
+# loader's `Ctx.state_names`) is found by identity, a list by comparing it with the copy (in C,
+# each name by identity first), which is far cheaper than hashing it.
+_RECENT: list[tuple[tuple[str, ...], _Index]] = []
 
 
 class _Index:
-    """The options of one list, indexed by (character, count) for `closest`."""
+    """The options of one list, indexed for `closest`; each answer is kept."""
 
-    def __init__(self, options: tuple[str, ...]) -> None:
+    def __init__(self, options: Sequence[str]) -> None:
         self.names = sorted(set(options))
-        # An option's characters as a set of "pairs": "0", "00", "000" for three zeros.
-        self.pairs = [_pairs(name) for name in self.names]
-        postings: dict[str, list[int]] = {}
-        for i, pairs in enumerate(self.pairs):
-            for pair in pairs:
-                postings.setdefault(pair, []).append(i)
-        self.postings = {pair: frozenset(ids) for pair, ids in postings.items()}
-        self.sizes = [len(name) for name in self.names]
-        self.lengths = sorted(set(self.sizes))
-        by_length: dict[int, list[int]] = {}
-        for i, n in enumerate(self.sizes):
-            by_length.setdefault(n, []).append(i)
-        self.by_length = {n: frozenset(ids) for n, ids in by_length.items()}
-        self.deletions: dict[str, list[int]] | None = None  # built when first needed
-        self.grams: dict[str, list[int]] = {}  # for the first guess: order counts there
-        for i, name in enumerate(self.names):
-            for gram in _grams(name):
-                self.grams.setdefault(gram, []).append(i)
+        self.lengths = sorted({len(name) for name in self.names})
+        self.answers: dict[tuple[str, float], str | None] = {}
+        # Every option, whole and with any one character deleted, to the option (or options)
+        # giving that text.
+        deletions: dict[str, str | list[str]] = {}
+        had = deletions.get
+        for name in self.names:
+            for text in _deleted(name):
+                known = had(text)
+                if known is None:
+                    deletions[text] = name
+                elif isinstance(known, str):
+                    deletions[text] = [known, name]
+                else:
+                    known.append(name)
+        self.deletions = deletions
+        # Built when first needed: three-letter runs to the options holding them (the first
+        # guess when no option is one deleted character away), the options of each length, how
+        # often each character occurs, and for a (length, character pair) the options of that
+        # length holding that pair ("00": at least two zeros).
+        self.grams: dict[str, list[int]] | None = None
+        self.by_length: dict[int, list[str]] | None = None
+        self.frequency: Counter[str] | None = None
+        self.holding: dict[tuple[int, str], frozenset[str]] = {}
+        # For a word's length and the floor of its score, what `_far` gives.
+        self.far: dict[tuple[int, float], list[tuple[int, int]]] = {}
 
     @staticmethod
-    def of(options: list[str]) -> _Index:
-        # A list equal to a known one whose names are the same objects compares in C, a pointer
-        # a name. One made of other string objects (the same file loaded again, or another with
-        # the same states) compares every name's text: its copy replaces the known one, so the
-        # next question about it takes the quick way.
-        for at, (known, index) in enumerate(_RECENT):
-            if known == options:
-                if options and known[0] is not options[0]:
-                    _RECENT[at] = (list(options), index)
+    def of(options: Sequence[str]) -> _Index:
+        for known, index in _RECENT:
+            if known is options:
                 return index
-        index = _Index(tuple(options))
-        _RECENT.insert(0, (list(options), index))
+        # A list, or a tuple equal to a known one but another object: compared in C, a pointer a
+        # name when the names are the same objects. One made of other string objects (the same
+        # file loaded again) compares every name's text once: its copy replaces the known one.
+        key = options if isinstance(options, tuple) else tuple(options)
+        for at, (known, index) in enumerate(_RECENT):
+            if known == key:
+                if key is options or (key and known[0] is not key[0]):
+                    _RECENT[at] = (key, index)
+                return index
+        index = _Index(key)
+        _RECENT.insert(0, (key, index))
         del _RECENT[4:]
         return index
 
     def closest(self, word: str, cutoff: float) -> str | None:
-        import difflib
+        """difflib's answer, found once for each word and cutoff."""
+        asked = (word, cutoff)
+        if asked in self.answers:
+            return self.answers[asked]
+        answer = self._closest(word, cutoff)
+        self.answers[asked] = answer
+        return answer
 
-        matcher = difflib.SequenceMatcher()
-        matcher.set_seq2(word)  # as get_close_matches does: the option is seq1, the word seq2
-        size, masks = len(word), _masks(word)
+    def _closest(self, word: str, cutoff: float) -> str | None:
+        size = len(word)
+        ratio = _scorer(word)
+        masks: dict[str, int] = {}  # for `_lcs`, made when first needed
         best: tuple[float, str] | None = None
+        seen: set[str] = set()
 
-        def score_best_first(bounded: list[tuple[float, str]]) -> None:
+        def lcs_bound(name: str) -> float:
+            if not masks:
+                masks.update(_masks(word))
+            return 2.0 * _lcs(masks, size, name) / (size + len(name))
+
+        def score_best_first(bounded: list[tuple[float, str]], tight: bool) -> None:
             """difflib's score of each option that may beat the best so far, best bound first.
 
-            Each comes with a bound of its score; a second, tighter one is the longest common
-            subsequence (difflib's matching blocks are one). An option whose bound is below the
-            best, or equal to it with a name that sorts first (difflib's tie), cannot win."""
+            Each comes with a bound of its score: the longest common subsequence (`tight`:
+            difflib's matching blocks are one), or a looser one, and then that is worked out
+            first. An option whose bound is below the best, or equal to it with a name that
+            sorts first (difflib's tie), cannot win, nor can any after it."""
             nonlocal best
             bounded.sort(reverse=True)
             for bound, name in bounded:
                 if best is not None and (bound, name) < best:
-                    break  # neither it nor any after it
-                tighter = 2.0 * _lcs(masks, size, name) / (size + len(name))
-                if tighter < cutoff or (best is not None and (tighter, name) <= best):
-                    continue  # `<=`: the best itself is not scored twice
-                matcher.set_seq1(name)
-                found = (matcher.ratio(), name)
+                    break
+                if name in seen:
+                    continue
+                seen.add(name)
+                if not tight:
+                    bound = lcs_bound(name)
+                    if bound < cutoff or (best is not None and (bound, name) < best):
+                        continue
+                found = (ratio(name), name)
                 if found[0] >= cutoff and (best is None or found > best):
                     best = found
 
@@ -140,89 +182,200 @@ class _Index:
         # options that share most of the word's rarest three-letter runs.
         close = self._by_deletion(word)
         if close:
-            first = [self.names[i] for i in close]
+            # One deleted character away: the longest common subsequence follows from the
+            # lengths. The shorter is the longer less one character, or both lose one.
+            bounded = []
+            for name in close:
+                n = len(name)
+                common = n - 1 if n == size and name != word else min(n, size)
+                bounded.append((2.0 * common / (size + n), name))
         else:
-            grams = sorted((self.grams[g] for g in _grams(word) if g in self.grams), key=len)
-            guess: Counter[int] = Counter()
-            for ids in grams[:4]:
-                guess.update(ids)
-            first = [self.names[i] for i, _ in guess.most_common(5)]
-        score_best_first([(1.0, name) for name in first])
+            bounded = [(lcs_bound(name), name) for name in self._guess(word)]
+        score_best_first(bounded, tight=True)
         floor = cutoff if best is None else max(cutoff, best[0])
-        lengths = [n for n in self.lengths if 2.0 * min(size, n) / (size + n) >= floor]
-        if not lengths:
-            return None if best is None else best[1]
-        # Lengths whose options differ from the word by at most one deleted character on either
-        # side are found by deletion, the others by the characters they share.
-        want = _pairs(word)
-        near = [n for n in lengths if max(n, size) - _need(floor, size, n) <= 1]
-        far = [n for n in lengths if n not in near]
-        found = set(close) if near else set()
+        far = self.far.get((size, floor))
+        if far is None:
+            far = self.far[size, floor] = self._far(size, floor)
         if far:
-            by_pairs = self._by_pairs(want, size, floor, far)
-            for n in far:
-                found |= by_pairs & self.by_length[n]
-        # Then the exact count of shared characters (difflib's second score) bounds each.
-        names, sets, sizes = self.names, self.pairs, self.sizes
-        bounded = []
-        for i in found:
-            bound = 2.0 * len(want & sets[i]) / (size + sizes[i])
-            if bound >= floor:
-                bounded.append((bound, names[i]))
-        score_best_first(bounded)
+            if self.frequency is None:
+                self.frequency = Counter("".join(self.names))
+            often = self.frequency.get
+            # The word's (character, count) pairs, rarest first: the least frequent characters,
+            # and of one character the most copies.
+            rarest = [
+                char * count
+                for char in sorted(sorted(set(word)), key=lambda char: often(char, 0))
+                for count in range(word.count(char), 0, -1)
+            ]
+            want: frozenset[str] = frozenset()
+            bounded = []
+            for n, misses in far:
+                for name in self._by_pairs(n, rarest, misses):
+                    # The count of shared characters (difflib's second score) bounds each.
+                    want = want or frozenset(rarest)
+                    bound = 2.0 * len(want & _pairs(name)) / (size + n)
+                    if bound >= floor:
+                        bounded.append((bound, name))
+            score_best_first(bounded, tight=False)
         return None if best is None else best[1]
 
-    def _by_deletion(self, word: str) -> set[int]:
+    def _by_deletion(self, word: str) -> set[str]:
         """The options that share a text with the word when each loses at most one character.
 
         An option of length m scoring `floor` has `_need(floor, size, m)` = L characters in its
         matching blocks, hence a common subsequence of L characters with the word: deleting
         m - L characters from the option and size - L from the word gives the same text. For
         the lengths where both are 0 or 1, every such option is found here."""
-        if self.deletions is None:
-            self.deletions = {}
-            for i, name in enumerate(self.names):
-                for text in _deleted(name):
-                    self.deletions.setdefault(text, []).append(i)
-        found: set[int] = set()
-        for text in _deleted(word):
-            found.update(self.deletions.get(text, ()))
+        found: set[str] = set()
+        deletions = self.deletions
+        for text in deletions.keys() & _deleted(word):  # in C, over the word's few texts
+            known = deletions[text]
+            if isinstance(known, str):
+                found.add(known)
+            else:
+                found.update(known)
         return found
 
-    def _by_pairs(
-        self, want: frozenset[str], size: int, floor: float, lengths: list[int]
-    ) -> set[int]:
-        """Every option that may score `floor`, by the characters it shares with the word."""
-        # An option scoring `floor` holds all but `misses` of the word's pairs, so it is in at
-        # least (r - misses) of the r rarest lists. Few misses: the union of the intersections
-        # of every (r - misses) of them; more: count the lists each option is in. Both in C.
-        pairs = sorted(want, key=lambda pair: len(self.postings.get(pair, ())))
-        misses = size - _need(floor, size, lengths[0])
-        empty: frozenset[int] = frozenset()
-        if misses <= 3 and len(pairs) > misses:
-            lists = [self.postings.get(pair, empty) for pair in pairs[: misses + 3]]
-            found: set[int] = set()
+    def _far(self, size: int, floor: float) -> list[tuple[int, int]]:
+        """The lengths of option that may score `floor` but not by deletion alone, each with the
+        most of the word's characters such an option may lack."""
+        far = []
+        for n in self.lengths:
+            if 2.0 * min(size, n) / (size + n) >= floor:
+                need = _need(floor, size, n)
+                if max(n, size) - need > 1:
+                    far.append((n, size - need))
+        return far
+
+    def _guess(self, word: str) -> list[str]:
+        """The (at most 5) options sharing most of the word's 4 rarest three-letter runs."""
+        if self.grams is None:
+            self.grams = {}
+            for i, name in enumerate(self.names):
+                for gram in _grams(name):
+                    self.grams.setdefault(gram, []).append(i)
+        grams = sorted((self.grams[g] for g in _grams(word) if g in self.grams), key=len)
+        guess: Counter[int] = Counter()
+        for ids in grams[:4]:
+            guess.update(ids)
+        return [self.names[i] for i, _ in guess.most_common(5)]
+
+    def _holding(self, n: int, pair: str) -> frozenset[str]:
+        """The options of length `n` holding `pair`: "00" is at least two zeros."""
+        asked = (n, pair)
+        if asked not in self.holding:
+            if self.by_length is None:
+                self.by_length = {}
+                for name in self.names:
+                    self.by_length.setdefault(len(name), []).append(name)
+            names = self.by_length[n]
+            char, count = pair[0], len(pair)
+            if count == 1:
+                self.holding[asked] = frozenset([name for name in names if char in name])
+            else:
+                self.holding[asked] = frozenset([nm for nm in names if nm.count(char) >= count])
+        return self.holding[asked]
+
+    def _by_pairs(self, n: int, rarest: list[str], misses: int) -> set[str]:
+        """Every option of length `n` holding all but `misses` of the word's pairs (`rarest`).
+
+        Such an option is in at least (r - misses) of the r first lists of options holding one
+        (the prefix filter of set-similarity joins). None: the intersection of the first three
+        lists, stopping at an empty one; few: the union of the intersections of every
+        (r - misses) of them; more: count the lists each option is in."""
+        if misses == 0:
+            found = set(self._holding(n, rarest[0]))
+            for pair in rarest[1:3]:
+                if not found:
+                    break
+                found.intersection_update(self._holding(n, pair))
+            return found
+        if misses <= 3 and len(rarest) > misses:
+            lists = [self._holding(n, pair) for pair in rarest[: misses + 3]]
+            found = set()
             for group in itertools.combinations(lists, len(lists) - misses):
                 found.update(frozenset.intersection(*group))
+            return found
+        lists = [self._holding(n, pair) for pair in rarest[: misses + 4]]
+        some: set[str] = set().union(*lists[: misses + 1])
+        held: Counter[str] = Counter()
+        for members in lists:
+            held.update(some.intersection(members))
+        enough = len(lists) - misses
+        return {name for name, times in held.items() if times >= enough}
+
+
+def _scorer(word: str) -> Callable[[str], float]:
+    """difflib's ratio of an option against `word`: `SequenceMatcher(None, option, word)`."""
+    size = len(word)
+    if size >= _AUTOJUNK_FROM:
+        import difflib
+
+        matcher = difflib.SequenceMatcher()
+        matcher.set_seq2(word)  # as get_close_matches does: the option is seq1, the word seq2
+
+        def by_difflib(name: str) -> float:
+            matcher.set_seq1(name)
+            return matcher.ratio()
+
+        return by_difflib
+    places: dict[str, list[int]] = {}  # difflib's b2j
+    for place, char in enumerate(word):
+        if char in places:
+            places[char].append(place)
         else:
-            lists = [self.postings.get(pair, empty) for pair in pairs[: misses + 4]]
-            some: set[int] = set().union(*lists[: misses + 1])
-            held: Counter[int] = Counter()
-            for members in lists:
-                held.update(some.intersection(members))
-            enough = len(lists) - misses
-            found = {i for i, times in held.items() if times >= enough}
-        return found
+            places[char] = [place]
+
+    def ratio(name: str) -> float:
+        return 2.0 * _matches(name, size, places) / (len(name) + size)
+
+    return ratio
+
+
+def _matches(a: str, size: int, places: dict[str, list[int]]) -> int:
+    """How many characters difflib's matching blocks of `a` and a word hold (the word of
+    `places`, each of its characters to where it stands; `size` its length).
+
+    difflib's own steps for a word under `_AUTOJUNK_FROM` characters, where it finds no junk:
+    the longest common run (of those, the one starting first in `a`, then in the word), then
+    the same on each side of it."""
+    total = 0
+    todo = [(0, len(a), 0, size)]
+    nothing: list[int] = []
+    while todo:
+        alo, ahi, blo, bhi = todo.pop()
+        besti = bestj = best = 0
+        runs: dict[int, int] = {}  # where in the word a run ends, to its length
+        for i in range(alo, ahi):
+            longer = {}
+            for j in places.get(a[i], nothing):
+                if j < blo:
+                    continue
+                if j >= bhi:
+                    break
+                k = longer[j] = runs.get(j - 1, 0) + 1
+                if k > best:
+                    besti, bestj, best = i - k + 1, j - k + 1, k
+            runs = longer
+        if best:
+            total += best
+            if alo < besti and blo < bestj:
+                todo.append((alo, besti, blo, bestj))
+            if besti + best < ahi and bestj + best < bhi:
+                todo.append((besti + best, ahi, bestj + best, bhi))
+    return total
 
 
 def _pairs(text: str) -> frozenset[str]:
     """Each character of `text` with each count up to its own: "aab" gives a, aa, b."""
-    return frozenset(char * k for char, times in Counter(text).items() for k in range(1, times + 1))
+    return frozenset(char * k for char in set(text) for k in range(1, text.count(char) + 1))
 
 
 def _deleted(text: str) -> set[str]:
     """`text`, and `text` with any one of its characters deleted."""
-    return {text} | {text[:i] + text[i + 1 :] for i in range(len(text))}
+    texts = {text[:i] + text[i + 1 :] for i in range(len(text))}
+    texts.add(text)
+    return texts
 
 
 def _grams(text: str) -> set[str]:
@@ -250,9 +403,12 @@ def _lcs(masks: dict[str, int], size: int, other: str) -> int:
 
 
 def _need(floor: float, size: int, shortest: int) -> int:
-    """The fewest shared characters that lets an option of length `shortest` score `floor`."""
+    """The fewest shared characters that lets an option of length `shortest` score `floor`
+    (at most `size`, the word's length)."""
     total = size + shortest
-    need = 0
+    need = min(size, max(0, int(floor * total / 2.0)))  # a guess, then the exact test
+    while need > 0 and 2.0 * (need - 1) / total >= floor:
+        need -= 1
     while need < size and 2.0 * need / total < floor:
         need += 1
     return need

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from project import copy_checkout
 
 REPO = Path(__file__).resolve().parent.parent
 ACTION = "OWNER/little-loops@v0"
@@ -167,13 +168,7 @@ class Runner:
         # checkout meanwhile (a build backend that wrote into the tree it builds, as setuptools
         # did with `build/` and the egg-info, made two builds at once collide).
         self.action_path = root / "action"
-        shutil.copytree(
-            REPO,
-            self.action_path,
-            ignore=shutil.ignore_patterns(
-                ".git", ".venv", ".nox", ".loops", "build", "*.egg-info", "__pycache__", ".*_cache"
-            ),
-        )
+        copy_checkout(self.action_path)
         self.artifacts.mkdir(parents=True, exist_ok=True)
         self.counter = itertools.count(1)
         self.log: list[str] = []

@@ -193,6 +193,44 @@ def shared_dir(factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[Pat
         (base / f"{name}.made").touch()
 
 
+REPO = Path(__file__).resolve().parent.parent
+# What a copy of the checkout leaves out when git cannot say what the checkout holds.
+NOT_THE_PROJECT = (
+    *(".git", ".venv", ".nox", ".tox", "build", "dist", ".loops", "*.egg-info", "__pycache__"),
+    *(".*_cache", ".hypothesis", "reports", ".bench-*"),
+)
+
+
+def copy_checkout(dest: Path, source: Path = REPO) -> None:
+    """Copy this checkout's files, as a clone with its working changes would hold them, to
+    `dest`: what git tracks plus what it would add, never what it ignores. A session's own
+    temporary folders may lie inside the checkout (`nox` puts them in `.nox/`, under the
+    session's venv), and copying the whole tree would then copy the copy into itself until
+    the disk is full (it filled this machine's 68 GB once)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=source,
+        capture_output=True,
+        check=False,
+    )
+    if listed.returncode != 0:  # not a git checkout (an unpacked sdist): leave out the known
+        inside = dest.resolve()
+
+        def skip(folder: str, names: list[str]) -> set[str]:
+            left = set(shutil.ignore_patterns(*NOT_THE_PROJECT)(folder, names))
+            return left | {n for n in names if (Path(folder) / n).resolve() == inside}
+
+        shutil.copytree(source, dest, ignore=skip, symlinks=True)
+        return
+    for name in listed.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        path = source / name
+        if not name or not os.path.lexists(path):  # deleted in the working tree
+            continue
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target, follow_symlinks=False)
+
+
 @contextlib.contextmanager
 def time_limit(seconds: int, what: str) -> Iterator[None]:
     """In the main thread, raise TimeoutError in whatever runs after `seconds` (SIGALRM): an

@@ -12,7 +12,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from project import Project, subreaper, time_limit
+from project import Project, copy_checkout, subreaper, time_limit
 
 from little_loops.actions.reaper import ORPHANS
 
@@ -115,3 +115,32 @@ def test_an_in_process_run_that_hangs_fails_at_its_time_limit(project: Project) 
     assert "ll run hang.yaml: still running after 1 s" in done.stdout + done.stderr
     assert signal.getsignal(signal.SIGALRM) is before
     assert signal.alarm(0) == 0
+
+
+@pytest.mark.parametrize("git", [True, False], ids=["a clone", "no git"])
+def test_a_copy_of_the_checkout_into_a_folder_of_its_own_stops(tmp_path: Path, git: bool) -> None:
+    # `nox -s minimums` puts the tests' temporary folders in `.nox/` inside the checkout: the
+    # install tests' copy of the checkout then copied itself into itself until the disk was full.
+    checkout = tmp_path / "checkout"
+    (checkout / "little_loops").mkdir(parents=True)
+    (checkout / "little_loops" / "__init__.py").write_text("")
+    (checkout / ".gitignore").write_text(".venv/\n")
+    (checkout / ".venv").mkdir()
+    (checkout / ".venv" / "big").write_text("not the project")
+    nox = checkout / ".nox"
+    nox.mkdir()
+    (nox / ".gitignore").write_text("*\n")  # as nox writes it
+    if git:
+        subprocess.run(["git", "init", "-q"], cwd=checkout, check=True)
+        subprocess.run(["git", "add", "little_loops", ".gitignore"], cwd=checkout, check=True)
+    (checkout / "new.txt").write_text("a file not yet added")
+    dest = nox / "tmp" / "copy"
+    with time_limit(60, "the copy"):
+        copy_checkout(dest, source=checkout)
+    copied = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
+    if git:
+        assert copied == [".gitignore", "little_loops/__init__.py", "new.txt"]
+    else:
+        assert ".venv/big" not in copied
+        assert "little_loops/__init__.py" in copied
+        assert not any(name.startswith(".nox") for name in copied)

@@ -77,10 +77,11 @@ class Ctx:
         return Diagnostic(self.file, pos.line, pos.col, severity, code, message)
 
     @cached_property
-    def state_names(self) -> list[str]:
+    def state_names(self) -> tuple[str, ...]:
         """The names of the states, listed once for every "did you mean" about a state (a copy
-        for each of 10,000 misspelt targets among 10,000 states cost more than the answers)."""
-        return list(self.loop.states)
+        for each of 10,000 misspelt targets among 10,000 states cost more than the answers); a
+        tuple, which "did you mean" finds its index of by identity."""
+        return tuple(self.loop.states)
 
 
 def suggest(word: str, options: Iterable[str]) -> str:

@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from project import shared_dir
+from project import copy_checkout, shared_dir
 
 from little_loops import __version__
 
@@ -220,13 +219,6 @@ class Layout:
     cache: Path
 
 
-def _copy_checkout(dest: Path) -> None:
-    skip = shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", ".loops", "*.egg-info", "__pycache__", ".*_cache"
-    )
-    shutil.copytree(REPO, dest, ignore=skip)
-
-
 @pytest.fixture(scope="session")
 def layout(tmp_path_factory: pytest.TempPathFactory) -> Layout:
     # Made once a session for every xdist worker (the copies and the wheel: about 8 CPU
@@ -235,8 +227,8 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> Layout:
     with shared_dir(tmp_path_factory, "install") as (root, first):
         work, deps, cache = root / "little-loops", root / "deps", root / "pip-cache"
         if first:
-            _copy_checkout(work)
-            _copy_checkout(work / "tools" / "little-loops")  # docs/ci.md's submodule
+            copy_checkout(work)
+            copy_checkout(work / "tools" / "little-loops")  # docs/ci.md's submodule
             env = {**os.environ, "PIP_CACHE_DIR": str(cache)}
             wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", "dist", "."]
             subprocess.run(wheel, cwd=work, env=env, check=True, capture_output=True, timeout=300)
