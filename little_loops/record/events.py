@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from little_loops.model.details import EMPTY_DETAILS, Details, Json
-from little_loops.model.records import field, fields, record, replace
+from little_loops.model.records import field, fields, record
 
 TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
@@ -658,7 +658,7 @@ class Emitter:
             sink(event)
         if self.listeners:
             if typed is not None and self._redact is None:
-                record = replace(typed, ts=event["ts"], run_id=self.run_id)
+                record = _stamped(typed, event["ts"], self.run_id)
             else:
                 record = parse(event)
             for listener in self.listeners:
@@ -670,6 +670,14 @@ class Emitter:
         return self.emit(
             event.name, event.payload(), step=event.step, state=event.state, typed=event
         )
+
+
+def _stamped(event: RunEvent, ts: str, run_id: str) -> RunEvent:
+    """`replace(event, ts=ts, run_id=run_id)` for a record made by its own `__init__` (the
+    fields are its instance's attributes): its attributes copied, a third of the cost."""
+    new = object.__new__(event.__class__)
+    new.__dict__.update(event.__dict__, ts=ts, run_id=run_id)
+    return new
 
 
 def read_events(path: Path) -> list[Event]:

@@ -1,7 +1,8 @@
 """A run's step outputs: one append-only file, `outputs.dat`, that state.json points into.
 
 A finished step's output record (what `${prev.*}` and `${captured.NAME.*}` read) is written
-once, when the step ends: its small fields as a JSON line, then its texts raw. state.json
+once, when the step ends: its small fields as a JSON line, then its texts raw; an output the
+run's `steps.log` holds whole is not copied: the line says where it lies there. state.json
 keeps only where the record is (`{"ref": [offset, size]}`), so writing the state costs the
 same whatever earlier steps captured. A record no state points to (a step cut off before its
 state was written, or torn by a crash) is never read. Runs recorded before this file existed
