@@ -1050,15 +1050,39 @@ def _find_in_tree(base: Path, target: str) -> RunDir:
         elif here.parent.name == "sub" and journal_entry(here / part) is not None:
             here = here / part  # an action branch, in its fork's journal
         else:
-            known = ", ".join(_children_ids(here)) or "none"
             given = "/".join([root.run_id, *parts[: i + 1]])
+            if here.parent.name == "sub" and part in _fork_keys(here):
+                raise _not_ended(given, root.run_id)
+            known = ", ".join(_children_ids(here)) or "none"
             raise RunError(f"no child run '{given}' (the children here: {known})")
     if not (here / "state.json").is_file() and journal_entry(here) is None:
         given = "/".join([root.run_id, *parts])
+        if here.parent.parent.name == "sub" and here.name in _fork_keys(here.parent):
+            raise _not_ended(given, root.run_id)
         raise RunError(f"no child run '{given}'; a fork's branch is RUN/STEP-STATE/KEY")
     run = RunDir(here)
     run.tree_id = "/".join([root.run_id, *parts])
     return run
+
+
+def _fork_keys(fork: Path) -> set[str]:
+    """The branch keys a fork's `items.json` lists (empty when it cannot be read)."""
+    try:
+        items = json.loads((fork / "items.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return set()
+    if not isinstance(items, list):
+        return set()
+    return {i["key"] for i in items if isinstance(i, dict) and isinstance(i.get("key"), str)}
+
+
+def _not_ended(given: str, root_id: str) -> RunError:
+    """An action branch of the fork that has no record yet: it is running, or was cut off
+    (an action branch is recorded in its fork's journal when it ends)."""
+    return RunError(
+        f"branch '{given}' has not ended: a fork records an action branch when it ends; "
+        f"follow the run with 'll logs -f {root_id}'"
+    )
 
 
 def _children_ids(here: Path) -> list[str]:

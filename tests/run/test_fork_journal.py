@@ -102,6 +102,28 @@ def test_a_fifty_item_action_fork_creates_no_file_per_branch(project: Project) -
         ]
 
 
+def test_status_of_a_branch_still_running_says_it_has_not_ended(project: Project) -> None:
+    # A running action branch has no record yet (its fork journals it when it ends): `ll
+    # status`/`ll logs` of it said "no child run ...; a fork's branch is RUN/STEP-STATE/KEY",
+    # which is what the user typed. Each branch asks about itself, and about a key the fork
+    # does not have, while it runs.
+    me = "${loop.run_id}/0001-fan/${item.key}"
+    ll = " ".join(LL)
+    ask = f"{ll} status {me}; {ll} logs {me}; {ll} status {me}x; true"
+    project.write("fan.yaml", fan(["eu", "us"], action=json.dumps(ask)))
+    done = project.ll("run", "fan.yaml", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = the_run(project.path)
+    for key in ("eu", "us"):
+        result = journal(run / "sub" / "0001-fan")[key]["result"]
+        said = result["output"] + result["stderr"]
+        branch = f"{run.name}/0001-fan/{key}"
+        ended = f"ll: error: branch '{branch}' has not ended: a fork records an action branch "
+        ended += f"when it ends; follow the run with 'll logs -f {run.name}'"
+        assert said.count(ended) == 2, said
+        assert f"no child run '{branch}x' (the children here: " in said
+
+
 def test_status_logs_and_report_of_a_journaled_branch_show_it(project: Project) -> None:
     project.write("fan.yaml", fan(["eu", "us"], action="'echo hello-${item.key}'"))
     done = project.ll("run", "fan.yaml", "-q", "--junit-xml", "junit.xml")
