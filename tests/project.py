@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import json
 import os
 import shutil
 import signal
@@ -22,6 +23,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -229,6 +231,20 @@ def copy_checkout(dest: Path, source: Path = REPO) -> None:
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target, follow_symlinks=False)
+
+
+def fork_journal(fork: Path) -> dict[str, dict[str, Any]]:
+    """A fork's journal of action branches (`branches.jsonl`) by key, read as plain JSON lines
+    (not through `ll`'s reader): a later entry wins, a torn line (a kill mid-write) is skipped."""
+    found: dict[str, dict[str, Any]] = {}
+    path = fork / "branches.jsonl"
+    for line in path.read_bytes().splitlines() if path.is_file() else []:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        found[entry["key"]] = entry
+    return found
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from project import Project
+from project import fork_journal as journal
 
 from little_loops.model.fork import (
     BranchEnd,
@@ -57,21 +58,6 @@ def state(root: Path) -> dict[str, Any]:
         return found
     data: dict[str, Any] = json.loads((root / "state.json").read_text(encoding="utf-8"))
     return data
-
-
-def journal(fork: Path) -> dict[str, dict[str, Any]]:
-    """A fork's journal of action branches (`branches.jsonl`), by key; a later entry wins and
-    a torn line (a kill mid-write) is skipped."""
-    path = fork / "branches.jsonl"
-    found: dict[str, dict[str, Any]] = {}
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        found[entry["key"]] = entry
-    return found
 
 
 def finished(fork: Path) -> dict[str, dict[str, Any]]:

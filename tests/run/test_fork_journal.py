@@ -12,9 +12,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from project import Project
+from project import fork_journal as journal
 
 LL = [sys.executable, "-m", "little_loops"]
 
@@ -44,19 +44,6 @@ def fan(items: list[str], action: str = "'true'", concurrency: int = 1) -> str:
 def the_run(cwd: Path) -> Path:
     (run,) = (cwd / ".loops" / "runs").iterdir()
     return run
-
-
-def journal(fork: Path) -> dict[str, dict[str, Any]]:
-    """The fork's journal by key (a later entry wins; a torn last line is skipped)."""
-    found: dict[str, dict[str, Any]] = {}
-    path = fork / "branches.jsonl"
-    for line in path.read_bytes().splitlines() if path.is_file() else []:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        found[entry["key"]] = entry
-    return found
 
 
 def to_old_layout(fork: Path) -> None:
@@ -271,9 +258,16 @@ def test_a_kill_in_the_middle_of_a_200_item_fork_then_resume_runs_each_branch_on
         time.sleep(0.005)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    # The actions ll had started go on without it (each in a group of its own) and may append
+    # after the kill: the ledger is read once it has stayed the same for a second.
+    seen, still = ledger.read_text(), time.monotonic()
+    while time.monotonic() - still < 1.0:
+        time.sleep(0.05)
+        if ledger.read_text() != seen:
+            seen, still = ledger.read_text(), time.monotonic()
     fork = the_run(project.path) / "sub" / "0001-work"
     kept = {k for k, e in journal(fork).items() if e["state"]["status"] == "finished"}
-    ran_before = ledger.read_text().split()
+    ran_before = seen.split()
     assert 0 < len(kept) < 200, len(kept)
     resumed = project.ll("resume")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
