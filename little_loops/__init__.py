@@ -13,12 +13,16 @@ __version__ = "0.1.0"
 
 
 def _interrupted_while_starting(signum: int, frame: object) -> None:
-    """Ctrl-C while `ll` is still importing itself: one line and exit 130, not a traceback."""
+    """Ctrl-C while `ll` is still importing itself: one line and exit 130, not a traceback.
+    The process ends here and now (`_exit`): nothing is written or started yet, and a raised
+    SystemExit that lands in a callback the interpreter calls (an import lock's weakref
+    callback, a finalizer) is printed as "Exception ignored" with a traceback, and `ll`
+    carries on."""
     try:  # noqa: SIM105 (contextlib.suppress would be one more import while starting)
         _os.write(2, b"ll: interrupted\n")
     except OSError:
         pass
-    raise SystemExit(130)
+    _os._exit(130)
 
 
 def _catch_interrupts_while_starting() -> None:

@@ -209,13 +209,18 @@ def copy_checkout(dest: Path, source: Path = REPO) -> None:
     temporary folders may lie inside the checkout (`nox` puts them in `.nox/`, under the
     session's venv), and copying the whole tree would then copy the copy into itself until
     the disk is full (it filled this machine's 68 GB once)."""
+    top = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], cwd=source, capture_output=True, check=False
+    )
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=source,
         capture_output=True,
         check=False,
     )
-    if listed.returncode != 0:  # not a git checkout (an unpacked sdist): leave out the known
+    ours = top.returncode == 0 and Path(os.fsdecode(top.stdout.strip())) == source.resolve()
+    if listed.returncode != 0 or not ours:  # not a checkout of its own (an unpacked sdist, or
+        # a folder inside another repository's ignored files): leave out the known
         inside = dest.resolve()
 
         def skip(folder: str, names: list[str]) -> set[str]:

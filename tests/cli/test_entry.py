@@ -140,3 +140,25 @@ def test_ctrl_c_the_moment_its_handler_is_installed_is_an_interrupt(
         signal.signal(signal.SIGINT, before)
     assert ended.value.code == 130
     assert capsys.readouterr().err == "ll: interrupted\n"
+
+
+def test_ctrl_c_while_starting_inside_a_callback_ends_the_process() -> None:
+    # The start-up handler raised SystemExit; a Ctrl-C that the interpreter ran inside a
+    # callback of its own (an import lock's weakref callback, seen under `nox -s minimums`)
+    # printed "Exception ignored ... SystemExit: 130" with a traceback, and ll carried on.
+    script = (
+        "import sys\n"
+        "sys.argv = ['ll']\n"
+        "import little_loops\n"
+        "import os, signal, time, weakref\n"
+        "class A: pass\n"
+        "a = A()\n"
+        "r = weakref.ref(a, lambda _: os.kill(os.getpid(), signal.SIGINT))\n"
+        "del a\n"
+        "time.sleep(2)\n"
+        "print('carried on')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "ll: interrupted\n")
