@@ -562,12 +562,7 @@ class RunLog:
 
     def append(self, data: bytes) -> None:
         if self._fd is None:
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-            try:
-                self._fd = os.open(self.path, flags, 0o644)
-            except OSError as exc:
-                raise RunError(cannot("open the run's log", self.path, exc)) from None
-            self._end = os.fstat(self._fd).st_size
+            self._fd, self._end = _open_append(self.path, "open the run's log", os.O_WRONLY)
         start = self.offset()
         try:
             _write_all(self._fd, data, self.path)
@@ -730,6 +725,17 @@ class _BranchLog(RunLog):
         super().append(data)
 
 
+def _open_append(path: Path | str, what: str, mode: int) -> tuple[int, int]:
+    """An append-only file of the run opened (made if need be, never through a link), and
+    its size: the run's log and a fork's journal."""
+    flags = mode | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        raise RunError(cannot(what, path, exc)) from None
+    return fd, os.fstat(fd).st_size
+
+
 class ForkJournal:
     """A fork's journal of finished action branches (`branches.jsonl`): one line appended
     whole per branch, by the fork's run (its one writer), through one descriptor opened at
@@ -747,12 +753,7 @@ class ForkJournal:
         except UnicodeEncodeError:  # bytes that are not UTF-8: JSON escapes, read back the same
             raw = (json.dumps(entry, separators=(",", ":")) + "\n").encode("ascii")
         if self._fd is None:
-            flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-            try:
-                self._fd = os.open(self.path, flags, 0o644)
-            except OSError as exc:
-                raise RunError(cannot("open", self.path, exc)) from None
-            self._end = os.fstat(self._fd).st_size
+            self._fd, self._end = _open_append(self.path, "open", os.O_RDWR)
             if self._end and os.pread(self._fd, 1, self._end - 1) != b"\n":
                 os.write(self._fd, b"\n")  # after a torn line, on a line of its own
                 self._end += 1
