@@ -649,10 +649,12 @@ class BranchDir(RunDir):
     ends, then written as one entry of its fork's journal (`ForkJournal`). Creating files in
     a directory made just now is most of what a branch cost (docs/performance.md)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, fresh: bool = False) -> None:
         super().__init__(root)
         self.state: dict[str, Any] | None = None
         self.log = _BranchLog(root)
+        if fresh:  # no folder of its own yet (its fork listed them), so no log to append to
+            self.log._end = 0
         self.sink = MemorySink()
         self.outputs = MemoryOutputs()
 

@@ -46,6 +46,7 @@ from little_loops.record.events import JOURNAL, Evaluate, Event, read_journal, r
 from little_loops.record.questions import Suspended
 from little_loops.record.store import BranchDir, ForkJournal, RunDir
 from little_loops.run import children
+from little_loops.run.action_branch import ActionBranch
 from little_loops.run.action_layer import Processes
 from little_loops.run.branch_layer import (
     BranchActions,
@@ -53,7 +54,7 @@ from little_loops.run.branch_layer import (
     TreeSlots,
 )
 from little_loops.run.children import Child
-from little_loops.run.context import RunContext
+from little_loops.run.context import ChildRun, RunContext
 from little_loops.run.gate import (
     GATE,
     Terminated,
@@ -71,7 +72,10 @@ class Job:
 
     item: Item
     root: Path
-    child: Child  # started through the run's one door (`RunContext.start_child`)
+    # An action branch run as its one step here (`ActionBranch`), or a child run started
+    # through the run's one door (`RunContext.start_child`): a `loop:` branch, or an action
+    # branch resumed from a run directory of its own.
+    child: Child | ActionBranch
     scope: Scope
     action: bool  # an inline action (a one-step run) rather than a `loop:` child
     result: RunResult | None = None
@@ -331,17 +335,18 @@ class Fork:
         if job.error is not None or result is None:
             raise job.error or RuntimeError("a branch ended without a result")
         stopped = job.scope.stopped is not None
+        run = _run(job)
         if stopped and result.outcome == "interrupted":
-            _mark_cancelled(job.child.runner.run_dir)
+            _mark_cancelled(run.run_dir)
             record = BranchRecord.of(
                 verdict=CANCELLED,
                 outcome=CANCELLED,
-                run_id=job.child.plan.run_id,
+                run_id=_run_id(job),
                 key=job.item.key,
                 index=job.item.index,
                 item=job.item.text,
             )
-            self._write_result(job.child.runner.run_dir, record)
+            self._write_result(run.run_dir, record)
             return BranchEnd(CANCELLED, CANCELLED, record)
         try:
             end = job.child.end(result, stopped=stopped)
@@ -349,11 +354,11 @@ class Fork:
             self._keep_unfinished(job)
             raise
         except Suspended as waiting:  # it waits for an answer: kept, not counted
-            run_id = BranchRecord.of(run_id=job.child.plan.run_id)
+            run_id = BranchRecord.of(run_id=_run_id(job))
             return BranchEnd(SUSPENDED, SUSPENDED, run_id, tuple(waiting.pending))
         record = loop_record(end, job.item)
         verdict = end.verdict
-        prev = job.child.runner.progress.prev
+        prev = run.progress.prev
         if job.action and prev.get("state") == job.item.key and prev.get("verdict"):
             verdict = str(prev["verdict"])  # the action's own verdict, as its evaluator gave
             record = record.with_(
@@ -361,13 +366,13 @@ class Fork:
                 stderr=str(prev.get("stderr") or "")[-OUTPUT_CHARS:],
             )
         record = record.with_(verdict=verdict)
-        self._write_result(job.child.runner.run_dir, record)
+        self._write_result(run.run_dir, record)
         return BranchEnd(verdict, end.outcome, record)
 
     def _keep_unfinished(self, job: Job) -> None:
         """An action branch a signal stopped: its state and events kept in the journal, with
         no record (`ll status` shows it interrupted; a resume runs it again)."""
-        run_dir = job.child.runner.run_dir
+        run_dir = _run(job).run_dir
         if isinstance(run_dir, BranchDir) and run_dir.state is not None:
             with contextlib.suppress(OSError):  # the signal's stop is what matters now
                 self.journal.append(run_dir.entry(run_dir.root.name, None))
@@ -407,6 +412,17 @@ class Fork:
         ctx.steps.spend(cost)
         ctx.check_budget(self.state.name)  # spent: the other branches stop, the run ends
         return end
+
+
+def _run(job: Job) -> ChildRun:
+    """The run of a branch: its progress and run directory."""
+    child = job.child
+    return child if isinstance(child, ActionBranch) else child.runner
+
+
+def _run_id(job: Job) -> str:
+    child = job.child
+    return child.run_id if isinstance(child, ActionBranch) else child.plan.run_id
 
 
 def _settled(ends: dict[str, BranchEnd]) -> dict[str, BranchEnd]:
