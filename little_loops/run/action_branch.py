@@ -374,4 +374,3 @@ class ActionBranch:
 
 def _os_error(exc: OSError) -> str:
     return cannot("write", os.fsdecode(exc.filename), exc) if exc.filename else str(exc)
-

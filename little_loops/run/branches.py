@@ -11,8 +11,8 @@ door (`RunContext.start_child`) when `fork_schedule.Fork` schedules it; the join
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from little_loops.actions import DEFAULT_TAIL_BYTES
