@@ -133,7 +133,7 @@ def _fork(ctx: RunContext, step: int, state: State) -> StepResult:
     def prepare(item: Item, base: BranchActions | TreeSlots, total: int) -> Job | BranchEnd:
         return _prepare(ctx, step, state, root, item, base, total, kits, present)
 
-    ends = Fork(ctx, step, state, root, items, join, prepare).run()
+    ends = Fork(ctx, step, state, root, items, join, prepare, present).run()
     verdict = decide(join, len(items), ends) or "failure"
     done = summary(join, items, ends, verdict)
     ctx.session.write_record(root / JOIN, done["branches"])

@@ -98,9 +98,14 @@ class Fork:
         items: list[Item],
         join: Join,
         prepare: Prepare,
+        present: frozenset[str] = frozenset(),
     ) -> None:
         self.ctx, self.step, self.state, self.root = ctx, step, state, root
         self.items, self.join, self.prepare = items, join, prepare
+        # The names in the fork's folder when it started: a branch's folder (an older `ll`'s
+        # run of it, a `loop:` branch's run, a printing action branch's log) is looked into
+        # only when it is there.
+        self.present = present
         base = ctx.steps.actions
         self.base: BranchActions | TreeSlots
         if isinstance(base, BranchActions):
@@ -283,12 +288,14 @@ class Fork:
         if self.entries is None:
             self.entries = read_journal(self.root)
         entry = self.entries.get(item.key)
-        where = f"{self.root / JOURNAL} (branch '{item.key}')"
         # A malformed record stops the run (exit 3), as a file's would.
         if entry is not None and entry["state"].get("status") == "finished":
+            where = f"{self.root / JOURNAL} (branch '{item.key}')"
             raw = self.ctx.session.unsealed(entry.get("result"))
             record = BranchRecord.from_json(raw, where, need=("verdict",))
             return BranchEnd(str(record.verdict), record.outcome or "", record)
+        if item.key not in self.present:
+            return None
         root = self.root / item.key
         try:
             data = children.finished(root)
@@ -356,16 +363,13 @@ class Fork:
         except Suspended as waiting:  # it waits for an answer: kept, not counted
             run_id = BranchRecord.of(run_id=_run_id(job))
             return BranchEnd(SUSPENDED, SUSPENDED, run_id, tuple(waiting.pending))
-        record = loop_record(end, job.item)
-        verdict = end.verdict
         prev = run.progress.prev
         if job.action and prev.get("state") == job.item.key and prev.get("verdict"):
-            verdict = str(prev["verdict"])  # the action's own verdict, as its evaluator gave
-            record = record.with_(
-                output=str(prev.get("output") or "")[-OUTPUT_CHARS:],
-                stderr=str(prev.get("stderr") or "")[-OUTPUT_CHARS:],
-            )
-        record = record.with_(verdict=verdict)
+            record = _action_record(end, job.item, prev)  # its action's verdict and output
+            verdict = str(record.verdict)
+        else:
+            verdict = end.verdict
+            record = loop_record(end, job.item).with_(verdict=verdict)
         self._write_result(run.run_dir, record)
         return BranchEnd(verdict, end.outcome, record)
 
@@ -445,6 +449,29 @@ def loop_record(end: ChildEnd, item: Item) -> BranchRecord:
         **end.record(),
         error=end.error or "",
         verdict=end.verdict,
+        key=item.key,
+        index=item.index,
+        item=item.text,
+    )
+
+
+def _action_record(end: ChildEnd, item: Item, prev: dict[str, Any]) -> BranchRecord:
+    """An action branch's record: `loop_record`'s keys, in its order, with the action's own
+    verdict (as its evaluator gave it) and the ends of its output."""
+    return BranchRecord.of(
+        output=str(prev.get("output") or "")[-OUTPUT_CHARS:],
+        stderr=str(prev.get("stderr") or "")[-OUTPUT_CHARS:],
+        exit_code=end.exit_code,
+        duration_ms=end.duration_ms,
+        state=end.final_state,
+        outputs=dict(end.outputs),
+        final_state=end.final_state,
+        outcome=end.outcome,
+        run_id=end.run_id,
+        steps=end.steps,
+        cost_usd=round(end.cost_usd, 6),
+        error=end.error or "",
+        verdict=str(prev["verdict"]),
         key=item.key,
         index=item.index,
         item=item.text,
