@@ -728,7 +728,12 @@ class _BranchLog(RunLog):
     nothing makes none)."""
 
     def __init__(self, root: Path) -> None:
-        super().__init__(root)
+        # Not `RunLog.__init__`: its path as text, no `Path` built (one a branch).
+        self.path = f"{root}/{LOG_NAME}"
+        self._fd = None
+        self._end = None
+        self._limit = None
+        self._unsynced = False
         self.root = root
 
     def append(self, data: bytes) -> None:

@@ -69,7 +69,6 @@ class ActionBranches:
             prompt=None,
         )
         self.env = self.options.env if self.options.env is not None else ctx.env
-        self.fork = self._resolve(fork.parent) / fork.name  # as a child run resolves its root
         self.present = present  # the branch folders the fork found (a cut-off branch's log)
         self.shown_dir = os.path.relpath(fork, ctx.run_dir.root)
         where = self._resolve(loop.path)
@@ -115,13 +114,15 @@ class ActionBranches:
         step: int,
         fork_state: str,
         state: State,
+        root: Path,
         run_id: str,
         branch: Branch,
         listeners: list[Listener],
         layer: ActionLayer,
     ) -> ActionBranch:
-        """Branch `state` (its one state, named by its key), announced in the forking run
-        (`child_start`, as every child run is) and ready to run."""
+        """Branch `state` (its one state, named by its key; `root` where its run would be, in
+        the fork's folder), announced in the forking run (`child_start`, as every child run
+        is) and ready to run."""
         ctx = self.ctx
         ctx.session.emit(
             ev.ChildStart(
@@ -144,7 +145,7 @@ class ActionBranches:
         remaining = ctx.session.remaining(ctx.loop.timeout)
         if remaining is not None:  # the forking run's deadline, on the branch's clock
             loop = replace(loop, timeout=remaining)
-        return ActionBranch(self, loop, state, run_id, listeners, branch.wrap(layer))
+        return ActionBranch(self, loop, state, root, run_id, listeners, branch.wrap(layer))
 
 
 class ActionBranch:
@@ -155,6 +156,7 @@ class ActionBranch:
         kit: ActionBranches,
         loop: Loop,
         state: State,
+        root: Path,
         run_id: str,
         listeners: list[Listener],
         layer: ActionLayer,
@@ -163,7 +165,6 @@ class ActionBranch:
         key = state.name
         clock = kit.ctx.session.clock
         started_at = clock.wall()
-        root = kit.fork / key
         nonce = os.urandom(4).hex()
         progress = Progress(
             run_id=run_id,
@@ -224,7 +225,9 @@ class ActionBranch:
                 resumed=False,
             )
         )
-        session.persist(p)
+        # Not persisted here, as a run's start is: a branch's state is read only once it
+        # has ended (every end goes through `_finish`, which persists it), from its line of
+        # the journal.
         try:
             GATE.raise_pending()
             self.steps.check_deadline(p.current)

@@ -308,7 +308,7 @@ def _prepare(
             listeners = [serial(subloop.forward(o, segment), o) for o in ctx.listeners]
             if layer is not ctx.steps.actions and simulates(layer):
                 listeners.append(layer.observe)  # a simulation learns which state acts
-            ran = kit.start(step, state.name, one, run_id, branch, listeners, layer)
+            ran = kit.start(step, state.name, one, child_root, run_id, branch, listeners, layer)
             return Job(item, child_root, ran, branch_scope, True)
         child = _action_loop(ctx, one)
     started = ctx.start_child(
