@@ -55,6 +55,7 @@ class ActionBranches:
     def __init__(self, ctx: RunContext, fork: Path, loop: Loop, present: frozenset[str]) -> None:
         self.ctx = ctx
         self.loop = loop  # the one-state loop of the first branch; each branch names its own
+        self.template = loop.states[loop.initial]
         o = ctx.options
         # What `children.start` gives a child run: no overrides, this run's program keys, no
         # terminal prompt or output of its own, no lock.
@@ -101,6 +102,14 @@ class ActionBranches:
         self.redactor = Redactor(sources.values())
         self.pid = os.getpid()
         self.pid_start = process_start(self.pid)
+
+    def one_state(self, key: str, command: str) -> State:
+        """A branch's one state: the first branch's (`branches._branch_state`), named by
+        `key` and running `command` (rendered already: literal from here). Copied without
+        `State.__init__` and its thirty-odd fields checked again: one a branch."""
+        one: State = object.__new__(State)
+        one.__dict__.update(self.template.__dict__, name=key, action=command.replace("${", "$${"))
+        return one
 
     def _resolve(self, path: Path) -> Path:
         """`path.resolve()`, once per path for the whole tree (`RunContext.resolved`)."""

@@ -55,7 +55,7 @@ from little_loops.run.branch_layer import (
     BranchActions,
     Scope,
     TreeSlots,
-    serial,
+    branch_listener,
 )
 from little_loops.run.children import (
     Branch,
@@ -298,19 +298,20 @@ def _prepare(
         wrap=wrap,
     )
     if work.loop is None:
-        one = _branch_state(work, item.key, command)
         if _runs_here(ctx, child_root, present):
             kit = kits.get(item.key if state.parallel else "")
             if kit is None:
-                kit = ActionBranches(ctx, root, _action_loop(ctx, one), present)
+                first = _branch_state(work, item.key, command)
+                kit = ActionBranches(ctx, root, _action_loop(ctx, first), present)
                 kits[item.key if state.parallel else ""] = kit
+            one = kit.one_state(item.key, command)
             segment = (state.name, item.key)
-            listeners = [serial(subloop.forward(o, segment), o) for o in ctx.listeners]
+            listeners = [branch_listener(one, segment) for one in ctx.listeners]
             if layer is not ctx.steps.actions and simulates(layer):
                 listeners.append(layer.observe)  # a simulation learns which state acts
             ran = kit.start(step, state.name, one, child_root, run_id, branch, listeners, layer)
             return Job(item, child_root, ran, branch_scope, True)
-        child = _action_loop(ctx, one)
+        child = _action_loop(ctx, _branch_state(work, item.key, command))
     started = ctx.start_child(
         ChildPlan(
             step=step,
