@@ -253,6 +253,10 @@ class Fork:
     def _wait(self, ends: dict[str, BranchEnd] | None) -> Job | None:
         """The next branch to end, or None as soon as a waiting branch of `ends` has its
         answer."""
+        if self.limit == 1:  # the branch ran in this thread (`_inline`): its end is queued
+            GATE.raise_pending()  # a signal (or, in a branch, a stop) since, as a wait's entry
+            with contextlib.suppress(queue.Empty):
+                return self.done.get_nowait()
         while True:
             try:
                 with GATE.interruptible():  # a signal (or, in a branch, a stop) ends the wait
