@@ -632,6 +632,8 @@ class Emitter:
         self.sinks = list(sinks)
         self._redact = redact
         self._clock = clock
+        # The listeners each event name is handed to (`listens_to`), found at its first emit.
+        self._by_name: dict[str, list[Listener]] = {}
 
     def emit(
         self,
@@ -656,12 +658,17 @@ class Emitter:
             event = self._redact(event)
         for sink in self.sinks:
             sink(event)
-        if self.listeners:
+        listeners = self._by_name.get(name)
+        if listeners is None:
+            listeners = self._by_name[name] = [
+                one for one in self.listeners if _listens(one, name)
+            ]
+        if listeners:
             if typed is not None and self._redact is None:
                 record = _stamped(typed, event["ts"], self.run_id)
             else:
                 record = parse(event)
-            for listener in self.listeners:
+            for listener in listeners:
                 listener(record)
         return event
 
@@ -670,6 +677,14 @@ class Emitter:
         return self.emit(
             event.name, event.payload(), step=event.step, state=event.state, typed=event
         )
+
+
+def _listens(listener: Listener, name: str) -> bool:
+    """Whether `listener` is handed events named `name`: its `listens_to` (a set of event
+    names) holds the name, or it has none (every event). A listener that uses a few events (a
+    quiet terminal uses only the run's end) costs the other events nothing, not even a copy."""
+    wanted = getattr(listener, "listens_to", None)
+    return wanted is None or name in wanted
 
 
 def _stamped(event: RunEvent, ts: str, run_id: str) -> RunEvent:
