@@ -667,9 +667,7 @@ class Emitter:
             sink(event)
         listeners = self._by_name.get(name)
         if listeners is None:
-            listeners = self._by_name[name] = [
-                one for one in self.listeners if _listens(one, name)
-            ]
+            listeners = self._by_name[name] = [one for one in self.listeners if _listens(one, name)]
         if listeners:
             if typed is not None and self._redact is None:
                 record = _stamped(typed, event["ts"], self.run_id)

@@ -78,8 +78,8 @@ def test_without_quiet_the_terminal_sees_every_event_and_output(
     done = project.ll("run", loop)
     assert done.returncode == 4, done.stdout + done.stderr
     names = seen["events"]
-    assert names[0] == "loop_start" and names[-1] == "loop_complete"
-    assert names.count("state_enter") == 3 and names.count("route") == 3
+    assert (names[0], names[-1]) == ("loop_start", "loop_complete")
+    assert (names.count("state_enter"), names.count("route")) == (3, 3)
     assert seen["chunks"] == [b"hi"] * 3
     assert "   1/3  say  printf hi" in done.stdout
 
