@@ -67,7 +67,10 @@ def utc_now() -> str:
     second = _SECOND
     if second[0] != whole:
         second = _SECOND = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
-    return f"{second[1]}.{int((now - whole) * 1000):03d}Z"
+    return second[1] + _MILLIS[int((now - whole) * 1000)]
+
+
+_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))  # a stamp's end, made once, not formatted
 
 
 _DAYS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
