@@ -11,7 +11,6 @@ the only modules that start processes for a step (the contract is in docs/archit
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import math
 import os
 import select
@@ -190,8 +189,7 @@ class _Sink:
     def attach(self, stdout: int, stderr: int, pid: int) -> None:
         """Watch the read ends of the child's pipes, and its exit."""
         for name, fd, tail in (("stdout", stdout, self.stdout), ("stderr", stderr, self.stderr)):
-            # A fresh pipe's read end has no other status flag: one fcntl, not set_blocking's two.
-            fcntl.fcntl(fd, fcntl.F_SETFL, os.O_NONBLOCK)
+            os.set_blocking(fd, False)
             self.sel.register(fd)
             self.streams[fd] = (name, tail)
             self.open[fd] = None
