@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from typing import Any
 
 import pytest
@@ -96,3 +98,40 @@ def test_quiet_with_a_heartbeat_still_follows_every_step(
     assert seen["events"].count("state_enter") == 3
     assert seen["chunks"] == [b"hi"] * 3
     assert done.stdout.count("\n") == 1
+
+
+CHUNKS = """
+name: chunks
+initial: say
+max_iterations: 1
+on_error: done
+states:
+  say:
+    action: "printf a; sleep 0.05; printf b; sleep 0.05; printf c"
+    on_success: $current
+    on_failure: done
+  done:
+    terminal: true
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="the exit is watched through a pidfd")
+def test_a_step_asks_whether_its_child_exited_when_the_child_says_so(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each chunk of output wakes the wait; the child's exit is looked at (`waitpid`) only at
+    the start and once its pidfd says it exited, not at every chunk."""
+    real = subprocess.Popen.poll
+    polls: list[int] = []
+
+    def counted(self: subprocess.Popen[bytes]) -> int | None:
+        polls.append(self.pid)
+        return real(self)
+
+    monkeypatch.setattr(subprocess.Popen, "poll", counted)
+    loop = project.write("chunks.yaml", CHUNKS)
+    done = project.ll("run", loop, "-q")
+    assert done.returncode == 4, done.stdout + done.stderr
+    (run,) = (project.path / ".loops" / "runs").iterdir()
+    assert (run / "steps.log").read_bytes() == b"abc"
+    assert len(polls) == 2, polls
