@@ -27,7 +27,6 @@ from little_loops.errors import (
 )
 from little_loops.model.loop import Loop, State
 from little_loops.model.progress import (
-    OUTCOME_EXIT,
     Progress,
     RunResult,
     SavedOptions,
@@ -43,7 +42,7 @@ from little_loops.run.children import Branch
 from little_loops.run.context import RunContext
 from little_loops.run.gate import GATE, Terminated
 from little_loops.run.session import RunSession
-from little_loops.run.steps import Finish, StepPipeline, StepResult, output_place, output_record
+from little_loops.run.steps import Finish, StepPipeline, StepResult, remember
 from little_loops.run.subloop import ChildEnd
 from little_loops.templates.interpolate import resolve_context
 
@@ -275,25 +274,7 @@ class ActionBranch:
 
     def _remember(self, result: StepResult) -> None:
         """The finished step in the progress, as a run's step is (`prev`; its record kept)."""
-        p, state = self.progress, self.state
-        p.step = 1
-        p.attempt = 0
-        p.path.append(state.name)
-        details = result.verdict.details
-        fields = result.record or output_record(state, result.action)
-        record = {**fields, "verdict": result.verdict.verdict}
-        p.prev = record
-        kept = {**record, "confidence": details.confidence, "reason": details.reason}
-        self.session.keep_outputs(kept, None, output_place(kept, result.action))
-        value = details.value
-        converging = state.evaluate is not None and state.evaluate.type == "convergence"
-        if converging and value is not None:
-            p.convergence[state.name] = value
-        reason = details.reason
-        judged = state.evaluate is not None and state.evaluate.type == "llm_structured"
-        real = details.confident is not None and details.error is None
-        if judged and real and not details.fail_open and reason:
-            p.prior_reasons[state.name] = reason
+        remember(self.progress, self.session, 1, self.state, result)
 
     def _end_at_terminal(self, result: StepResult) -> Finish:
         """The branch's state is terminal: the run ends there, `failure` when its action did
@@ -310,45 +291,9 @@ class ActionBranch:
     def _finish(
         self, outcome: str, final_state: str, error: str | None, exit_code: int | None = None
     ) -> RunResult:
-        p = self.progress
-        code = exit_code if exit_code is not None else OUTCOME_EXIT[outcome]
-        p.status = outcome if outcome in ("interrupted", "suspended") else "finished"
-        p.outcome, p.exit_code, p.error = outcome, code, error
-        p.final_state = final_state
-        duration_ms = self.session.elapsed_ms()
-        if outcome == "suspended":
-            self.session.emit(
-                ev.LoopSuspended(
-                    pending=tuple(q.id for q in p.pending),
-                    exit_code=code,
-                    steps=p.step,
-                    duration_ms=duration_ms,
-                    cost_usd=round(p.cost_usd, 6),
-                )
-            )
-        self.session.emit(
-            ev.LoopComplete(
-                final_state=final_state,
-                outcome=outcome,
-                exit_code=code,
-                steps=p.step,
-                duration_ms=duration_ms,
-                error=error,
-                cost_usd=round(p.cost_usd, 6),
-                outputs=p.outputs,
-            )
-        )
-        self.session.persist(p)
-        return RunResult(
-            run_id=p.run_id,
-            outcome=outcome,
-            exit_code=code,
-            final_state=final_state,
-            steps=p.step,
-            duration_ms=duration_ms,
-            path=tuple(p.path),
-            run_dir=self.run_dir.root,
-            error=error,
+        """Every end of the branch, as a run's (`RunSession.end`; a branch has no `outputs:`)."""
+        return self.session.end(
+            self.progress, self.run_dir.root, outcome, final_state, error, exit_code
         )
 
     # -- its end, for the fork -------------------------------------------------------------
