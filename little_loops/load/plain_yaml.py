@@ -188,8 +188,9 @@ class _Reader:
             key = found.group()[:-1]
             if key in value:
                 raise _Unsure  # a duplicate: PyYAML's reading reports it
-            self.smap.keys[path + (key,)] = Pos(i + 1, col + 1)
-            value[key] = self.value(i, found.end(), col, (*path, key))
+            key_path = (*path, key)
+            self.smap.keys[key_path] = Pos(i + 1, col + 1)
+            value[key] = self.value(i, found.end(), col, key_path)
             j = self.next_content(self.i)
             if j is None:
                 return value
@@ -392,8 +393,8 @@ class _Reader:
                 key = found.group()[:-1]
                 if key in value:
                     raise _Unsure
-                self.smap.keys[path + (key,)] = Pos(i + 1, k + 1)
                 at_item = (*path, key)
+                self.smap.keys[at_item] = Pos(i + 1, k + 1)
                 k = found.end()
                 if not line.startswith(" ", k):
                     raise _Unsure

@@ -137,11 +137,30 @@ def _newest(index: str, inode: int, end: int, tail: bytes) -> Iterator[str]:
         cut = tail.find(b"\n") + 1
         start, tail = start + cut, tail[cut:]
     given: list[str] = []
-    for line in reversed(tail[:-1].split(b"\n") if tail else []):
-        given.append(os.fsdecode(line))
-        yield given[-1]
-    if start <= HEADER_BYTES:
+    try:
+        for line in reversed(tail[:-1].split(b"\n") if tail else []):
+            if not _name(line):
+                raise _Replaced
+            given.append(os.fsdecode(line))
+            yield given[-1]
+        if start > HEADER_BYTES:
+            for name in _rest(index, inode, start):
+                given.append(name)
+                yield name
         return
+    except _Replaced:
+        pass
+    yield from _listed_after(index, given)
+
+
+def _name(line: bytes) -> bool:
+    """Whether an index line can be a name in `runs/` (a damaged or forged index: listed)."""
+    return bool(line) and line not in (b".", b"..") and b"/" not in line and b"\0" not in line
+
+
+def _rest(index: str, inode: int, start: int) -> Iterator[str]:
+    """The names before `start` in the index (the same file), newest first; it stops at the
+    first line that cannot be a name, or when the file was replaced."""
     rest = b""
     try:
         fd = os.open(index, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
@@ -152,12 +171,25 @@ def _newest(index: str, inode: int, end: int, tail: bytes) -> Iterator[str]:
             os.close(fd)
     except OSError:
         pass
-    if len(rest) == start - HEADER_BYTES and rest.endswith(b"\n"):
-        for line in reversed(rest[:-1].split(b"\n")):
-            yield os.fsdecode(line)
+    if len(rest) != start - HEADER_BYTES or not rest.endswith(b"\n"):
+        raise _Replaced
+    for line in reversed(rest[:-1].split(b"\n")):
+        if not _name(line):
+            raise _Replaced
+        yield os.fsdecode(line)
+
+
+class _Replaced(Exception):
+    """The index is not what its header said: the folder is listed instead."""
+
+
+def _listed_after(index: str, given: list[str]) -> Iterator[str]:
+    """The folder itself, from the second of the last name given (an index replaced or
+    damaged half way)."""
+    try:
+        listed = sorted(os.listdir(os.path.join(os.path.dirname(index), "runs")), reverse=True)
+    except OSError:
         return
-    # Replaced in between: the folder itself, from the second of the last name given.
-    listed = sorted(os.listdir(os.path.join(os.path.dirname(index), "runs")), reverse=True)
     second = given[-1][:15] if given else None
     for n in listed:
         if second is None or n < second or (n[:15] == second and n not in given):

@@ -176,3 +176,24 @@ def test_names_beyond_the_first_read_come_from_the_rest(
     age(project)
     assert run_index.names(runs).total == 500  # written again: another file
     assert list(walked) == ids[350:]
+
+
+def test_a_forged_name_in_the_index_is_never_followed(project: Project) -> None:
+    """A line that cannot be a folder's name (`../x`, empty): the folder is listed instead."""
+    ids = make_runs(project, 30)
+    age(project)
+    assert project.ll("list").returncode == 0
+    raw = index_file(project).read_bytes()
+    head, body = raw[: run_index.HEADER_BYTES], raw[run_index.HEADER_BYTES :]
+    outside = project.path / "outside"
+    outside.mkdir()
+    (outside / "state.json").write_text("{}", encoding="utf-8")
+    for forged in (b"../outside", b"", b".."):
+        lines = body.split(b"\n")
+        lines[-4] = forged  # among the newest, keeping the header's length
+        new = b"\n".join(lines)
+        fields = head.split()
+        fields[-1] = str(run_index.HEADER_BYTES + len(new)).encode()  # where the names end
+        index_file(project).write_bytes(b" ".join(fields).ljust(127) + b"\n" + new)
+        assert run_index.names(project.path / ".loops" / "runs").total == 30  # trusted
+        assert [r.run_id for r in newest_first(project.path)] == ids
