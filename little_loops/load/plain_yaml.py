@@ -68,10 +68,6 @@ def compose_plain(text: str) -> tuple[Any, SourceMap] | None:
         return None
 
 
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-
-
 def _blank(line: str) -> bool:
     stripped = line.lstrip(" ")
     return not stripped or stripped.startswith("#")
@@ -126,6 +122,15 @@ class _Reader:
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         self.i = 0  # the next line to read
+        # Each line's indentation, and the first line from it that is neither blank nor a
+        # comment (-1: none), made once: the reading asks for them again and again.
+        self.indents = [len(line) - len(line.lstrip(" ")) for line in lines]
+        self.content = [0] * len(lines)
+        after = -1
+        for k in range(len(lines) - 1, -1, -1):
+            if not _blank(lines[k]):
+                after = k
+            self.content[k] = after
         self.smap = SourceMap()
         self.nodes = 0
 
@@ -133,25 +138,14 @@ class _Reader:
 
     def next_content(self, i: int) -> int | None:
         """The first line from `i` that is neither blank nor a comment."""
-        while i < len(self.lines):
-            if not _blank(self.lines[i]):
-                return i
-            i += 1
-        return None
-
-    def next_nonblank(self, i: int) -> int | None:
-        """The first line from `i` with something on it (a comment counts)."""
-        while i < len(self.lines):
-            if self.lines[i].strip(" "):
-                return i
-            i += 1
-        return None
+        j = self.content[i] if i < len(self.content) else -1
+        return None if j < 0 else j
 
     def ends_here(self, parent: int) -> None:
         """After a value ending on line `self.i - 1`: the next line that is not blank nor a
         comment is not indented deeper than `parent` (deeper: a continuation, or an error)."""
         j = self.next_content(self.i)
-        if j is not None and _indent(self.lines[j]) > parent:
+        if j is not None and self.indents[j] > parent:
             raise _Unsure
 
     def count(self, path: NodePath) -> None:
@@ -168,7 +162,7 @@ class _Reader:
         for line in self.lines:
             if line.startswith(("---", "...", "%")):
                 raise _Unsure
-        if _indent(self.lines[i]) != 0:
+        if self.indents[i] != 0:
             raise _Unsure
         root = self.mapping(i, 0, ())
         if self.next_content(self.i) is not None:
@@ -194,7 +188,7 @@ class _Reader:
             j = self.next_content(self.i)
             if j is None:
                 return value
-            indent = _indent(self.lines[j])
+            indent = self.indents[j]
             if indent < col:
                 return value
             if indent > col:
@@ -224,7 +218,7 @@ class _Reader:
             j = self.next_content(self.i)
             if j is None:
                 return items
-            indent = _indent(self.lines[j])
+            indent = self.indents[j]
             if indent < col or (indentless and not self.lines[j].startswith("- ", col)):
                 return items
             if indent > col:
@@ -247,7 +241,7 @@ class _Reader:
             if at == start and rest:
                 raise _Unsure
             j = self.next_content(i + 1)
-            indent = -1 if j is None else _indent(self.lines[j])
+            indent = -1 if j is None else self.indents[j]
             if j is not None and indent > parent:
                 if self.lines[j].startswith("- ", indent):
                     return self.sequence(j, indent, path)
@@ -351,7 +345,7 @@ class _Reader:
         j = i + 1
         if j >= len(self.lines) or not self.lines[j].strip(" "):
             raise _Unsure  # leading blank lines: their spaces may count
-        indent = _indent(self.lines[j])
+        indent = self.indents[j]
         if indent <= parent:
             raise _Unsure  # an empty block
         body: list[str] = []
@@ -361,7 +355,7 @@ class _Reader:
                 if len(line) > indent:
                     raise _Unsure  # spaces beyond the block's indentation
                 body.append("")
-            elif _indent(line) >= indent:
+            elif self.indents[j] >= indent:
                 body.append(line[indent:])
             else:
                 break
