@@ -15,8 +15,8 @@ refusal; `ll list` prints the newest 20 runs (its default) and reads only those.
 
 The in-process columns are the lookup alone, without the process start that dominates the
 others on a loaded machine: the minimum CPU time of `--repeat` calls of `find_run(base,
-None)` (the latest run: `ll status`) and of `list_text(base)` (the default `ll list`; at 5
-runs it shows 5 rows, from 20 runs on 20). `--instructions` adds the instructions of one `ll
+None)` (the latest run: `ll status`) and of `list_text(base, 5)` (`ll list -n 5`: five rows
+at every size, so that only the lookup can grow). `--instructions` adds the instructions of one `ll
 status` process (valgrind's callgrind): a count the load does not move.
 """
 
@@ -40,6 +40,7 @@ from _common import DOC, machine, write_section  # noqa: E402
 
 LOOP = "name: two\ninitial: a\nstates:\n  a: {action: 'true', next: b}\n  b: {terminal: true}\n"
 LL = [sys.executable, "-m", "little_loops"]
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # as users run
 
 
 def populate(base: Path, count: int) -> str:
@@ -66,7 +67,9 @@ def timed(argv: list[str], cwd: Path, repeat: int) -> tuple[float, float]:
     cpu = wall = float("inf")
     for _ in range(repeat):
         started = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         _, _, usage = os.wait4(proc.pid, 0)
         wall = min(wall, time.perf_counter() - started)
         cpu = min(cpu, usage.ru_utime + usage.ru_stime)
@@ -75,13 +78,13 @@ def timed(argv: list[str], cwd: Path, repeat: int) -> tuple[float, float]:
 
 def first_lookup(base: Path) -> float:
     """CPU time of the first `ll list` after the copies: it lists the folder, writes the index."""
-    proc = subprocess.Popen([*LL, "list"], cwd=base, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen([*LL, "list"], cwd=base, env=ENV, stdout=subprocess.DEVNULL)
     _, _, usage = os.wait4(proc.pid, 0)
     return usage.ru_utime + usage.ru_stime
 
 
 def in_process(base: Path, repeat: int) -> tuple[float, float]:
-    """Minimum CPU time of `find_run(base, None)` and of `list_text(base)`, in this process."""
+    """Minimum CPU time of `find_run(base, None)` and of `list_text(base, 5)`, in process."""
     sys.path.insert(0, str(REPO))
     from little_loops.record.runs import list_text
     from little_loops.record.store import find_run
@@ -92,7 +95,7 @@ def in_process(base: Path, repeat: int) -> tuple[float, float]:
         find_run(base, None)
         found = min(found, time.process_time() - started)
         started = time.process_time()
-        list_text(base)
+        list_text(base, 5)  # 5 rows at every size: the lookup's growth, not the rows'
         listed = min(listed, time.process_time() - started)
     return found, listed
 
@@ -104,6 +107,7 @@ def instructions(argv: list[str], cwd: Path) -> float | None:
     err = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
         cwd=cwd,
+        env=ENV,
         capture_output=True,
         text=True,
         check=False,
@@ -149,7 +153,7 @@ def report(rows: list[dict[str, Any]], counts: str, repeat: int, count: bool) ->
         f"Machine: {machine()}; load average {os.getloadavg()[0]:.2f} after the runs.",
         "",
         "| runs | `ll status` | `ll status OLDEST` | `ll resume OLDEST` (refused: finished) | "
-        "`ll list` | in process: latest run / `list_text` | `ll status` instructions | "
+        "`ll list` | in process: latest run / `list_text`, 5 rows | `ll status` instructions | "
         "first lookup (lists, writes the index) |",
         "|---|---|---|---|---|---|---|---|",
     ]
