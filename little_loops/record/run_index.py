@@ -45,8 +45,8 @@ def _key(st: os.stat_result) -> tuple[int, int, int, int]:
 
 
 class Names:
-    """The names under `.loops/runs/`, newest (greatest) first, read lazily, and how many
-    there are (`total`), of which `hidden` begin with a dot and sort lowest."""
+    """The names under `.loops/runs/`, newest (greatest) first, read lazily (iterate once),
+    and how many there are (`total`), of which `hidden` begin with a dot and sort lowest."""
 
     def __init__(self, total: int, hidden: int, newest: Iterator[str]) -> None:
         self.total = total
