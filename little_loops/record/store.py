@@ -239,19 +239,30 @@ _EXCHANGE = _Exchange()
 
 class FixedState:
     """The fields of a run's state.json that no step changes (its id, file, options...), and
-    the start of the file's JSON with them, made once per run (`RunDir.write_state`)."""
+    the start of the file's JSON with them, made once per run at its first write
+    (`RunDir.write_state`; a fork's action branch, kept in memory, never needs it)."""
 
-    __slots__ = ("fields", "raw")
+    __slots__ = ("_raw", "fields")
 
     def __init__(self, fields: dict[str, Any]) -> None:
         self.fields = fields
-        self.raw: bytes | None = None
-        try:
-            text = _ENCODE({"version": STATE_VERSION, **fields})
-            if len(text) > 2:  # `{...}` with something in it: the rest follows after a comma
-                self.raw = text[:-1].encode("utf-8") + b","
-        except UnicodeEncodeError:
-            pass  # bytes that are not UTF-8: the whole state is written the slow way
+        self._raw: bytes | bool | None = False  # False: not made yet
+
+    @property
+    def raw(self) -> bytes | None:
+        """`{"version":...,<the fields>,` as bytes; None for bytes that are not UTF-8 (the
+        whole state is then written the slow way)."""
+        raw = self._raw
+        if raw is False:
+            raw = None
+            try:
+                text = _ENCODE({"version": STATE_VERSION, **self.fields})
+                if len(text) > 2:  # `{...}` with something in it: the rest follows a comma
+                    raw = text[:-1].encode("utf-8") + b","
+            except UnicodeEncodeError:
+                pass
+            self._raw = raw
+        return raw if isinstance(raw, bytes) else None
 
 
 class RunDir:
@@ -655,10 +666,16 @@ class BranchDir(RunDir):
     ends, then written as one entry of its fork's journal (`ForkJournal`). Creating files in
     a directory made just now is most of what a branch cost (docs/performance.md)."""
 
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
+    def __init__(self, root: Path, *, fresh: bool = False) -> None:
+        # Not `RunDir.__init__`: none of the paths of the files it never writes (a fork of
+        # thousands makes one of these a branch).
+        self.root = root
+        self.tree_id = None
+        self._fds = None
         self.state: dict[str, Any] | None = None
         self.log = _BranchLog(root)
+        if fresh:  # no folder of its own yet (its fork listed them), so no log to append to
+            self.log._end = 0
         self.sink = MemorySink()
         self.outputs = MemoryOutputs()
 
@@ -669,7 +686,7 @@ class BranchDir(RunDir):
 
     def read_state(self) -> dict[str, Any]:
         if self.state is None:
-            raise RunError(f"{self.state_path}: missing; the branch has not started")
+            raise RunError(f"{self.root / 'state.json'}: missing; the branch has not started")
         return self.state
 
     def entry(self, key: str, result: object) -> dict[str, Any]:
@@ -717,7 +734,12 @@ class _BranchLog(RunLog):
     nothing makes none)."""
 
     def __init__(self, root: Path) -> None:
-        super().__init__(root)
+        # Not `RunLog.__init__`: its path as text, no `Path` built (one a branch).
+        self.path = f"{root}/{LOG_NAME}"
+        self._fd = None
+        self._end = None
+        self._limit = None
+        self._unsynced = False
         self.root = root
 
     def append(self, data: bytes) -> None:
