@@ -15,7 +15,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from little_loops.errors import (
@@ -28,6 +28,8 @@ from little_loops.record.events import ENCODE, JOURNAL, Event, journal_entry, re
 TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
     from typing import Any
+
+    from little_loops.record.run_index import Names
 
 # 2: step outputs and captures live in outputs.dat and state.json holds references to them.
 # Version 1 files (the texts inline) are still read; the session moves their texts out.
@@ -282,13 +284,17 @@ class RunDir:
 
     @classmethod
     def create(cls, base: Path, run_id: str) -> RunDir:
+        from little_loops.record import run_index
+
         root = loops_dir(base) / "runs" / run_id
         if (root / "state.json").exists():
             raise RunError(f"run '{run_id}' already exists under {base / RUNS}")
+        before = run_index.before_add(root.parent)
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RunError(cannot("create", root, exc)) from None
+        run_index.added(root.parent, run_id, before)  # `ll status` finds it without a listing
         run = cls(root)
         run.check_links()
         return run
@@ -963,40 +969,41 @@ def list_runs(base: Path) -> list[RunDir]:
     return list(reversed(list(newest_first(base))))
 
 
-def run_names(base: Path) -> list[str]:
-    """The names under `.loops/runs/`, newest first by name (no state file read)."""
-    return _names(base)
+def run_names(base: Path) -> Names:
+    """The names under `.loops/runs/`, newest first by name (no state file read), from the
+    runs' index when it is true (record/run_index.py), else listed; how many there are."""
+    from little_loops.record.run_index import Names, names
 
-
-def _names(base: Path) -> list[str]:
-    """The names under `.loops/runs/`, newest first by name (no state file read)."""
     try:
-        names = os.listdir(base / RUNS)
+        return names(base / RUNS)
     except (FileNotFoundError, NotADirectoryError):
-        return []
+        return Names(0, 0, iter(()))
     except OSError as exc:
         raise RunError(cannot("read", base / RUNS, exc)) from None
-    return sorted(names, reverse=True)
 
 
-def newest_first(base: Path, names: list[str] | None = None) -> Iterator[RunDir]:
+def newest_first(base: Path, names: Iterable[str] | None = None) -> Iterator[RunDir]:
     """The runs under `base`, newest first, read lazily: a caller that stops at the first
     run it wants opens only that run's files and its same-second neighbours', however many
     runs there are (`ll status`, `ll resume`, a run id's prefix)."""
     root = base / RUNS
-    ordered = _names(base) if names is None else names
-    i = 0
-    while i < len(ordered):
+    group: list[str] = []
+    for name in run_names(base) if names is None else names:
         # Names that share their first 15 characters began in the same second.
-        j = i + 1
-        while j < len(ordered) and ordered[j][:15] == ordered[i][:15]:
-            j += 1
-        group = [RunDir(root / name) for name in ordered[i:j]]
-        group = [r for r in group if not r.root.is_symlink() and r.state_path.is_file()]
-        if len(group) > 1:
-            group.sort(key=lambda r: (_started_at(r), r.run_id), reverse=True)
-        yield from group
-        i = j
+        if group and name[:15] != group[0][:15]:
+            yield from _same_second(root, group)
+            group = []
+        group.append(name)
+    yield from _same_second(root, group)
+
+
+def _same_second(root: Path, names: list[str]) -> list[RunDir]:
+    """Runs begun within the same second, newest first by their millisecond start."""
+    group = [RunDir(root / name) for name in names]
+    group = [r for r in group if not r.root.is_symlink() and r.state_path.is_file()]
+    if len(group) > 1:
+        group.sort(key=lambda r: (_started_at(r), r.run_id), reverse=True)
+    return group
 
 
 def _started_at(run: RunDir) -> str:
@@ -1026,7 +1033,7 @@ def find_run(base: Path, run_id: str | None) -> RunDir:
         for run in newest_first(base):
             return run
         raise RunError(f"no runs under {base / RUNS}; start one with 'll run FILE'")
-    names = [n for n in _names(base) if n.startswith(run_id)]
+    names = [n for n in run_names(base) if n.startswith(run_id)]
     matches = list(newest_first(base, names))
     if not matches and not any(newest_first(base)):
         raise RunError(f"no runs under {base / RUNS}; start one with 'll run FILE'")
