@@ -180,4 +180,5 @@ def test_quiet_is_handed_no_step_event_of_a_branch_or_a_child(
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("\n") == 1, done.stdout
     assert set(seen["events"]) == {"loop_complete"}, seen["events"]
-    assert seen["writes"] == [] and seen["chunks"] == []
+    assert seen["writes"] == []
+    assert seen["chunks"] == []
