@@ -757,13 +757,14 @@ def _parse_lines(lines: Iterable[bytes]) -> Iterator[Event]:
 JOURNAL = "branches.jsonl"
 
 
-def read_journal(fork: Path) -> dict[str, Event]:
+def read_journal(fork: Path, name: str = JOURNAL) -> dict[str, Event]:
     """The entries of a fork's journal (`sub/STEP-STATE/branches.jsonl`) by branch key: one
     line a finished action branch (`{"key", "result", "state", "events"}`), appended whole
     when the branch ended; a torn last line (a crash mid-write) is skipped, its branch not
     finished. Read once while the file is unchanged (a report of thousands of branches asks
-    for each)."""
-    path = fork / JOURNAL
+    for each). `name`: `CALLS`, a run's journal of the `loop:` children it kept (the same
+    lines, keyed by the child's path from that run's directory)."""
+    path = fork / name
     try:
         seen = os.stat(path, follow_symlinks=False)
     except OSError:
@@ -791,11 +792,64 @@ _JOURNALS: dict[Path, tuple[tuple[int, int, int], dict[str, Event]]] = {}
 
 
 def journal_entry(root: Path) -> Event | None:
-    """The journal entry of the action branch whose run would live at `root`
-    (`sub/STEP-STATE/KEY`), or None (not journaled: a directory of its own, or not ended)."""
-    if root.parent.parent.name != "sub":
-        return None
-    return read_journal(root.parent).get(root.name)
+    """The journal entry of the action branch (`sub/STEP-STATE/KEY`) or of the `loop:` child
+    (`sub/STEP-STATE`) whose run would live at `root`, or None (not journaled: a directory of
+    its own, or not ended)."""
+    if root.parent.parent.name == "sub":
+        entry = read_journal(root.parent).get(root.name)
+        if entry is not None:
+            return entry
+    if root.parent.name == "sub":
+        return call_entry(root)
+    return None
+
+
+# A run's journal of the `loop:` children that ran without a directory of their own
+# (`store.CallDir`): in the nearest run above them that has one, keyed by the child's path
+# from there (`sub/0001-call`, `sub/0001-call/sub/0002-check`).
+CALLS = "calls.jsonl"
+
+
+def call_entry(root: Path) -> Event | None:
+    """The entry of the `loop:` child whose run would live at `root` (`.../sub/STEP-STATE`)
+    in the journal of a run above it: its caller's, or, when its caller kept no directory
+    either, the next run up that did."""
+    for above, key in _runs_above(root):
+        if key:
+            entry = read_journal(above, CALLS).get(key)
+            if entry is not None:
+                return entry
+    return None
+
+
+def call_children(run: Path) -> set[str]:
+    """The names (`0001-call`) of the `loop:` children of the run at `run` that journals
+    above it, or its own, record."""
+    names: set[str] = set()
+    for above, key in _runs_above(run):
+        prefix = f"{key}/sub/" if key else "sub/"
+        for found in read_journal(above, CALLS):
+            rest = found[len(prefix) :]
+            if found.startswith(prefix) and rest and "/" not in rest:
+                names.add(rest)
+    return names
+
+
+def _runs_above(run: Path) -> Iterator[tuple[Path, str]]:
+    """`run` itself (key ""), then each run above it with the path from there to `run`
+    (`sub/0001-call`, `sub/0002-fan/eu/sub/0001-call`), up to its tree's root."""
+    key: list[str] = []
+    here = run
+    while True:
+        yield here, "/".join(key)
+        if here.parent.name == "sub":  # a `loop:` child
+            key[:0] = ["sub", here.name]
+            here = here.parent.parent
+        elif here.parent.parent.name == "sub":  # a fork's branch: `sub/STEP-STATE/KEY`
+            key[:0] = ["sub", here.parent.name, here.name]
+            here = here.parent.parent.parent
+        else:
+            return
 
 
 def journaled_events(path: Path) -> list[Event] | None:
