@@ -773,22 +773,28 @@ def read_journal(fork: Path, name: str = JOURNAL) -> dict[str, Event]:
     cached = _JOURNALS.get(path)
     if cached is not None and cached[0] == mark:
         return cached[1]
+    # Appended to only: a file read before is read on from the end of its last whole line
+    # (a loop calling a child thousands of times looks each call up in a growing journal).
+    start, entries = 0, {}
+    if cached is not None and cached[0][2] == seen.st_ino and cached[2] <= seen.st_size:
+        start, entries = cached[2], cached[1]
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as fh:
+            fh.seek(start)
             data = fh.read()
     except OSError:
         return {}
-    entries: dict[str, Event] = {}
+    whole = data.rfind(b"\n") + 1  # a last line without its newline is read again next time
     for entry in _parse_lines(data.splitlines()):
         key = entry.get("key")
         if isinstance(key, str) and isinstance(entry.get("state"), dict):
             entries[key] = entry  # a later entry of the same key wins
-    _JOURNALS[path] = (mark, entries)
+    _JOURNALS[path] = (mark, entries, start + whole)
     return entries
 
 
-_JOURNALS: dict[Path, tuple[tuple[int, int, int], dict[str, Event]]] = {}
+_JOURNALS: dict[Path, tuple[tuple[int, int, int], dict[str, Event], int]] = {}
 
 
 def journal_entry(root: Path) -> Event | None:
