@@ -760,41 +760,105 @@ JOURNAL = "branches.jsonl"
 def read_journal(fork: Path, name: str = JOURNAL) -> dict[str, Event]:
     """The entries of a fork's journal (`sub/STEP-STATE/branches.jsonl`) by branch key: one
     line a finished action branch (`{"key", "result", "state", "events"}`), appended whole
-    when the branch ended; a torn last line (a crash mid-write) is skipped, its branch not
+    when the branch ended; a torn line (a crash mid-write) is skipped, its branch not
     finished. Read once while the file is unchanged (a report of thousands of branches asks
     for each). `name`: `CALLS`, a run's journal of the `loop:` children it kept (the same
     lines, keyed by the child's path from that run's directory)."""
-    path = fork / name
+    journal = _journal(fork / name)
+    return journal.entries() if journal is not None else {}
+
+
+def journal_get(fork: Path, name: str, key: str) -> Event | None:
+    """One entry of a journal, parsing only that entry's line: a loop calling a child
+    thousands of times asks at each call whether that call ended before."""
+    journal = _journal(fork / name)
+    return journal.get(key) if journal is not None else None
+
+
+class _Journal:
+    """A journal file's lines by key, each parsed when it is asked for."""
+
+    def __init__(self) -> None:
+        self.mark = (0, 0, 0)
+        self.end = 0  # after the last whole line read
+        self.lines: dict[str, list[bytes]] = {}
+        self._entries: dict[str, Event] | None = None
+
+    def add(self, data: bytes) -> None:
+        self._entries = None
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            key = _key_of(line)
+            if key is not None:
+                self.lines.setdefault(key, []).append(line)
+
+    def get(self, key: str) -> Event | None:
+        for line in reversed(self.lines.get(key, ())):  # a later entry of a key wins
+            for entry in _parse_lines((line,)):
+                if entry.get("key") == key and isinstance(entry.get("state"), dict):
+                    return entry
+        return None
+
+    def entries(self) -> dict[str, Event]:
+        if self._entries is None:
+            found = {key: self.get(key) for key in self.lines}
+            self._entries = {key: entry for key, entry in found.items() if entry is not None}
+        return self._entries
+
+
+def _key_of(line: bytes) -> str | None:
+    """The key a journal line names: read off its start (`{"key":"..."`, as the journal's
+    writer puts it first) when plain, else from the parsed line; None for a torn line."""
+    if line.startswith(b'{"key":"'):
+        end = line.find(b'"', 8)
+        if end > 8 and b"\\" not in line[8:end]:
+            try:
+                return line[8:end].decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+    for entry in _parse_lines((line,)):
+        key = entry.get("key")
+        return key if isinstance(key, str) else None
+    return None
+
+
+def _journal(path: Path) -> _Journal | None:
     try:
         seen = os.stat(path, follow_symlinks=False)
     except OSError:
-        return {}
+        return None
     mark = (seen.st_size, seen.st_mtime_ns, seen.st_ino)
-    cached = _JOURNALS.get(path)
-    if cached is not None and cached[0] == mark:
-        return cached[1]
-    # Appended to only: a file read before is read on from the end of its last whole line
-    # (a loop calling a child thousands of times looks each call up in a growing journal).
-    start, entries = 0, {}
-    if cached is not None and cached[0][2] == seen.st_ino and cached[2] <= seen.st_size:
-        start, entries = cached[2], cached[1]
+    journal = _JOURNALS.get(path)
+    if journal is not None and journal.mark == mark:
+        return journal
+    # Appended to only: a file read before is read on from the end of its last whole line.
+    if journal is None or journal.mark[2] != seen.st_ino or journal.end > seen.st_size:
+        journal = _Journal()
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as fh:
-            fh.seek(start)
+            fh.seek(journal.end)
             data = fh.read()
     except OSError:
-        return {}
-    whole = data.rfind(b"\n") + 1  # a last line without its newline is read again next time
-    for entry in _parse_lines(data.splitlines()):
-        key = entry.get("key")
-        if isinstance(key, str) and isinstance(entry.get("state"), dict):
-            entries[key] = entry  # a later entry of the same key wins
-    _JOURNALS[path] = (mark, entries, start + whole)
-    return entries
+        return None
+    whole = data.rfind(b"\n") + 1
+    journal.add(data[:whole])
+    journal.end += whole
+    journal.mark = mark
+    _JOURNALS[path] = journal
+    if whole == len(data):
+        return journal
+    # A last line without its newline (torn by a crash, or being written): read this time,
+    # in a copy; the kept journal is read on from before it next time.
+    journal.mark = (-1, 0, seen.st_ino)
+    copy = _Journal()
+    copy.lines = {key: list(lines) for key, lines in journal.lines.items()}
+    copy.add(data[whole:])
+    return copy
 
 
-_JOURNALS: dict[Path, tuple[tuple[int, int, int], dict[str, Event], int]] = {}
+_JOURNALS: dict[Path, _Journal] = {}
 
 
 def journal_entry(root: Path) -> Event | None:
@@ -822,7 +886,7 @@ def call_entry(root: Path) -> Event | None:
     either, the next run up that did."""
     for above, key in _runs_above(root):
         if key:
-            entry = read_journal(above, CALLS).get(key)
+            entry = journal_get(above, CALLS, key)
             if entry is not None:
                 return entry
     return None

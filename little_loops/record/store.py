@@ -836,7 +836,6 @@ class CallDir(BranchDir):
                 journal.close()
 
 
-
 class _CallSink(MemorySink):
     """A kept child's events: in memory, or its `events.jsonl` once it spilled."""
 

@@ -32,8 +32,8 @@ from little_loops.model.progress import (
 )
 from little_loops.model.records import record, replace
 from little_loops.record import events as ev
-from little_loops.record.questions import Suspended
 from little_loops.record.events import journal_entry
+from little_loops.record.questions import Suspended
 from little_loops.record.store import BranchDir, CallDir, RunDir
 from little_loops.run import subloop
 from little_loops.run.action_layer import ActionLayer, simulates
