@@ -10,6 +10,7 @@ Over 400 lines on purpose: the records are the public contract, kept next to the
 
 from __future__ import annotations
 
+import _thread  # a lock without importing `threading` (`ll validate` imports this module)
 import contextlib
 import json
 import os
@@ -824,6 +825,11 @@ def _key_of(line: bytes) -> str | None:
 
 
 def _journal(path: Path) -> _Journal | None:
+    with _JOURNALS_LOCK:  # the `loop:` branches of a fork look their children up in threads
+        return _read_on(path)
+
+
+def _read_on(path: Path) -> _Journal | None:
     try:
         seen = os.stat(path, follow_symlinks=False)
     except OSError:
@@ -859,6 +865,7 @@ def _journal(path: Path) -> _Journal | None:
 
 
 _JOURNALS: dict[Path, _Journal] = {}
+_JOURNALS_LOCK = _thread.allocate_lock()
 
 
 def journal_entry(root: Path) -> Event | None:

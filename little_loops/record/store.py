@@ -7,6 +7,7 @@ errors) live in one module.
 
 from __future__ import annotations
 
+import _thread  # a lock without importing `threading` (`ll validate` imports this module)
 import contextlib
 import errno
 import functools
@@ -14,7 +15,6 @@ import json
 import os
 import re
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -825,8 +825,16 @@ class CallDir(BranchDir):
         directory holds it)."""
         if self.spilled:
             return
+        # An earlier run of this child, cut off as it moved to its directory, may have left
+        # its first events there: the journal's are this child's.
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.unlink(self.events_path)
         anchor = self.anchor()
-        key = os.path.relpath(self.root, anchor).replace(os.sep, "/")
+        top, here = os.fspath(anchor), os.fspath(self.root)
+        if here.startswith(top + os.sep):
+            key = here[len(top) + 1 :].replace(os.sep, "/")
+        else:
+            key = os.path.relpath(here, top).replace(os.sep, "/")
         entry = {"key": key, "state": self.state, "events": self.sink.events}
         with _CALLS_LOCK:  # the children of a fork's `loop:` branches end in threads
             journal = ForkJournal(anchor, fsync=self.fsync, name=CALLS)
@@ -918,7 +926,7 @@ class _CallLog(RunLog):
         super().append(data)
 
 
-_CALLS_LOCK = threading.Lock()
+_CALLS_LOCK = _thread.allocate_lock()
 
 
 def _open_append(path: Path | str, what: str, mode: int) -> tuple[int, int]:

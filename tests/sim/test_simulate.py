@@ -297,8 +297,8 @@ def test_a_simulation_answers_a_childs_states_under_the_calling_state(
     assert "path: deploy -> deploy -> done" in run.stdout
     assert not marker.exists()
     assert not Path(f"{marker}.done").exists()
-    [run] = (tmp_path / ".loops" / "runs").iterdir()
-    journal = read_journal(run, CALLS)  # each child ended as a line of its caller's journal
+    [run_dir] = (tmp_path / ".loops" / "runs").iterdir()
+    journal = read_journal(run_dir, CALLS)  # each child ended as a line of its caller's journal
     finals = [
         journal[key]["events"][-1]["final_state"] for key in sorted(journal)
     ]  # one child run a visit of `deploy`: the script's first answer, then its second
