@@ -1267,6 +1267,12 @@ def _find_in_tree(base: Path, target: str) -> RunDir:
             given = "/".join([root.run_id, *parts[: i + 1]])
             if here.parent.name == "sub" and part in _fork_keys(here):
                 raise _not_ended(given, root.run_id)
+            if _calling(here, part):
+                raise RunError(
+                    f"child run '{given}' has not ended: a sub-loop's run is recorded when it "
+                    f"ends (or once it has a step to resume from); follow the run with "
+                    f"'ll logs -f {root.run_id}'"
+                )
             known = ", ".join(_children_ids(here)) or "none"
             raise RunError(f"no child run '{given}' (the children here: {known})")
     if not (here / "state.json").is_file() and journal_entry(here) is None:
@@ -1277,6 +1283,18 @@ def _find_in_tree(base: Path, target: str) -> RunDir:
     run = RunDir(here)
     run.tree_id = "/".join([root.run_id, *parts])
     return run
+
+
+def _calling(run: Path, part: str) -> bool:
+    """Whether the run at `run` is running the `loop:` step whose child is `part`
+    (`0003-deploy`, `0003-deploy.2`): a child kept in memory until it ends."""
+    try:
+        state = json.loads((run / "state.json").read_text(encoding="utf-8"))
+        step, current = int(state["step"]) + 1, str(state["current"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return False
+    name = f"{step:04d}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', current)}"
+    return state.get("status") == "running" and (part == name or part.startswith(name + "."))
 
 
 def _fork_keys(fork: Path) -> set[str]:

@@ -297,3 +297,34 @@ def test_an_old_layout_child_reads_the_same_and_resumes_once(project: Project) -
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert (project.path / "side.log").read_text().splitlines() == ["leaf", "last"]
     assert not (run / CALLS).exists()  # nothing new was journaled: the child was read back
+
+
+WAITS = """\
+name: waits
+initial: work
+states:
+  work: {action: "touch waiting; while [ ! -e gate ]; do sleep 0.05; done", next: done}
+  done: {terminal: true}
+"""
+
+
+def test_status_of_a_child_still_in_memory_says_it_has_not_ended(project: Project) -> None:
+    project.write("waits.yaml", WAITS)
+    project.write("caller.yaml", CALLS_TWO.replace("two.yaml", "waits.yaml"))
+    proc = subprocess.Popen([*LL, "run", "caller.yaml", "-q"], cwd=project.path)
+    try:
+        _wait((project.path / "waiting").exists, proc)
+        run = the_run(project.path)
+        assert not (run / "sub").exists()  # its first step runs: nothing to lose yet
+        status = project.ll("status", f"{run.name}/0001-call")
+        assert status.returncode != 0
+        said = (status.stdout + status.stderr).strip()
+        assert said == (
+            f"ll: error: child run '{run.name}/0001-call' has not ended: a sub-loop's run is "
+            "recorded when it ends (or once it has a step to resume from); follow the run "
+            f"with 'll logs -f {run.name}'"
+        )
+    finally:
+        (project.path / "gate").touch()
+        assert proc.wait(timeout=60) == 0
+    assert project.ll("status", f"{run.name}/0001-call").returncode == 0
