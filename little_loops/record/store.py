@@ -756,7 +756,8 @@ class CallDir(BranchDir):
         *,
         fsync: bool = False,
     ) -> None:
-        super().__init__(root)
+        RunDir.__init__(self, root)  # not BranchDir's: its log, sink and outputs are these
+        self.state = None
         self.caller = caller
         # Whether entering a state (by name) must find the child in its directory, given
         # whether a step of the child has finished already.
