@@ -758,21 +758,21 @@ def _parse_lines(lines: Iterable[bytes]) -> Iterator[Event]:
 JOURNAL = "branches.jsonl"
 
 
-def read_journal(fork: Path, name: str = JOURNAL) -> dict[str, Event]:
+def read_journal(fork: Path | str, name: str = JOURNAL) -> dict[str, Event]:
     """The entries of a fork's journal (`sub/STEP-STATE/branches.jsonl`) by branch key: one
     line a finished action branch (`{"key", "result", "state", "events"}`), appended whole
     when the branch ended; a torn line (a crash mid-write) is skipped, its branch not
     finished. Read once while the file is unchanged (a report of thousands of branches asks
     for each). `name`: `CALLS`, a run's journal of the `loop:` children it kept (the same
     lines, keyed by the child's path from that run's directory)."""
-    journal = _journal(fork / name)
+    journal = _journal(os.path.join(fork, name))
     return journal.entries() if journal is not None else {}
 
 
-def journal_get(fork: Path, name: str, key: str) -> Event | None:
+def journal_get(fork: Path | str, name: str, key: str) -> Event | None:
     """One entry of a journal, parsing only that entry's line: a loop calling a child
     thousands of times asks at each call whether that call ended before."""
-    journal = _journal(fork / name)
+    journal = _journal(os.path.join(fork, name))
     return journal.get(key) if journal is not None else None
 
 
@@ -824,12 +824,12 @@ def _key_of(line: bytes) -> str | None:
     return None
 
 
-def _journal(path: Path) -> _Journal | None:
+def _journal(path: str) -> _Journal | None:
     with _JOURNALS_LOCK:  # the `loop:` branches of a fork look their children up in threads
         return _read_on(path)
 
 
-def _read_on(path: Path) -> _Journal | None:
+def _read_on(path: str) -> _Journal | None:
     try:
         seen = os.stat(path, follow_symlinks=False)
     except OSError:
@@ -864,7 +864,7 @@ def _read_on(path: Path) -> _Journal | None:
     return copy
 
 
-_JOURNALS: dict[Path, _Journal] = {}
+_JOURNALS: dict[str, _Journal] = {}
 _JOURNALS_LOCK = _thread.allocate_lock()
 
 
@@ -912,19 +912,20 @@ def call_children(run: Path) -> set[str]:
     return names
 
 
-def _runs_above(run: Path) -> Iterator[tuple[Path, str]]:
+def _runs_above(run: Path) -> Iterator[tuple[str, str]]:
     """`run` itself (key ""), then each run above it with the path from there to `run`
     (`sub/0001-call`, `sub/0002-fan/eu/sub/0001-call`), up to its tree's root."""
+    parts = os.fspath(run).split(os.sep)
     key: list[str] = []
-    here = run
+    end = len(parts)  # the run is parts[:end]
     while True:
-        yield here, "/".join(key)
-        if here.parent.name == "sub":  # a `loop:` child
-            key[:0] = ["sub", here.name]
-            here = here.parent.parent
-        elif here.parent.parent.name == "sub":  # a fork's branch: `sub/STEP-STATE/KEY`
-            key[:0] = ["sub", here.parent.name, here.name]
-            here = here.parent.parent.parent
+        yield os.sep.join(parts[:end]), "/".join(key)
+        if end >= 3 and parts[end - 2] == "sub":  # a `loop:` child
+            key[:0] = ["sub", parts[end - 1]]
+            end -= 2
+        elif end >= 4 and parts[end - 3] == "sub":  # a fork's branch: `sub/STEP-STATE/KEY`
+            key[:0] = ["sub", parts[end - 2], parts[end - 1]]
+            end -= 3
         else:
             return
 

@@ -123,7 +123,7 @@ class Child:
 def finished(root: Path) -> dict[str, Any] | None:
     """The state of a child that ended before its caller stopped (read back, never run again),
     or None when it has not started or has not finished."""
-    if not (root / "state.json").is_file() and journal_entry(root) is None:
+    if not os.path.isfile(os.path.join(root, "state.json")) and journal_entry(root) is None:
         return None
     data = RunDir(root).read_state()
     return data if data.get("status") == "finished" else None
