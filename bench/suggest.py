@@ -5,8 +5,10 @@
 
 Each loop is a chain of states (`{next: ...}` only, so that 10,000 states stay under the loader's
 100,000-value limit) named as generated loops name them (`check_00000`,
-`fix_00001`, ...); in the misspelt copy every `next:` but the last swaps two adjacent letters of
-its target, so `ll validate` gives one "did you mean" per state. Each figure is the median wall
+`fix_00001`, ...); in the misspelt copy every `next:` but the last misspells its target, the
+four common typos in turn (two neighbouring letters swapped, one left out, one doubled, one
+replaced), so `ll validate` gives one "did you mean" per state (fewer where a typo happens to
+spell another state). Each figure is the median wall
 time (and CPU time) of N runs (default 3) of `python -m little_loops validate FILE`, a fresh
 process each, after one run that warms the caches a user's second run has: bytecode (written
 under a temporary PYTHONPYCACHEPREFIX, PYTHONDONTWRITEBYTECODE removed) and the parse cache
@@ -46,11 +48,24 @@ def chain(count: int, misspelt: bool) -> str:
     for i, name in enumerate(names):
         target = names[i + 1] if i + 1 < count else "done"
         if misspelt and i + 1 < count:
-            at = rng.randrange(len(target) - 1)
-            target = target[:at] + target[at + 1] + target[at] + target[at + 2 :]
+            target = typo(rng, target, i % 4)
         lines.append(f"  {name}: {{next: {target}}}")
     lines.append("  done: {terminal: true}")
     return "\n".join(lines) + "\n"
+
+
+def typo(rng: random.Random, name: str, kind: int) -> str:
+    """`name` with two neighbouring letters swapped (kind 0), one letter left out (1), one
+    doubled (2) or one replaced by another letter or digit (3)."""
+    at = rng.randrange(len(name) - 1)
+    if kind == 0:
+        return name[:at] + name[at + 1] + name[at] + name[at + 2 :]
+    if kind == 1:
+        return name[:at] + name[at + 1 :]
+    if kind == 2:
+        return name[:at] + name[at] + name[at:]
+    other = rng.choice([c for c in "abcdefghijklmnopqrstuvwxyz0123456789" if c != name[at]])
+    return name[:at] + other + name[at + 1 :]
 
 
 def median_times(argv: list[str], repeat: int, env: dict[str, str]) -> tuple[float, float]:

@@ -1,24 +1,36 @@
 """How messages name what is in a loop file: a node by its path, a value as YAML writes it.
 
-"Did you mean" is difflib's answer, found without asking difflib about every option. For a
-word, `difflib.get_close_matches(word, options, n=1)` scores each option three times, each
-score a bound on the next (lengths; shared characters, counted with repeats; the matching
-blocks), and keeps the best final score (ties go to the option that sorts last). That is
-quadratic when a file misspells many names among many states: 3,000 unknown targets among
-3,000 states took 10.9 s. `closest` gives the same answer (tests/test_wording.py) through an
-index of the options, built once per list of options (lists under 64 go straight to difflib),
-which keeps each answer (a word misspelt the same way again costs a dictionary lookup):
+"Did you mean" suggests, for a word that names nothing, the option one typing slip away: one
+character left out, added or replaced, or two neighbours swapped (the Damerau-Levenshtein
+distance 1 that most typos are). (A word that is an option is its own answer.) Of several, the one sharing most characters with the word
+(`2 * shared / (len(word) + len(option))`, the measure difflib's cutoff is set on), and of equal
+ones the option sorting last. An option must share at least `cutoff` of the text that way too, so
+"a" suggests nothing for "b". When no option is one slip away, the answer is difflib's:
+`difflib.get_close_matches(word, options, n=1, cutoff=cutoff)`.
+
+Why slips first: difflib scores matching blocks, which can prefer an option two slips away to
+the one a slip away ("lint0_0002" scored 'lint_02002' above 'lint_00002'). And it is cheap: the
+options one slip away are found in an index of every option with any one character deleted
+(a slip leaves the two texts equal once each loses at most one character), a few dictionary
+lookups a word however many options there are. Asking difflib about every option is quadratic
+when a file misspells many names among many states (3,000 unknown targets among 3,000 states
+took 10.9 s).
+
+When no option is a slip away, `closest` gives difflib's answer (tests/test_wording.py) through
+the same index of the options, built once per list of options (lists under 64 go straight to
+difflib), which keeps each answer (a word misspelt the same way again costs a dictionary lookup).
+difflib scores each option three times, each score a bound on the next (lengths; shared
+characters, counted with repeats; the matching blocks), and keeps the best final score (ties go
+to the option that sorts last). The index finds that answer without scoring every option:
 
 - a first guess: the options one deleted character away from the word (each loses at most
-  one character and the rest is the same text), found in an index of every option with any
-  one character deleted; their longest common subsequence with the word follows from the
-  lengths (the shorter is the longer less one character, or both lose one). Or else, when
-  there are none, the options sharing most of the word's rarest three-letter runs. Scored
-  best bound first, they set a floor t that the answer's score reaches;
+  one character and the rest is the same text); their longest common subsequence with the word
+  follows from the lengths (the shorter is the longer less one character, or both lose one).
+  Or else, when there are none, the options sharing most of the word's rarest three-letter
+  runs. Scored best bound first, they set a floor t that the answer's score reaches;
 - for each length of option where reaching t leaves at most one character unmatched on either
   side, those same options are all that can (a common subsequence of the needed length is
-  then a text both reach by one deletion at most): numbered names, which share nearly all
-  their characters, are told apart this way without looking at the others;
+  then a text both reach by one deletion at most);
 - for the other lengths, the options of that length holding each of the word's (character,
   count k) pairs, a list made when first asked for. An option whose shared-character score
   reaches t holds all but m of the word's pairs, so it is in at least r - m of the r rarest
@@ -33,9 +45,8 @@ difflib's own score is counted by `_matches`, difflib's steps without its genera
 `get_close_matches` has none, and difflib finds none of its own in a word under 200
 characters; longer words are scored by difflib): half the instructions of a SequenceMatcher.
 
-`rapidfuzz` was not taken: its scores are not difflib's (the suggestions would change), and
-scoring every option, even in C, stays quadratic (10,000 x 10,000 names); a compiled dependency
-for one message is a cost too. The index keeps difflib's exact answers.
+`rapidfuzz` was not taken: scoring every option, even in C, stays quadratic (10,000 x 10,000
+names), and a compiled dependency for one message is a cost too.
 """
 
 from __future__ import annotations
@@ -45,7 +56,7 @@ from collections import Counter
 
 TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from typing import Any
 
 # A node's place in the document: ("states", "fix", "evaluate", "of", 0).
@@ -67,13 +78,66 @@ _AUTOJUNK_FROM = 200
 
 
 def closest(word: str, options: Sequence[str], cutoff: float = 0.6) -> str | None:
-    """What `difflib.get_close_matches(word, options, n=1, cutoff=cutoff)` gives, or None."""
-    if len(options) < _INDEX_FROM or not word or cutoff <= 0.0:
-        import difflib  # only when there is something to suggest
-
-        close = difflib.get_close_matches(word, options, n=1, cutoff=cutoff)
-        return close[0] if close else None
+    """The option one slip away from `word` (see the module's text), or else what
+    `difflib.get_close_matches(word, options, n=1, cutoff=cutoff)` gives, or None."""
+    if not word or cutoff <= 0.0:  # every option is close enough: difflib's best
+        return _difflib_closest(word, options, cutoff)
+    if len(options) < _INDEX_FROM:
+        if word in options:
+            return word
+        slip = _nearest_slip(word, [name for name in options if _one_slip(word, name)], cutoff)
+        return slip if slip is not None else _difflib_closest(word, options, cutoff)
     return _Index.of(options).closest(word, cutoff)
+
+
+def _difflib_closest(word: str, options: Sequence[str], cutoff: float) -> str | None:
+    import difflib  # only when there is something to suggest
+
+    close = difflib.get_close_matches(word, options, n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def _one_slip(word: str, other: str) -> bool:
+    """Whether `other` is `word` with one character left out, added or replaced, or two
+    neighbours swapped."""
+    size, n = len(word), len(other)
+    if size == n:
+        if word == other:
+            return False
+        i = 0
+        while word[i] == other[i]:
+            i += 1
+        if word[i + 1 :] == other[i + 1 :]:
+            return True  # replaced
+        return (
+            i + 1 < size
+            and word[i] == other[i + 1]
+            and word[i + 1] == other[i]
+            and word[i + 2 :] == other[i + 2 :]
+        )  # swapped
+    if size == n + 1:
+        word, other, size = other, word, n
+    elif n != size + 1:
+        return False
+    # `other` is one longer: one character of it left out gives `word`.
+    i = 0
+    while i < size and word[i] == other[i]:
+        i += 1
+    return word[i:] == other[i + 1 :]
+
+
+def _nearest_slip(word: str, slips: Iterable[str], cutoff: float) -> str | None:
+    """Of options one slip away, the one sharing most characters (the last sorted of equals),
+    if it shares `cutoff` of the two texts."""
+    size = len(word)
+    best: tuple[float, str] | None = None
+    for name in slips:
+        n = len(name)
+        shared = size - 1 if n == size else min(n, size)
+        found = (2.0 * shared / (size + n), name)
+        if found[0] >= cutoff and (best is None or found > best):
+            best = found
+    return None if best is None else best[1]
 
 
 # The indexes of the last few lists of options, each with a copy of its list as a tuple. A file
@@ -90,20 +154,12 @@ class _Index:
         self.names = sorted(set(options))
         self.lengths = sorted({len(name) for name in self.names})
         self.answers: dict[tuple[str, float], str | None] = {}
-        # Every option, whole and with any one character deleted, to the option (or options)
-        # giving that text.
-        deletions: dict[str, str | list[str]] = {}
-        had = deletions.get
-        for name in self.names:
-            for text in _deleted(name):
-                known = had(text)
-                if known is None:
-                    deletions[text] = name
-                elif isinstance(known, str):
-                    deletions[text] = [known, name]
-                else:
-                    known.append(name)
-        self.deletions = deletions
+        self.known = frozenset(self.names)
+        # For each length n and place i, the options of length n with their character at i
+        # deleted, to the option giving that text (of several, the one sorting last: the names
+        # are sorted). Made for a length when a word first needs it.
+        self.cut: dict[int, list[dict[str, str]]] = {}
+        self._deletions: dict[str, str | list[str]] | None = None
         # Built when first needed: three-letter runs to the options holding them (the first
         # guess when no option is one deleted character away), the options of each length, how
         # often each character occurs, and for a (length, character pair) the options of that
@@ -134,8 +190,78 @@ class _Index:
         del _RECENT[4:]
         return index
 
+    @property
+    def deletions(self) -> dict[str, str | list[str]]:
+        """Every option, whole and with any one character deleted, to the option (or options)
+        giving that text: made when a word is first not one slip from any option."""
+        if self._deletions is None:
+            deletions: dict[str, str | list[str]] = {}
+            had = deletions.get
+            for name in self.names:
+                for text in _deleted(name):
+                    known = had(text)
+                    if known is None:
+                        deletions[text] = name
+                    elif isinstance(known, str):
+                        deletions[text] = [known, name]
+                    else:
+                        known.append(name)
+            self._deletions = deletions
+        return self._deletions
+
+    def _cut(self, n: int) -> list[dict[str, str]]:
+        """For each place i, the options of length `n` with the character at i deleted, each to
+        the option sorting last of those giving that text."""
+        cut = self.cut.get(n)
+        if cut is None:
+            if self.by_length is None:
+                self.by_length = {}
+                for name in self.names:
+                    self.by_length.setdefault(len(name), []).append(name)
+            names = self.by_length.get(n, [])
+            cut = self.cut[n] = [
+                {name[:i] + name[i + 1 :]: name for name in names} for i in range(n)
+            ]
+        return cut
+
+    def _slip(self, word: str, cutoff: float) -> str | None:
+        """The option one slip away, by lookups alone. The kinds of slip, by how many characters
+        the option shares with the word (most first; of one kind the option sorting last): a
+        character the word left out (the word is the option with one deleted), one it added (the
+        word with one deleted is an option), one it replaced or two neighbours it swapped."""
+        size = len(word)
+        if word in self.known:
+            return word
+        if 2.0 * size / (2 * size + 1) < cutoff:
+            return None
+        longer = [found for cut in self._cut(size + 1) if (found := cut.get(word)) is not None]
+        if longer:
+            return max(longer)
+        if 2.0 * (size - 1) / (2 * size - 1) < cutoff:
+            return None
+        deleted = [word[:i] + word[i + 1 :] for i in range(size)]
+        known = self.known
+        shorter = [text for text in deleted if text in known]
+        if shorter:
+            return max(shorter)
+        if (size - 1) / size < cutoff:
+            return None
+        same = []
+        cut = self._cut(size)
+        for i, text in enumerate(deleted):
+            found = cut[i].get(text)
+            if found is not None:
+                same.append(found)  # the last sorted of the options replacing place i
+            # Two neighbours swapped at i: such an option with place i + 1 deleted is the word
+            # with place i deleted. Some option is, before the swap is made and looked for.
+            if i + 1 < size and word[i] != word[i + 1] and text in cut[i + 1]:
+                swapped = word[:i] + word[i + 1] + word[i] + word[i + 2 :]
+                if swapped in known:
+                    same.append(swapped)
+        return max(same) if same else None
+
     def closest(self, word: str, cutoff: float) -> str | None:
-        """difflib's answer, found once for each word and cutoff."""
+        """The option one slip away, or difflib's answer, found once for each word and cutoff."""
         asked = (word, cutoff)
         if asked in self.answers:
             return self.answers[asked]
@@ -144,6 +270,10 @@ class _Index:
         return answer
 
     def _closest(self, word: str, cutoff: float) -> str | None:
+        slip = self._slip(word, cutoff)
+        if slip is not None:
+            return slip
+        close = self._by_deletion(word)
         size = len(word)
         ratio = _scorer(word)
         masks: dict[str, int] = {}  # for `_lcs`, made when first needed
@@ -178,9 +308,8 @@ class _Index:
                 if found[0] >= cutoff and (best is None or found > best):
                     best = found
 
-        # A first guess: the options one deleted character away (on either side), or else the
-        # options that share most of the word's rarest three-letter runs.
-        close = self._by_deletion(word)
+        # None is: difflib's answer. A first guess: the options one deleted character away, or
+        # else the options that share most of the word's rarest three-letter runs.
         if close:
             # One deleted character away: the longest common subsequence follows from the
             # lengths. The shorter is the longer less one character, or both lose one.
