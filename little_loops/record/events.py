@@ -777,35 +777,61 @@ def journal_get(fork: Path | str, name: str, key: str) -> Event | None:
 
 
 class _Journal:
-    """A journal file's lines by key, each parsed when it is asked for."""
+    """Where each key's lines lie in a journal file (a loop calling a child for days keeps
+    offsets, not the lines), each line read and parsed when its key is asked for."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str) -> None:
+        self.path = path
         self.mark = (0, 0, 0)
         self.end = 0  # after the last whole line read
-        self.lines: dict[str, list[bytes]] = {}
+        self.lines: dict[str, list[tuple[int, int]]] = {}
+        self.tail: dict[str, bytes] = {}  # a last line without its newline, read this time
         self._entries: dict[str, Event] | None = None
 
-    def add(self, data: bytes) -> None:
+    def add(self, data: bytes, at: int) -> None:
         self._entries = None
-        for line in data.splitlines():
-            if not line.strip():
-                continue
-            key = _key_of(line)
+        for line in data.splitlines(keepends=True):
+            key = _key_of(line) if line.strip() else None
             if key is not None:
-                self.lines.setdefault(key, []).append(line)
+                self.lines.setdefault(key, []).append((at, len(line)))
+            at += len(line)
 
     def get(self, key: str) -> Event | None:
-        for line in reversed(self.lines.get(key, ())):  # a later entry of a key wins
-            for entry in _parse_lines((line,)):
-                if entry.get("key") == key and isinstance(entry.get("state"), dict):
+        found = self.tail.get(key)
+        if found is not None:
+            entry = _entry(found, key)
+            if entry is not None:
+                return entry
+        places = self.lines.get(key)
+        if not places:
+            return None
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            for at, size in reversed(places):  # a later entry of a key wins
+                entry = _entry(os.pread(fd, size, at), key)
+                if entry is not None:
                     return entry
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
         return None
 
     def entries(self) -> dict[str, Event]:
         if self._entries is None:
-            found = {key: self.get(key) for key in self.lines}
+            found = {key: self.get(key) for key in {*self.lines, *self.tail}}
             self._entries = {key: entry for key, entry in found.items() if entry is not None}
         return self._entries
+
+
+def _entry(line: bytes, key: str) -> Event | None:
+    for entry in _parse_lines((line,)):
+        if entry.get("key") == key and isinstance(entry.get("state"), dict):
+            return entry
+    return None
 
 
 def _key_of(line: bytes) -> str | None:
@@ -840,7 +866,7 @@ def _read_on(path: str) -> _Journal | None:
         return journal
     # Appended to only: a file read before is read on from the end of its last whole line.
     if journal is None or journal.mark[2] != seen.st_ino or journal.end > seen.st_size:
-        journal = _Journal()
+        journal = _Journal(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as fh:
@@ -849,19 +875,18 @@ def _read_on(path: str) -> _Journal | None:
     except OSError:
         return None
     whole = data.rfind(b"\n") + 1
-    journal.add(data[:whole])
+    journal.add(data[:whole], journal.end)
     journal.end += whole
     journal.mark = mark
+    journal.tail = {}
+    if whole < len(data):  # a last line without its newline (torn, or being written)
+        key = _key_of(data[whole:])
+        if key is not None:
+            journal.tail[key] = data[whole:]
+        journal._entries = None
+        journal.mark = (-1, 0, seen.st_ino)  # read on from before it next time
     _JOURNALS[path] = journal
-    if whole == len(data):
-        return journal
-    # A last line without its newline (torn by a crash, or being written): read this time,
-    # in a copy; the kept journal is read on from before it next time.
-    journal.mark = (-1, 0, seen.st_ino)
-    copy = _Journal()
-    copy.lines = {key: list(lines) for key, lines in journal.lines.items()}
-    copy.add(data[whole:])
-    return copy
+    return journal
 
 
 _JOURNALS: dict[str, _Journal] = {}

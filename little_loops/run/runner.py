@@ -156,7 +156,8 @@ class Runner:
             run_root = resolved(up) / run_root.name
         else:
             run_root = run_root.resolve()
-        self._resolved[given_root] = run_root
+        if any(s.is_loop or s.is_fork for s in loop.states.values()):
+            self._resolved[given_root] = run_root  # for its children: one entry a caller
         # Fixed for the whole run; context values may use them, and ${env.X}.
         loop_scope = {
             "name": loop.name,

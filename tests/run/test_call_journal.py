@@ -328,3 +328,38 @@ def test_status_of_a_child_still_in_memory_says_it_has_not_ended(project: Projec
         (project.path / "gate").touch()
         assert proc.wait(timeout=60) == 0
     assert project.ll("status", f"{run.name}/0001-call").returncode == 0
+
+
+def test_a_journal_is_read_on_from_where_it_stopped(tmp_path: Path) -> None:
+    """Appended to only: each read takes the new lines; a torn line is skipped (the entry
+    before it of the same key stands), a last line still without its newline is read then
+    and read again once whole."""
+    from little_loops.record.events import journal_get
+
+    path = tmp_path / CALLS
+
+    def line(key: str, step: int) -> bytes:
+        return (ENCODE({"key": key, "state": {"step": step}, "events": []}) + "\n").encode()
+
+    path.write_bytes(line("sub/0001-a", 1))
+    assert journal_get(tmp_path, CALLS, "sub/0001-a") == {
+        "key": "sub/0001-a",
+        "state": {"step": 1},
+        "events": [],
+    }
+    assert journal_get(tmp_path, CALLS, "sub/0002-b") is None
+    with path.open("ab") as fh:
+        fh.write(line("sub/0002-b", 2) + line("sub/0001-a", 3)[:20] + b"\n")  # torn
+    assert journal_get(tmp_path, CALLS, "sub/0002-b")["state"] == {"step": 2}  # type: ignore[index]
+    assert journal_get(tmp_path, CALLS, "sub/0001-a")["state"] == {"step": 1}  # type: ignore[index]
+    with path.open("ab") as fh:
+        fh.write(line("sub/0003-c", 4)[:-1])  # no newline yet
+    assert journal_get(tmp_path, CALLS, "sub/0003-c")["state"] == {"step": 4}  # type: ignore[index]
+    with path.open("ab") as fh:
+        fh.write(b"\n" + line("sub/0004-d", 5))
+    assert sorted(read_journal(tmp_path, CALLS)) == [
+        "sub/0001-a",
+        "sub/0002-b",
+        "sub/0003-c",
+        "sub/0004-d",
+    ]
