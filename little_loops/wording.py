@@ -2,11 +2,12 @@
 
 "Did you mean" suggests, for a word that names nothing, the option one typing slip away: one
 character left out, added or replaced, or two neighbours swapped (the Damerau-Levenshtein
-distance 1 that most typos are). (A word that is an option is its own answer.) Of several, the one sharing most characters with the word
-(`2 * shared / (len(word) + len(option))`, the measure difflib's cutoff is set on), and of equal
-ones the option sorting last. An option must share at least `cutoff` of the text that way too, so
-"a" suggests nothing for "b". When no option is one slip away, the answer is difflib's:
-`difflib.get_close_matches(word, options, n=1, cutoff=cutoff)`.
+distance 1 that most typos are). Of several, the one sharing most characters with the word
+(`2 * shared / (len(word) + len(option))`, the measure difflib's cutoff is set on), and of
+equal ones the option sorting last. An option must share at least `cutoff` of the text that
+way too, so "a" suggests nothing for "b". When no option is one slip away, the answer is
+difflib's: `difflib.get_close_matches(word, options, n=1, cutoff=cutoff)`. (A word that is an
+option is its own answer.)
 
 Why slips first: difflib scores matching blocks, which can prefer an option two slips away to
 the one a slip away ("lint0_0002" scored 'lint_02002' above 'lint_00002'). And it is cheap: the

@@ -189,7 +189,6 @@ def run_shell(
     `on_output("stdout" | "stderr", chunk)`. Raises
     ActionStartError when the shell or `cwd` does not exist.
     """
-    _check_cwd(cwd)
     script = _long_text(command)
     # a long command is read by the shell from a descriptor, as if it were given with -c
     argv = [shell, "-c", command if script is None else f". /dev/fd/{script}"]
@@ -198,7 +197,10 @@ def run_shell(
             argv, cwd, env, timeout, log_path, tail_bytes, on_output, on_start=on_start,
             pass_fds=() if script is None else (script,), interruptible=interruptible,
         )  # fmt: skip
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
+        # The child changes directory before it runs the shell: a missing (or not a) directory
+        # is told apart here, after the fact, rather than with a `stat` before every action.
+        _check_cwd(cwd)
         raise ActionStartError(
             f"cannot run shell action: shell {shell!r} not found; install it or set 'shell:' "
             "in the loop file to an existing shell such as /bin/sh"

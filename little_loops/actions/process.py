@@ -11,8 +11,9 @@ the only modules that start processes for a step (the contract is in docs/archit
 from __future__ import annotations
 
 import contextlib
+import math
 import os
-import selectors
+import select
 import signal
 import subprocess
 import time
@@ -122,8 +123,30 @@ class Run:
     stdout_at: int | None = None
 
 
-# poll(2) needs no kernel object per step, unlike epoll; it is as good for three descriptors.
-_Selector = getattr(selectors, "PollSelector", selectors.DefaultSelector)
+class _Selector:
+    """poll(2) over an action's three descriptors, for reading: what `selectors.PollSelector`
+    did here, without its key objects and its map (three registrations, a wait or two and
+    three removals a step). poll needs no kernel object per step, unlike epoll."""
+
+    __slots__ = ("_poll",)
+
+    def __init__(self) -> None:
+        self._poll = select.poll()
+
+    def register(self, fd: int) -> None:
+        self._poll.register(fd, select.POLLIN)
+
+    def unregister(self, fd: int) -> None:
+        self._poll.unregister(fd)
+
+    def select(self, timeout: float | None = None) -> list[int]:
+        """The descriptors ready to read (or at their end, or in error) within `timeout`
+        seconds; None waits for one."""
+        ms = None if timeout is None else max(math.ceil(timeout * 1000), 0)
+        return [fd for fd, _ in self._poll.poll(ms)]
+
+    def close(self) -> None:
+        return
 
 
 class _Sink:
@@ -139,7 +162,7 @@ class _Sink:
     ) -> None:
         self.stdout = stdout
         self.stderr = stderr
-        self.sel: selectors.BaseSelector = _Selector()
+        self.sel = _Selector()
         self.streams: dict[int, tuple[str, Tail]] = {}
         # stdout before stderr, in the order they were attached: what both pipes hold at once
         # goes to the log stdout first, whatever numbers the descriptors got (a set's order
@@ -167,7 +190,7 @@ class _Sink:
         """Watch the read ends of the child's pipes, and its exit."""
         for name, fd, tail in (("stdout", stdout, self.stdout), ("stderr", stderr, self.stderr)):
             os.set_blocking(fd, False)
-            self.sel.register(fd, selectors.EVENT_READ)
+            self.sel.register(fd)
             self.streams[fd] = (name, tail)
             self.open[fd] = None
         self.watch_exit(pid)
@@ -188,7 +211,7 @@ class _Sink:
             self.pidfd = int(opener(pid))
         except OSError:
             return
-        self.sel.register(self.pidfd, selectors.EVENT_READ)
+        self.sel.register(self.pidfd)
 
     def unwatch_exit(self) -> None:
         pidfd, self.pidfd = self.pidfd, None
@@ -258,8 +281,8 @@ class _Sink:
             left = end - time.monotonic()
             if left <= 0:
                 return
-            for key, _ in self.sel.select(left):
-                self.read(key.fd)
+            for fd in self.sel.select(left):
+                self.read(fd)
 
 
 def execute(
@@ -384,8 +407,11 @@ def _pump(proc: subprocess.Popen[bytes], sink: _Sink, deadline: float | None) ->
     group is read for at most EXIT_DRAIN_S more; the caller then kills the group.
     """
     drain_until: float | None = None
+    # Whether the child may have exited since the last look: at first (it often has, on a
+    # busy machine), then when its pidfd says so, or at every wake-up without a pidfd.
+    look = True
     while True:
-        if drain_until is None and proc.poll() is not None:
+        if look and drain_until is None and proc.poll() is not None:
             sink.read_held()
             if not sink.open:
                 return False
@@ -396,12 +422,18 @@ def _pump(proc: subprocess.Popen[bytes], sink: _Sink, deadline: float | None) ->
             return True
         if drain_until is not None and (now >= drain_until or not sink.open):
             return False
-        waits = [t - now for t in (deadline, drain_until) if t is not None]
-        if sink.pidfd is None and drain_until is None:
-            waits.append(POLL_S)
-        for key, _ in sink.sel.select(min(waits) if waits else None):
-            if key.fd != sink.pidfd:
-                sink.read(key.fd)
+        wait = None if deadline is None else deadline - now
+        if drain_until is not None:
+            wait = drain_until - now if wait is None else min(wait, drain_until - now)
+        elif sink.pidfd is None:
+            wait = POLL_S if wait is None else min(wait, POLL_S)
+        pidfd = sink.pidfd
+        look = pidfd is None
+        for fd in sink.sel.select(wait):
+            if fd == pidfd:
+                look = True
+            else:
+                sink.read(fd)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -233,8 +233,8 @@ def execute(
         verbose=display.verbose,
         heartbeat=display.heartbeat,
     )
-    # The renderer keeps the latest output line for its spinner and heartbeat.
-    hooks = [getattr(renderer, "output", None)]
+    # The renderer keeps the latest output line for its spinner and heartbeat (none: quiet).
+    hooks = [getattr(renderer, "output_hook", None)]
     if display.verbose:
         hooks.append(output_streamer(json_mode))
     elif not (display.quiet or json_mode):  # a terminal's report is shown without -v

@@ -127,6 +127,11 @@ class PlainRenderer:
         self.since = 0.0
         self._chunks: tuple[bytes, ...] = (b"", b"")
         self._heartbeat = Heartbeat(heartbeat, self._beat, clock) if heartbeat > 0 else None
+        # Quiet without a heartbeat, only the run's last line is shown: the emitter hands this
+        # listener that one event, and the others cost a step nothing here (`listens_to`).
+        self.listens_to: frozenset[str] | None = None
+        if quiet and self._heartbeat is None:
+            self.listens_to = frozenset({"loop_complete"})
         # A running child run's view (a fork's: its running branches), by state.
         self._children: dict[str, _ChildView | ForkView] = {}
         self.fork: ForkView | None = None  # the running fork's, for a terminal's live block
@@ -145,6 +150,12 @@ class PlainRenderer:
     def output(self, _name: str, chunk: bytes) -> None:
         """The runner's output hook: keeps the latest chunks for the progress line (cheap)."""
         self._chunks = (self._chunks[1], chunk)
+
+    @property
+    def output_hook(self) -> Callable[[str, bytes], None] | None:
+        """`output` when a latest line can be shown (a spinner, a heartbeat); None when quiet
+        without a heartbeat, which shows neither."""
+        return None if self.listens_to is not None else self.output
 
     @property
     def latest_line(self) -> str:

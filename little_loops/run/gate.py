@@ -85,35 +85,69 @@ class _SignalGate:
             return
         raise_for(signum)
 
-    @contextmanager
-    def deferred(self) -> Iterator[None]:
+    def deferred(self) -> _Deferred:
         """Hold signals; a signal that came meanwhile is raised on leaving, unless still held."""
-        was = self.held
-        self.held = True
-        try:
-            yield
-        finally:
-            self.held = was
-        if not was:
-            self.raise_pending()
+        return _Deferred(self._state())
 
-    @contextmanager
-    def interruptible(self) -> Iterator[None]:
+    def interruptible(self) -> _Interruptible:
         """A window where a signal stops the run at once (a held one is raised on entry)."""
-        self.raise_pending()
-        was = self.held
-        self.held = False
-        try:
-            yield
-        finally:
-            self.held = was
-        if self._state() is not self._main:
-            self.raise_pending()  # a branch is stopped when its wait ends (the fork killed it)
+        return _Interruptible(self._state(), self._main)
 
     def raise_pending(self) -> None:
         if self.pending is not None:
             signum, self.pending = self.pending, None
             raise_for(signum)
+
+
+# The two windows are classes rather than generators: each step opens both (its action's
+# wait, its state's write), and a generator's context manager costs several times as much.
+# Each works on the gate state of the thread that opened it, which a thread keeps throughout
+# (`lent` gives it back on the way out).
+
+
+class _Deferred:
+    __slots__ = ("state", "was")
+
+    def __init__(self, state: GateState) -> None:
+        self.state = state
+        self.was = False
+
+    def __enter__(self) -> None:
+        self.was = self.state.held
+        self.state.held = True
+
+    def __exit__(self, kind: object, value: object, tb: object) -> None:
+        state = self.state
+        state.held = self.was
+        if kind is None and not self.was:
+            _raise_pending(state)
+
+
+class _Interruptible:
+    __slots__ = ("main", "state", "was")
+
+    def __init__(self, state: GateState, main: GateState) -> None:
+        self.state = state
+        self.main = main
+        self.was = False
+
+    def __enter__(self) -> None:
+        state = self.state
+        _raise_pending(state)
+        self.was = state.held
+        state.held = False
+
+    def __exit__(self, kind: object, value: object, tb: object) -> None:
+        state = self.state
+        state.held = self.was
+        if kind is None and state is not self.main:
+            _raise_pending(state)  # a branch is stopped when its wait ends (the fork killed it)
+
+
+def _raise_pending(state: GateState) -> None:
+    if state.pending is not None:
+        signum, state.pending = state.pending, None
+        raise_for(signum)
 
 
 def raise_for(signum: int) -> None:
