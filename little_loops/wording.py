@@ -159,7 +159,7 @@ class _Index:
         # For each length n and place i, the options of length n with their character at i
         # deleted, to the option giving that text (of several, the one sorting last: the names
         # are sorted). Made for a length when a word first needs it.
-        self.cut: dict[int, list[dict[str, str]]] = {}
+        self.cut: dict[int, tuple[list[dict[str, str]], dict[str, str]]] = {}
         self._deletions: dict[str, str | list[str]] | None = None
         # Built when first needed: three-letter runs to the options holding them (the first
         # guess when no option is one deleted character away), the options of each length, how
@@ -210,9 +210,10 @@ class _Index:
             self._deletions = deletions
         return self._deletions
 
-    def _cut(self, n: int) -> list[dict[str, str]]:
+    def _cut(self, n: int) -> tuple[list[dict[str, str]], dict[str, str]]:
         """For each place i, the options of length `n` with the character at i deleted, each to
-        the option sorting last of those giving that text."""
+        the option sorting last of those giving that text; and every such text of any place (to
+        one of its options: a quick no for the texts no option of length `n` gives)."""
         cut = self.cut.get(n)
         if cut is None:
             if self.by_length is None:
@@ -220,9 +221,11 @@ class _Index:
                 for name in self.names:
                     self.by_length.setdefault(len(name), []).append(name)
             names = self.by_length.get(n, [])
-            cut = self.cut[n] = [
-                {name[:i] + name[i + 1 :]: name for name in names} for i in range(n)
-            ]
+            places = [{name[:i] + name[i + 1 :]: name for name in names} for i in range(n)]
+            every: dict[str, str] = {}
+            for place in places:
+                every.update(place)
+            cut = self.cut[n] = (places, every)
         return cut
 
     def _slip(self, word: str, cutoff: float) -> str | None:
@@ -235,27 +238,28 @@ class _Index:
             return word
         if 2.0 * size / (2 * size + 1) < cutoff:
             return None
-        longer = [found for cut in self._cut(size + 1) if (found := cut.get(word)) is not None]
-        if longer:
-            return max(longer)
+        places, every = self._cut(size + 1)
+        if word in every:
+            return max(place[word] for place in places if word in place)
         if 2.0 * (size - 1) / (2 * size - 1) < cutoff:
             return None
         deleted = [word[:i] + word[i + 1 :] for i in range(size)]
         known = self.known
-        shorter = [text for text in deleted if text in known]
+        shorter = known.intersection(deleted)
         if shorter:
             return max(shorter)
         if (size - 1) / size < cutoff:
             return None
+        places, every = self._cut(size)
         same = []
-        cut = self._cut(size)
-        for i, text in enumerate(deleted):
-            found = cut[i].get(text)
+        for i in [i for i, text in enumerate(deleted) if text in every]:
+            text = deleted[i]
+            found = places[i].get(text)
             if found is not None:
                 same.append(found)  # the last sorted of the options replacing place i
             # Two neighbours swapped at i: such an option with place i + 1 deleted is the word
             # with place i deleted. Some option is, before the swap is made and looked for.
-            if i + 1 < size and word[i] != word[i + 1] and text in cut[i + 1]:
+            if i + 1 < size and text in places[i + 1] and word[i] != word[i + 1]:
                 swapped = word[:i] + word[i + 1] + word[i] + word[i + 2 :]
                 if swapped in known:
                     same.append(swapped)

@@ -121,7 +121,20 @@ class _Frame:
 
 
 def compose(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic], bool]:
-    """The document, its positions, the diagnostics, and whether the whole file was read."""
+    """The document, its positions, the diagnostics, and whether the whole file was read.
+
+    A file in the plain part of YAML is read without PyYAML (plain_yaml.py: the same
+    document and positions); any other, and every error, by PyYAML."""
+    from little_loops.load.plain_yaml import compose_plain
+
+    found = compose_plain(text)
+    if found is not None:
+        return found[0], found[1], [], True
+    return compose_yaml(text, file)
+
+
+def compose_yaml(text: str, file: str) -> tuple[Any, SourceMap, list[Diagnostic], bool]:
+    """`compose` by PyYAML's parser, whatever the file holds."""
     yaml = yaml_module()
 
     composer = _Composer(text, file)

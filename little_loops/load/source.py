@@ -193,13 +193,14 @@ def _entry_file(path: Path) -> str | None:
 
 
 def _stamp() -> str:
-    """What else the result depends on: the composer's and PyYAML's files."""
+    """What else the result depends on: the composer's, plain_yaml's and PyYAML's files."""
     if not _STAMP:
         from importlib.machinery import PathFinder
 
         parts = [str(_FORMAT)]
         spec = PathFinder.find_spec("yaml")
-        origins = [composer.__file__, spec.origin if spec is not None else None]
+        plain = os.path.join(os.path.dirname(composer.__file__), "plain_yaml.py")
+        origins = [composer.__file__, plain, spec.origin if spec is not None else None]
         for origin in origins:
             try:
                 st = os.stat(origin) if origin else None

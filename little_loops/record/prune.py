@@ -18,6 +18,7 @@ from pathlib import Path
 
 from little_loops.errors import EXIT_USAGE, LoopError
 from little_loops.model.records import record
+from little_loops.record.run_index import forget
 from little_loops.record.store import RUNS, RunDir, list_runs, lock_held_by, owner_alive
 
 # Statuses (state.json's `status`) a prune may remove; anything else is kept.
@@ -149,6 +150,7 @@ def remove(base: Path, run_id: str) -> bool:
     runs = base / RUNS
     source = runs / run_id
     aside = runs / f".pruning-{run_id}"
+    forget(runs)  # the runs' index no longer says what the folder holds
     try:
         os.rename(source, aside)
     except OSError:

@@ -148,8 +148,9 @@ def list_text(base: Path, limit: int | None = LIST_LIMIT) -> str:
     """`ll list`: the newest `limit` runs here (every run when None), newest first.
 
     Only the state files of the runs shown are read: run ids begin with their start time, so
-    the newest runs are the greatest names. When older runs are left out, a last line says
-    how many and how to see them.
+    the newest runs are the greatest names, read from the end of the runs' index when it is
+    true (record/run_index.py) rather than by listing the folder. When older runs are left
+    out, a last line says how many and how to see them.
     """
     names = run_names(base)
     infos: list[RunInfo] = []
@@ -181,10 +182,7 @@ def list_text(base: Path, limit: int | None = LIST_LIMIT) -> str:
     if limit is not None:
         # Counted by name, not read (a run that lost its state file still counts). Names
         # that begin with a dot (an editor's or a file manager's) sort last: left out.
-        hidden = 0
-        while hidden < len(names) and names[-1 - hidden].startswith("."):
-            hidden += 1
-        older = len(names) - hidden - len(looked)
+        older = names.total - names.hidden - len(looked)
         if older:
             runs = "run" if older == 1 else "runs"
             text += f"{older:,} older {runs} not shown; see every run with: ll list --all\n"

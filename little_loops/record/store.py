@@ -16,7 +16,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from little_loops.errors import (
@@ -38,6 +38,8 @@ from little_loops.record.events import (
 TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
     from typing import Any
+
+    from little_loops.record.run_index import Names
 
 # 2: step outputs and captures live in outputs.dat and state.json holds references to them.
 # Version 1 files (the texts inline) are still read; the session moves their texts out.
@@ -247,19 +249,30 @@ _EXCHANGE = _Exchange()
 
 class FixedState:
     """The fields of a run's state.json that no step changes (its id, file, options...), and
-    the start of the file's JSON with them, made once per run (`RunDir.write_state`)."""
+    the start of the file's JSON with them, made once per run at its first write
+    (`RunDir.write_state`; a fork's action branch, kept in memory, never needs it)."""
 
-    __slots__ = ("fields", "raw")
+    __slots__ = ("_raw", "fields")
 
     def __init__(self, fields: dict[str, Any]) -> None:
         self.fields = fields
-        self.raw: bytes | None = None
-        try:
-            text = _ENCODE({"version": STATE_VERSION, **fields})
-            if len(text) > 2:  # `{...}` with something in it: the rest follows after a comma
-                self.raw = text[:-1].encode("utf-8") + b","
-        except UnicodeEncodeError:
-            pass  # bytes that are not UTF-8: the whole state is written the slow way
+        self._raw: bytes | bool | None = False  # False: not made yet
+
+    @property
+    def raw(self) -> bytes | None:
+        """`{"version":...,<the fields>,` as bytes; None for bytes that are not UTF-8 (the
+        whole state is then written the slow way)."""
+        raw = self._raw
+        if raw is False:
+            raw = None
+            try:
+                text = _ENCODE({"version": STATE_VERSION, **self.fields})
+                if len(text) > 2:  # `{...}` with something in it: the rest follows a comma
+                    raw = text[:-1].encode("utf-8") + b","
+            except UnicodeEncodeError:
+                pass
+            self._raw = raw
+        return raw if isinstance(raw, bytes) else None
 
 
 class RunDir:
@@ -281,13 +294,17 @@ class RunDir:
 
     @classmethod
     def create(cls, base: Path, run_id: str) -> RunDir:
+        from little_loops.record import run_index
+
         root = loops_dir(base) / "runs" / run_id
         if (root / "state.json").exists():
             raise RunError(f"run '{run_id}' already exists under {base / RUNS}")
+        before = run_index.before_add(root.parent)
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise RunError(cannot("create", root, exc)) from None
+        run_index.added(root.parent, run_id, before)  # `ll status` finds it without a listing
         run = cls(root)
         run.check_links()
         return run
@@ -659,10 +676,16 @@ class BranchDir(RunDir):
     ends, then written as one entry of its fork's journal (`ForkJournal`). Creating files in
     a directory made just now is most of what a branch cost (docs/performance.md)."""
 
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
+    def __init__(self, root: Path, *, fresh: bool = False) -> None:
+        # Not `RunDir.__init__`: none of the paths of the files it never writes (a fork of
+        # thousands makes one of these a branch).
+        self.root = root
+        self.tree_id = None
+        self._fds = None
         self.state: dict[str, Any] | None = None
         self.log = _BranchLog(root)
+        if fresh:  # no folder of its own yet (its fork listed them), so no log to append to
+            self.log._end = 0
         self.sink = MemorySink()
         self.outputs = MemoryOutputs()
 
@@ -673,7 +696,7 @@ class BranchDir(RunDir):
 
     def read_state(self) -> dict[str, Any]:
         if self.state is None:
-            raise RunError(f"{self.state_path}: missing; the branch has not started")
+            raise RunError(f"{self.root / 'state.json'}: missing; the branch has not started")
         return self.state
 
     def entry(self, key: str, result: object) -> dict[str, Any]:
@@ -721,7 +744,12 @@ class _BranchLog(RunLog):
     nothing makes none)."""
 
     def __init__(self, root: Path) -> None:
-        super().__init__(root)
+        # Not `RunLog.__init__`: its path as text, no `Path` built (one a branch).
+        self.path = f"{root}/{LOG_NAME}"
+        self._fd = None
+        self._end = None
+        self._limit = None
+        self._unsynced = False
         self.root = root
 
     def append(self, data: bytes) -> None:
@@ -1146,40 +1174,41 @@ def list_runs(base: Path) -> list[RunDir]:
     return list(reversed(list(newest_first(base))))
 
 
-def run_names(base: Path) -> list[str]:
-    """The names under `.loops/runs/`, newest first by name (no state file read)."""
-    return _names(base)
+def run_names(base: Path) -> Names:
+    """The names under `.loops/runs/`, newest first by name (no state file read), from the
+    runs' index when it is true (record/run_index.py), else listed; how many there are."""
+    from little_loops.record.run_index import Names, names
 
-
-def _names(base: Path) -> list[str]:
-    """The names under `.loops/runs/`, newest first by name (no state file read)."""
     try:
-        names = os.listdir(base / RUNS)
+        return names(base / RUNS)
     except (FileNotFoundError, NotADirectoryError):
-        return []
+        return Names(0, 0, iter(()))
     except OSError as exc:
         raise RunError(cannot("read", base / RUNS, exc)) from None
-    return sorted(names, reverse=True)
 
 
-def newest_first(base: Path, names: list[str] | None = None) -> Iterator[RunDir]:
+def newest_first(base: Path, names: Iterable[str] | None = None) -> Iterator[RunDir]:
     """The runs under `base`, newest first, read lazily: a caller that stops at the first
     run it wants opens only that run's files and its same-second neighbours', however many
     runs there are (`ll status`, `ll resume`, a run id's prefix)."""
     root = base / RUNS
-    ordered = _names(base) if names is None else names
-    i = 0
-    while i < len(ordered):
+    group: list[str] = []
+    for name in run_names(base) if names is None else names:
         # Names that share their first 15 characters began in the same second.
-        j = i + 1
-        while j < len(ordered) and ordered[j][:15] == ordered[i][:15]:
-            j += 1
-        group = [RunDir(root / name) for name in ordered[i:j]]
-        group = [r for r in group if not r.root.is_symlink() and r.state_path.is_file()]
-        if len(group) > 1:
-            group.sort(key=lambda r: (_started_at(r), r.run_id), reverse=True)
-        yield from group
-        i = j
+        if group and name[:15] != group[0][:15]:
+            yield from _same_second(root, group)
+            group = []
+        group.append(name)
+    yield from _same_second(root, group)
+
+
+def _same_second(root: Path, names: list[str]) -> list[RunDir]:
+    """Runs begun within the same second, newest first by their millisecond start."""
+    group = [RunDir(root / name) for name in names]
+    group = [r for r in group if not r.root.is_symlink() and r.state_path.is_file()]
+    if len(group) > 1:
+        group.sort(key=lambda r: (_started_at(r), r.run_id), reverse=True)
+    return group
 
 
 def _started_at(run: RunDir) -> str:
@@ -1209,7 +1238,7 @@ def find_run(base: Path, run_id: str | None) -> RunDir:
         for run in newest_first(base):
             return run
         raise RunError(f"no runs under {base / RUNS}; start one with 'll run FILE'")
-    names = [n for n in _names(base) if n.startswith(run_id)]
+    names = [n for n in run_names(base) if n.startswith(run_id)]
     matches = list(newest_first(base, names))
     if not matches and not any(newest_first(base)):
         raise RunError(f"no runs under {base / RUNS}; start one with 'll run FILE'")

@@ -184,6 +184,25 @@ _LISTENER_LOCKS: dict[int, threading.Lock] = {}
 _LOCKS_LOCK = threading.Lock()
 
 
+def branch_listener(listener: Listener, segment: tuple[str, ...]) -> Listener:
+    """`serial(subloop.forward(listener, segment), listener)` for a fork's action branch:
+    each event it emits reaches the root's `listener` with the fork's state and the branch's
+    key in front of its `path`, one branch at a time. The event is copied with its new
+    `extra` without its `__init__` (as `events._stamped` stamps one): six events a branch,
+    for each listener of the root."""
+    chain = list(segment)
+    with _LOCKS_LOCK:
+        lock = _LISTENER_LOCKS.setdefault(id(listener), threading.Lock())
+
+    def call(event: RunEvent) -> None:
+        new = object.__new__(event.__class__)
+        new.__dict__.update(event.__dict__, extra={**event.extra, "path": [*chain, *event.path]})
+        with lock:
+            listener(new)
+
+    return call
+
+
 def serial(send: Listener, listener: Listener) -> Listener:
     """`send`, called by one branch at a time: a listener of the root (a renderer, a report)
     sees the events of concurrent branches one after another, never two at once."""

@@ -11,6 +11,7 @@ door (`RunContext.start_child`) when `fork_schedule.Fork` schedules it; the join
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,11 +49,13 @@ from little_loops.model.loop import (
 from little_loops.model.records import replace
 from little_loops.record import events as ev
 from little_loops.run import subloop
-from little_loops.run.action_layer import ActionLayer, ChildRequest, ChildStub, stub
+from little_loops.run.action_branch import ActionBranches
+from little_loops.run.action_layer import ActionLayer, ChildRequest, ChildStub, simulates, stub
 from little_loops.run.branch_layer import (
     BranchActions,
     Scope,
     TreeSlots,
+    branch_listener,
 )
 from little_loops.run.children import (
     Branch,
@@ -122,10 +125,15 @@ def _fork(ctx: RunContext, step: int, state: State) -> StepResult:
             return _joined(ctx, step, state, join, [], {}, "error", why)
         items = chosen
 
-    def prepare(item: Item, base: BranchActions | TreeSlots, total: int) -> Job | BranchEnd:
-        return _prepare(ctx, step, state, root, item, base, total)
+    # What the fork's action branches share, made at the first (a `parallel:` branch's own),
+    # and the branch folders there already (a resumed fork's): only those are looked into.
+    kits: dict[str, ActionBranches] = {}
+    present = frozenset(os.listdir(root))
 
-    ends = Fork(ctx, step, state, root, items, join, prepare).run()
+    def prepare(item: Item, base: BranchActions | TreeSlots, total: int) -> Job | BranchEnd:
+        return _prepare(ctx, step, state, root, item, base, total, kits, present)
+
+    ends = Fork(ctx, step, state, root, items, join, prepare, present).run()
     verdict = decide(join, len(items), ends) or "failure"
     done = summary(join, items, ends, verdict)
     ctx.session.write_record(root / JOIN, done["branches"])
@@ -224,6 +232,8 @@ def _prepare(
     item: Item,
     base: BranchActions | TreeSlots,
     total: int,
+    kits: dict[str, ActionBranches],
+    present: frozenset[str],
 ) -> Job | BranchEnd:
     """A `Job` ready to start, or the `BranchEnd` of a branch that cannot start."""
     work = state.parallel[item.key] if state.parallel else state
@@ -237,6 +247,7 @@ def _prepare(
     raw = base.inner  # the layer under the fork's own (`TreeSlots`, or its branch's)
     values: dict[str, str] = {}
     stand_in: ChildStub | None = None
+    command = ""
     try:
         if work.loop is not None:
             child = subloop.load_child(ctx.loop, work, len(path), ctx.resolved)
@@ -255,7 +266,6 @@ def _prepare(
                 command=True,
                 program=ctx.steps.templates.program,
             )
-            child = _action_loop(ctx, work, item.key, command)
             # Not `for_loop`: a simulation answers the branch as an action, never as an
             # unanswered terminal's silent success.
             layer = raw.child(state.name, None)
@@ -279,6 +289,29 @@ def _prepare(
         return BranchActions(layer, branch_scope, base.jobs, verbose)
 
     redactor = ctx.redactor
+    branch = Branch(
+        key=item.key,
+        index=item.index,
+        item=(redactor.text(item.text) if redactor else item.text)[:200],
+        fork="parallel" if state.parallel else "for_each",
+        total=total,
+        wrap=wrap,
+    )
+    if work.loop is None:
+        if _runs_here(ctx, child_root, present):
+            kit = kits.get(item.key if state.parallel else "")
+            if kit is None:
+                first = _branch_state(work, item.key, command)
+                kit = ActionBranches(ctx, root, _action_loop(ctx, first), present)
+                kits[item.key if state.parallel else ""] = kit
+            one = kit.one_state(item.key, command)
+            segment = (state.name, item.key)
+            listeners = [branch_listener(one, segment) for one in ctx.listeners]
+            if layer is not ctx.steps.actions and simulates(layer):
+                listeners.append(layer.observe)  # a simulation learns which state acts
+            ran = kit.start(step, state.name, one, child_root, run_id, branch, listeners, layer)
+            return Job(item, child_root, ran, branch_scope, True)
+        child = _action_loop(ctx, _branch_state(work, item.key, command))
     started = ctx.start_child(
         ChildPlan(
             step=step,
@@ -298,23 +331,25 @@ def _prepare(
                 else ctx.steps.templates.program
             ),
             timeout=None if work.action else work.timeout,
-            branch=Branch(
-                key=item.key,
-                index=item.index,
-                item=(redactor.text(item.text) if redactor else item.text)[:200],
-                fork="parallel" if state.parallel else "for_each",
-                total=total,
-                wrap=wrap,
-            ),
+            branch=branch,
             snapshot=work.loop is not None,
         )
     )
     return Job(item, child_root, started, branch_scope, work.loop is None)
 
 
-def _action_loop(ctx: RunContext, work: State, key: str, command: str) -> Loop:
-    """An action branch as a run of one step: its state is the branch, and terminal."""
-    state = replace(
+def _runs_here(ctx: RunContext, root: Path, present: frozenset[str]) -> bool:
+    """Whether an action branch runs as its one step in the fork (`action_branch`): unless
+    it was running as a run of its own (an older `ll`'s, resumed) or `ll run --branch` keeps
+    it in a directory of its own (which `ll join` copies)."""
+    if ctx.options.branch is not None:
+        return False
+    return root.name not in present or not (root / "state.json").is_file()
+
+
+def _branch_state(work: State, key: str, command: str) -> State:
+    """An action branch's one state: the branch, named by its key, and terminal."""
+    return replace(
         work,
         name=key,
         action=command.replace("${", "$${"),  # rendered already: literal from here
@@ -328,6 +363,11 @@ def _action_loop(ctx: RunContext, work: State, key: str, command: str) -> Loop:
         max_concurrency=None,
         fail_fast=False,
     )
+
+
+def _action_loop(ctx: RunContext, state: State) -> Loop:
+    """An action branch as a run of one step: `state` (`_branch_state`)."""
+    key = state.name
     loop = replace(
         ctx.loop,
         initial=key,

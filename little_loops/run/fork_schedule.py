@@ -46,6 +46,7 @@ from little_loops.record.events import JOURNAL, Evaluate, Event, read_journal, r
 from little_loops.record.questions import Suspended
 from little_loops.record.store import BranchDir, ForkJournal, RunDir
 from little_loops.run import children
+from little_loops.run.action_branch import ActionBranch
 from little_loops.run.action_layer import Processes
 from little_loops.run.branch_layer import (
     BranchActions,
@@ -53,7 +54,7 @@ from little_loops.run.branch_layer import (
     TreeSlots,
 )
 from little_loops.run.children import Child
-from little_loops.run.context import RunContext
+from little_loops.run.context import ChildRun, RunContext
 from little_loops.run.gate import (
     GATE,
     Terminated,
@@ -71,7 +72,10 @@ class Job:
 
     item: Item
     root: Path
-    child: Child  # started through the run's one door (`RunContext.start_child`)
+    # An action branch run as its one step here (`ActionBranch`), or a child run started
+    # through the run's one door (`RunContext.start_child`): a `loop:` branch, or an action
+    # branch resumed from a run directory of its own.
+    child: Child | ActionBranch
     scope: Scope
     action: bool  # an inline action (a one-step run) rather than a `loop:` child
     result: RunResult | None = None
@@ -94,9 +98,14 @@ class Fork:
         items: list[Item],
         join: Join,
         prepare: Prepare,
+        present: frozenset[str] = frozenset(),
     ) -> None:
         self.ctx, self.step, self.state, self.root = ctx, step, state, root
         self.items, self.join, self.prepare = items, join, prepare
+        # The names in the fork's folder when it started: a branch's folder (an older `ll`'s
+        # run of it, a `loop:` branch's run, a printing action branch's log) is looked into
+        # only when it is there.
+        self.present = present
         base = ctx.steps.actions
         self.base: BranchActions | TreeSlots
         if isinstance(base, BranchActions):
@@ -244,6 +253,10 @@ class Fork:
     def _wait(self, ends: dict[str, BranchEnd] | None) -> Job | None:
         """The next branch to end, or None as soon as a waiting branch of `ends` has its
         answer."""
+        if self.limit == 1:  # the branch ran in this thread (`_inline`): its end is queued
+            GATE.raise_pending()  # a signal (or, in a branch, a stop) since, as a wait's entry
+            with contextlib.suppress(queue.Empty):
+                return self.done.get_nowait()
         while True:
             try:
                 with GATE.interruptible():  # a signal (or, in a branch, a stop) ends the wait
@@ -279,12 +292,14 @@ class Fork:
         if self.entries is None:
             self.entries = read_journal(self.root)
         entry = self.entries.get(item.key)
-        where = f"{self.root / JOURNAL} (branch '{item.key}')"
         # A malformed record stops the run (exit 3), as a file's would.
         if entry is not None and entry["state"].get("status") == "finished":
+            where = f"{self.root / JOURNAL} (branch '{item.key}')"
             raw = self.ctx.session.unsealed(entry.get("result"))
             record = BranchRecord.from_json(raw, where, need=("verdict",))
             return BranchEnd(str(record.verdict), record.outcome or "", record)
+        if item.key not in self.present:
+            return None
         root = self.root / item.key
         try:
             data = children.finished(root)
@@ -331,17 +346,18 @@ class Fork:
         if job.error is not None or result is None:
             raise job.error or RuntimeError("a branch ended without a result")
         stopped = job.scope.stopped is not None
+        run = _run(job)
         if stopped and result.outcome == "interrupted":
-            _mark_cancelled(job.child.runner.run_dir)
+            _mark_cancelled(run.run_dir)
             record = BranchRecord.of(
                 verdict=CANCELLED,
                 outcome=CANCELLED,
-                run_id=job.child.plan.run_id,
+                run_id=_run_id(job),
                 key=job.item.key,
                 index=job.item.index,
                 item=job.item.text,
             )
-            self._write_result(job.child.runner.run_dir, record)
+            self._write_result(run.run_dir, record)
             return BranchEnd(CANCELLED, CANCELLED, record)
         try:
             end = job.child.end(result, stopped=stopped)
@@ -349,25 +365,22 @@ class Fork:
             self._keep_unfinished(job)
             raise
         except Suspended as waiting:  # it waits for an answer: kept, not counted
-            run_id = BranchRecord.of(run_id=job.child.plan.run_id)
+            run_id = BranchRecord.of(run_id=_run_id(job))
             return BranchEnd(SUSPENDED, SUSPENDED, run_id, tuple(waiting.pending))
-        record = loop_record(end, job.item)
-        verdict = end.verdict
-        prev = job.child.runner.progress.prev
+        prev = run.progress.prev
         if job.action and prev.get("state") == job.item.key and prev.get("verdict"):
-            verdict = str(prev["verdict"])  # the action's own verdict, as its evaluator gave
-            record = record.with_(
-                output=str(prev.get("output") or "")[-OUTPUT_CHARS:],
-                stderr=str(prev.get("stderr") or "")[-OUTPUT_CHARS:],
-            )
-        record = record.with_(verdict=verdict)
-        self._write_result(job.child.runner.run_dir, record)
+            record = _action_record(end, job.item, prev)  # its action's verdict and output
+            verdict = str(record.verdict)
+        else:
+            verdict = end.verdict
+            record = loop_record(end, job.item).with_(verdict=verdict)
+        self._write_result(run.run_dir, record)
         return BranchEnd(verdict, end.outcome, record)
 
     def _keep_unfinished(self, job: Job) -> None:
         """An action branch a signal stopped: its state and events kept in the journal, with
         no record (`ll status` shows it interrupted; a resume runs it again)."""
-        run_dir = job.child.runner.run_dir
+        run_dir = _run(job).run_dir
         if isinstance(run_dir, BranchDir) and run_dir.state is not None:
             with contextlib.suppress(OSError):  # the signal's stop is what matters now
                 self.journal.append(run_dir.entry(run_dir.root.name, None))
@@ -409,6 +422,17 @@ class Fork:
         return end
 
 
+def _run(job: Job) -> ChildRun:
+    """The run of a branch: its progress and run directory."""
+    child = job.child
+    return child if isinstance(child, ActionBranch) else child.runner
+
+
+def _run_id(job: Job) -> str:
+    child = job.child
+    return child.run_id if isinstance(child, ActionBranch) else child.plan.run_id
+
+
 def _settled(ends: dict[str, BranchEnd]) -> dict[str, BranchEnd]:
     """The ends a join may count: a suspended branch has not ended yet."""
     return {k: e for k, e in ends.items() if e.verdict != SUSPENDED}
@@ -429,6 +453,29 @@ def loop_record(end: ChildEnd, item: Item) -> BranchRecord:
         **end.record(),
         error=end.error or "",
         verdict=end.verdict,
+        key=item.key,
+        index=item.index,
+        item=item.text,
+    )
+
+
+def _action_record(end: ChildEnd, item: Item, prev: dict[str, Any]) -> BranchRecord:
+    """An action branch's record: `loop_record`'s keys, in its order, with the action's own
+    verdict (as its evaluator gave it) and the ends of its output."""
+    return BranchRecord.of(
+        output=str(prev.get("output") or "")[-OUTPUT_CHARS:],
+        stderr=str(prev.get("stderr") or "")[-OUTPUT_CHARS:],
+        exit_code=end.exit_code,
+        duration_ms=end.duration_ms,
+        state=end.final_state,
+        outputs=dict(end.outputs),
+        final_state=end.final_state,
+        outcome=end.outcome,
+        run_id=end.run_id,
+        steps=end.steps,
+        cost_usd=round(end.cost_usd, 6),
+        error=end.error or "",
+        verdict=str(prev["verdict"]),
         key=item.key,
         index=item.index,
         item=item.text,

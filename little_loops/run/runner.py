@@ -74,8 +74,7 @@ from little_loops.run.steps import (
     Finish,
     StepPipeline,
     StepResult,
-    output_place,
-    output_record,
+    remember,
 )
 from little_loops.run.subloop import Parent
 from little_loops.templates.interpolate import resolve_context
@@ -441,28 +440,7 @@ class Runner:
 
     def _remember(self, step: int, state: State, result: StepResult) -> None:
         """The finished step in the progress: what `prev` and `captured` show from now on."""
-        p = self.progress
-        p.step = step
-        p.attempt = 0
-        p.path.append(state.name)
-        details = result.verdict.details
-        fields = result.record or output_record(state, result.action)
-        record = {**fields, "verdict": result.verdict.verdict}
-        p.prev = record
-        kept = {**record, "confidence": details.confidence, "reason": details.reason}
-        if state.capture:
-            p.captured[state.capture] = kept
-        self.session.keep_outputs(kept, state.capture, output_place(kept, result.action))
-        value = details.value
-        converging = state.evaluate is not None and state.evaluate.type == "convergence"
-        if converging and value is not None:
-            p.convergence[state.name] = value
-        # Only a real judge verdict's reason is shown to the judge again, never an error text.
-        reason = details.reason
-        judged = state.evaluate is not None and state.evaluate.type == "llm_structured"
-        real = details.confident is not None and details.error is None  # not an error/timeout
-        if judged and real and not details.fail_open and reason:
-            p.prior_reasons[state.name] = reason
+        remember(self.progress, self.session, step, state, result)
 
     def _outputs(self, final_state: str) -> dict[str, str]:
         """The loop's `outputs:`, rendered in its scope at its end; one that cannot be rendered
@@ -483,50 +461,12 @@ class Runner:
     def _finish(
         self, outcome: str, final_state: str, error: str | None, exit_code: int | None = None
     ) -> RunResult:
-        """Every end of a run, a suspension included: the end's events, then the state that
-        records it, persisted once."""
-        p = self.progress
-        code = exit_code if exit_code is not None else OUTCOME_EXIT[outcome]
-        p.status = outcome if outcome in ("interrupted", "suspended") else "finished"
-        p.outcome, p.exit_code, p.error = outcome, code, error
-        p.final_state = final_state
+        """Every end of a run, a suspension included (`RunSession.end`), its `outputs:`
+        rendered first."""
         if self.loop.outputs and outcome not in ("interrupted", "suspended"):
-            p.outputs = self._outputs(final_state)
-        duration_ms = self.session.elapsed_ms()
-        if outcome == "suspended":  # the questions it waits on, before its end
-            self.session.emit(
-                ev.LoopSuspended(
-                    pending=tuple(q.id for q in p.pending),
-                    exit_code=code,
-                    steps=p.step,
-                    duration_ms=duration_ms,
-                    cost_usd=round(p.cost_usd, 6),
-                )
-            )
-        self.session.emit(
-            ev.LoopComplete(
-                final_state=final_state,
-                outcome=outcome,
-                exit_code=code,
-                steps=p.step,
-                duration_ms=duration_ms,
-                error=error,
-                cost_usd=round(p.cost_usd, 6),
-                outputs=p.outputs,
-            )
-        )
-        # After the event, so whoever sees the final state also finds the event in the log.
-        self.session.persist(p)
-        return RunResult(
-            run_id=p.run_id,
-            outcome=outcome,
-            exit_code=code,
-            final_state=final_state,
-            steps=p.step,
-            duration_ms=duration_ms,
-            path=tuple(p.path),
-            run_dir=self.run_dir.root,
-            error=error,
+            self.progress.outputs = self._outputs(final_state)
+        return self.session.end(
+            self.progress, self.run_dir.root, outcome, final_state, error, exit_code
         )
 
 

@@ -22,10 +22,13 @@ from little_loops.model.loop import Loop
 from little_loops.model.progress import (
     _CHANGING,
     _FIXED,
+    OUTCOME_EXIT,
     Progress,
     RunOptions,
+    RunResult,
 )
 from little_loops.model.records import record
+from little_loops.record import events as ev
 from little_loops.record import outputs as outputs_store
 from little_loops.record.events import (
     Emitter,
@@ -206,6 +209,58 @@ class RunSession:
                 self.run_dir.log.sync()  # output records may point into the run's log
                 self.outputs.sync()
             self.run_dir.write_state(data, fsync=self.options.fsync, fixed=self._fixed)
+
+    def end(
+        self,
+        p: Progress,
+        root: Path,
+        outcome: str,
+        final_state: str,
+        error: str | None,
+        exit_code: int | None = None,
+    ) -> RunResult:
+        """Every end of a run (a suspension included; a run's, or an action branch's): the
+        end's events, then the state that records it, persisted once."""
+        code = exit_code if exit_code is not None else OUTCOME_EXIT[outcome]
+        p.status = outcome if outcome in ("interrupted", "suspended") else "finished"
+        p.outcome, p.exit_code, p.error = outcome, code, error
+        p.final_state = final_state
+        duration_ms = self.elapsed_ms()
+        if outcome == "suspended":  # the questions it waits on, before its end
+            self.emit(
+                ev.LoopSuspended(
+                    pending=tuple(q.id for q in p.pending),
+                    exit_code=code,
+                    steps=p.step,
+                    duration_ms=duration_ms,
+                    cost_usd=round(p.cost_usd, 6),
+                )
+            )
+        self.emit(
+            ev.LoopComplete(
+                final_state=final_state,
+                outcome=outcome,
+                exit_code=code,
+                steps=p.step,
+                duration_ms=duration_ms,
+                error=error,
+                cost_usd=round(p.cost_usd, 6),
+                outputs=p.outputs,
+            )
+        )
+        # After the event, so whoever sees the final state also finds the event in the log.
+        self.persist(p)
+        return RunResult(
+            run_id=p.run_id,
+            outcome=outcome,
+            exit_code=code,
+            final_state=final_state,
+            steps=p.step,
+            duration_ms=duration_ms,
+            path=tuple(p.path),
+            run_dir=root,
+            error=error,
+        )
 
     def write_record(self, path: Path, value: Json) -> None:
         """A JSON record of the run's tree beside its state (a fork's `items.json` and

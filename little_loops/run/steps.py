@@ -422,6 +422,33 @@ class StepPipeline:
             self.actions.kill_orphans()
 
 
+def remember(p: Progress, session: RunSession, step: int, state: State, result: StepResult) -> None:
+    """A finished step in the progress: what `prev` and `captured` show from now on, its
+    record kept (`outputs.dat`), a convergence value and a judge's real reason noted. A run's
+    step and an action branch's one step both end here."""
+    p.step = step
+    p.attempt = 0
+    p.path.append(state.name)
+    details = result.verdict.details
+    fields = result.record or output_record(state, result.action)
+    record = {**fields, "verdict": result.verdict.verdict}
+    p.prev = record
+    kept = {**record, "confidence": details.confidence, "reason": details.reason}
+    if state.capture:
+        p.captured[state.capture] = kept
+    session.keep_outputs(kept, state.capture, output_place(kept, result.action))
+    value = details.value
+    converging = state.evaluate is not None and state.evaluate.type == "convergence"
+    if converging and value is not None:
+        p.convergence[state.name] = value
+    # Only a real judge verdict's reason is shown to the judge again, never an error text.
+    reason = details.reason
+    judged = state.evaluate is not None and state.evaluate.type == "llm_structured"
+    real = details.confident is not None and details.error is None  # not an error/timeout
+    if judged and real and not details.fail_open and reason:
+        p.prior_reasons[state.name] = reason
+
+
 def output_record(state: State, action: actions.ActionResult | None) -> dict[str, Json]:
     # Trailing newlines are dropped, as shell command substitution does, so that
     # `${captured.dir.output}/file` works after an action that printed a path.

@@ -20,6 +20,8 @@ import pytest
 from project import Project
 
 TWO = "name: two\ninitial: a\nstates:\n  a: {action: 'true', next: b}\n  b: {terminal: true}\n"
+# An anchor: beyond the plain YAML that load/plain_yaml.py reads, so PyYAML reads it.
+ANCHORED = TWO.replace("  b: {", "  b: &end {")
 
 # What a run without a judge, a fork, a sub-loop or a question never needs; each was imported
 # by every `ll run` before issue 27.
@@ -107,7 +109,18 @@ def test_a_plain_run_loads_no_optional_module(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     loaded = sorted(m for m in modules if m.split(".")[0] in NOT_LOADED or m in NOT_LOADED)
     assert not loaded, f"a plain `ll run` imported {loaded}: import them where they are used"
-    assert "yaml" in modules  # the first run of the file composes it
+    # The first run of a file in plain YAML reads it without PyYAML (load/plain_yaml.py):
+    # its import was most of what a first run cost over the next ones (44 M instructions).
+    first = sorted(m for m in modules if m.split(".")[0] in NOT_LOADED_AGAIN)
+    assert not first, f"the first run of a plain file imported {first}"
+    assert "little_loops.load.plain_yaml" in modules
+
+
+def test_a_first_run_of_a_file_beyond_plain_yaml_reads_it_with_pyyaml(tmp_path: Path) -> None:
+    (tmp_path / "anchor.yaml").write_text(ANCHORED, encoding="utf-8")
+    proc, modules = modules_of(tmp_path, "run", "-q", "anchor.yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert "yaml" in modules
 
 
 FIRST_RUN_PATTERN = (
@@ -122,7 +135,7 @@ FIRST_RUN_PATTERN = (
 def test_a_first_run_imports_pyyaml_without_its_slow_pattern(tmp_path: Path) -> None:
     """load/composer.py `yaml_module`: the reader's pattern is compiled in its cheap form
     (57 M instructions less; tests/load/test_composer_yaml.py proves it the same set)."""
-    (tmp_path / "two.yaml").write_text(TWO, encoding="utf-8")
+    (tmp_path / "two.yaml").write_text(ANCHORED, encoding="utf-8")
     proc = subprocess.run(
         [sys.executable, "-c", FIRST_RUN_PATTERN, "run", "-q", "two.yaml"],
         cwd=tmp_path,
@@ -142,6 +155,7 @@ def test_a_second_run_of_the_same_file_does_without_yaml(tmp_path: Path) -> None
     assert first.returncode == proc.returncode == 0, proc.stderr
     loaded = sorted(m for m in modules if m.split(".")[0] in NOT_LOADED_AGAIN)
     assert not loaded, f"a run of a cached file imported {loaded}"
+    assert "little_loops.load.plain_yaml" not in modules  # the parse cache had it
     # The records' `__init__`s come compiled with the package (model/_inits.py): none was
     # compiled, so the code cache (model/records.py `use_code_cache`) was not written.
     assert not Path(os.environ["HOME"], ".cache", "little-loops", "inits").exists()
@@ -149,7 +163,12 @@ def test_a_second_run_of_the_same_file_does_without_yaml(tmp_path: Path) -> None
     (tmp_path / "two.yaml").write_text(TWO.replace("'true'", "'exit 3'"), encoding="utf-8")
     edited, modules = modules_of(tmp_path, "run", "-q", "two.yaml")
     assert edited.returncode == 3, edited.stderr
+    (tmp_path / "two.yaml").write_text(ANCHORED, encoding="utf-8")  # composed by PyYAML
+    again, modules = modules_of(tmp_path, "run", "-q", "two.yaml")
+    assert again.returncode == 0, again.stderr
     assert "yaml" in modules
+    again, modules = modules_of(tmp_path, "run", "-q", "two.yaml")  # now from the cache
+    assert "yaml" not in modules
 
 
 COUNT_COMPILES = (

@@ -12,9 +12,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from project import Project
 from project import fork_journal as journal
+
+from little_loops.run.runner import Runner
 
 LL = [sys.executable, "-m", "little_loops"]
 
@@ -87,6 +91,30 @@ def test_a_fifty_item_action_fork_creates_no_file_per_branch(project: Project) -
             "evaluate",
             "loop_complete",
         ]
+
+
+def test_a_fifty_item_action_fork_makes_no_run_per_branch(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An action branch is its one step, run in the fork's own code: the whole fork of 50
+    branches makes one `Runner` (the root's) and one run context, not one a branch (it made
+    51 of each), and each branch is still journaled whole."""
+    made: list[str] = []
+    original = Runner.__init__
+
+    def counting(self: Runner, *args: Any, **kwargs: Any) -> None:
+        made.append(type(self).__name__)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Runner, "__init__", counting)
+    items = [f"i{n:02d}" for n in range(50)]
+    project.write("fan.yaml", fan(items, action="'echo ${item.key}'"))
+    done = project.ll("run", "fan.yaml", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert made == ["Runner"]  # the root run's own
+    entries = journal(the_run(project.path) / "sub" / "0001-fan")
+    assert list(entries) == items
+    assert [e["result"]["output"] for e in entries.values()] == items
 
 
 def test_status_of_a_branch_still_running_says_it_has_not_ended(project: Project) -> None:

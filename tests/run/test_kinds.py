@@ -14,6 +14,7 @@ from project import Project
 from little_loops.model.progress import RunOptions
 from little_loops.record.events import CALLS, read_journal
 from little_loops.run import children, fork_schedule, kinds
+from little_loops.run.action_branch import ActionBranch
 from little_loops.run.children import Child, ChildPlan
 from little_loops.run.context import RunContext
 from little_loops.run.runner import Runner
@@ -89,7 +90,8 @@ def test_the_fork_scheduler_meets_the_run_through_the_typed_context() -> None:
     hints = typing.get_type_hints(fork_schedule.Fork.__init__)
     assert hints["ctx"] is RunContext
     job = typing.get_type_hints(fork_schedule.Job)
-    assert job["child"] is Child
+    # A branch runs as a child run, or (an action branch) as its one step in the fork.
+    assert set(typing.get_args(job["child"])) == {Child, ActionBranch}
     assert all(hint is not Any for hint in (*hints.values(), *job.values()))
 
 
@@ -97,7 +99,8 @@ def test_a_loop_state_and_every_fork_branch_start_through_the_one_door(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`ll run` of a loop with a `loop:` state, a for_each of `loop:` branches and an action
-    branch: every child run, at every level, is started by `children.start`."""
+    branch: every child run, at every level, is started by `children.start`. An action branch
+    is no child run: its one step runs in the fork (`action_branch`)."""
     started: list[tuple[tuple[str, ...], str | None]] = []
     real = children.start
 
@@ -114,7 +117,6 @@ def test_a_loop_state_and_every_fork_branch_start_through_the_one_door(
         (("call",), None),
         (("regions", "eu"), "eu"),
         (("regions", "us"), "us"),
-        (("checks", "lint"), "lint"),
     ]
     (run,) = (project.path / ".loops" / "runs").iterdir()
     lines = (run / "events.jsonl").read_text(encoding="utf-8").splitlines()
