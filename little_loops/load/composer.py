@@ -9,6 +9,9 @@ refuse documents nested or aliased deeply enough to crash or stall the program.
 from __future__ import annotations
 
 from little_loops.errors import Diagnostic
+from little_loops.load.positions import MAX_DEPTH as MAX_DEPTH  # theirs, callers' too
+from little_loops.load.positions import MAX_NODES as MAX_NODES
+from little_loops.load.positions import SourceMap as SourceMap
 from little_loops.model.loop import Pos
 from little_loops.model.records import field, record
 from little_loops.wording import (
@@ -67,35 +70,9 @@ def _loader_class() -> type[yaml.SafeLoader]:
     return made
 
 
-MAX_DEPTH = 100
-MAX_NODES = 100_000  # after aliases are expanded
-
 _MAP_TAGS = (None, "!", "tag:yaml.org,2002:map")
 _SEQ_TAGS = (None, "!", "tag:yaml.org,2002:seq")
 _MERGE_TAG = "tag:yaml.org,2002:merge"
-
-
-@record
-class SourceMap:
-    """Line and column of each node (`values`) and of each mapping key (`keys`), by path.
-
-    `comments` holds where a YAML comment starts on the line a plain (unquoted) value ends,
-    and its text: `action: /fix issue #42` sends `/fix issue`, which the author may not mean.
-    """
-
-    values: dict[NodePath, Pos] = field(default_factory=dict)
-    keys: dict[NodePath, Pos] = field(default_factory=dict)
-    comments: dict[NodePath, tuple[Pos, str]] = field(default_factory=dict)
-
-    def value(self, path: NodePath) -> Pos:
-        """Where the node at `path` starts, or its nearest recorded ancestor."""
-        while path not in self.values and path:
-            path = path[:-1]
-        return self.values.get(path, Pos())
-
-    def key(self, path: NodePath) -> Pos:
-        """Where the key naming `path` stands, or the node's own position."""
-        return self.keys.get(path) or self.value(path)
 
 
 class _Stop(Exception):

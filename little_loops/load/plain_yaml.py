@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from little_loops.load.composer import MAX_DEPTH, MAX_NODES, SourceMap
+from little_loops.load.positions import MAX_DEPTH, MAX_NODES, SourceMap
 from little_loops.model.loop import Pos
 
 TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this

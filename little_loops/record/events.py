@@ -726,6 +726,16 @@ def _listens(listener: Listener, name: str) -> bool:
     return wanted is None or name in wanted
 
 
+def listening_as(wrapper: Listener, listener: Listener) -> Listener:
+    """`wrapper`, which hands events on to `listener` (a child's events forwarded to the root),
+    asking for the events `listener` asks for (`listens_to`): a child's events that the root's
+    quiet terminal would ignore are then not even copied."""
+    wanted = getattr(listener, "listens_to", None)
+    if wanted is not None:
+        wrapper.listens_to = wanted  # type: ignore[attr-defined]
+    return wrapper
+
+
 def _stamped(event: RunEvent, ts: str, run_id: str) -> RunEvent:
     """`replace(event, ts=ts, run_id=run_id)` for a record made by its own `__init__` (the
     fields are its instance's attributes): its attributes copied, a third of the cost."""

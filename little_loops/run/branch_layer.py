@@ -25,6 +25,7 @@ from little_loops.model.records import replace
 from little_loops.record.events import (
     Listener,
     RunEvent,
+    listening_as,
 )
 from little_loops.run.action_layer import (
     ActionLayer,
@@ -200,7 +201,7 @@ def branch_listener(listener: Listener, segment: tuple[str, ...]) -> Listener:
         with lock:
             listener(new)
 
-    return call
+    return listening_as(call, listener)
 
 
 def serial(send: Listener, listener: Listener) -> Listener:
@@ -213,4 +214,4 @@ def serial(send: Listener, listener: Listener) -> Listener:
         with lock:
             send(event)
 
-    return call
+    return listening_as(call, send)

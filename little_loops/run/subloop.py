@@ -25,6 +25,7 @@ from little_loops.model.records import field, record, replace
 from little_loops.record.events import (
     Listener,
     RunEvent,
+    listening_as,
 )
 from little_loops.record.store import RunDir, sha256
 from little_loops.run.action_layer import ChildStub
@@ -192,7 +193,7 @@ def forward(listener: Listener, segment: tuple[str, ...]) -> Listener:
         path = [*chain, *event.path]
         listener(replace(event, extra={**event.extra, "path": path}))
 
-    return send
+    return listening_as(send, listener)
 
 
 @record(frozen=True)

@@ -135,3 +135,49 @@ def test_a_step_asks_whether_its_child_exited_when_the_child_says_so(
     (run,) = (project.path / ".loops" / "runs").iterdir()
     assert (run / "steps.log").read_bytes() == b"abc"
     assert len(polls) == 2, polls
+
+
+TREE = """
+name: tree
+initial: fan
+states:
+  fan:
+    for_each: ["a", "b", "c", "d", "e"]
+    action: "printf ${item.value}"
+    next: call
+  call:
+    loop: child.yaml
+    next: done
+  done:
+    terminal: true
+"""
+
+CHILD = """
+name: child
+initial: one
+states:
+  one:
+    action: "printf one"
+    next: two
+  two:
+    action: "printf two"
+    next: end
+  end:
+    terminal: true
+"""
+
+
+def test_quiet_is_handed_no_step_event_of_a_branch_or_a_child(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wrappers that hand a fork's branches' and a child run's events to the root's
+    listeners ask for what those listeners ask for: under `-q`, the ends of runs alone, not a
+    copy of each branch's and child's step events made for a renderer that ignores them."""
+    seen = _recorded(monkeypatch)
+    project.write("child.yaml", CHILD)
+    loop = project.write("tree.yaml", TREE)
+    done = project.ll("run", loop, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("\n") == 1, done.stdout
+    assert set(seen["events"]) == {"loop_complete"}, seen["events"]
+    assert seen["writes"] == [] and seen["chunks"] == []
