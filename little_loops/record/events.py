@@ -885,7 +885,8 @@ class _Journal:
 
     def entries(self) -> dict[str, Event]:
         if self._entries is None:
-            found = {key: self.get(key) for key in {*self.lines, *self.tail}}
+            keys = [*self.lines, *(key for key in self.tail if key not in self.lines)]
+            found = {key: self.get(key) for key in keys}  # in the file's order
             self._entries = {key: entry for key, entry in found.items() if entry is not None}
         return self._entries
 
