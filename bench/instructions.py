@@ -10,6 +10,8 @@ not counted) for a run of SMALL and of LARGE units, and prints the difference pe
 - branch: a `for_each` of `true` at concurrency 1 (bench/fork_scale.py): everything `ll` does
   per branch in its own process (the spawn's own cost, in the child, is not counted);
 - call: a loop calling a one-step child loop again and again (bench/nesting.py);
+- level: a chain of COUNT loop files, each calling the next (bench/nesting.py's depth; at most
+  8, so `--units level --small 2 --large 8`): a level of nesting, its child file loaded;
 - print: a step running `cat FILE` (1 KiB) for real (bench/printing.py): the runner's work
   and the action layer's around the spawn, the spawn's own cost in the child not counted.
 
@@ -30,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
-UNITS = ("step", "branch", "call", "print")
+UNITS = ("step", "branch", "call", "print", "level")
 
 
 def one_run(repo: Path, unit: str, count: int) -> None:
@@ -51,6 +53,10 @@ def one_run(repo: Path, unit: str, count: int) -> None:
             import fork_scale
 
             fork_scale.run_fork(base, count)
+        elif unit == "level":
+            import nesting
+
+            nesting.run_once(nesting.chain(base, count), base, {"value": "v"})
         else:
             import nesting
 

@@ -198,7 +198,20 @@ def _load_child(path: Path, file: str) -> tuple[Loop | None, list[Diagnostic]]:
     data = read_bytes(path, file)
     if isinstance(data, Diagnostic):
         return None, [data]
-    return parse(data, path=path, file=file, digest=True)
+    loop, found = parse(data, path=path, file=file, digest=True)
+    if loop is not None:
+        _FOLLOWED[path] = loop
+    return loop, found
+
+
+def followed(path: Path) -> Loop | None:
+    """The child file at `path` (resolved) as its tree's root load read and checked it in this
+    process, or None: a run calling it compares its digest with the file's and need not parse
+    it a second time (bench/nesting.py, a chain of files)."""
+    return _FOLLOWED.get(path)
+
+
+_FOLLOWED: dict[Path, Loop] = {}
 
 
 def _compiled(

@@ -10,6 +10,7 @@ Over 400 lines on purpose: the records are the public contract, kept next to the
 
 from __future__ import annotations
 
+import _thread  # a lock without importing `threading` (`ll validate` imports this module)
 import contextlib
 import json
 import os
@@ -820,45 +821,202 @@ def _parse_lines(lines: Iterable[bytes]) -> Iterator[Event]:
 JOURNAL = "branches.jsonl"
 
 
-def read_journal(fork: Path) -> dict[str, Event]:
+def read_journal(fork: Path | str, name: str = JOURNAL) -> dict[str, Event]:
     """The entries of a fork's journal (`sub/STEP-STATE/branches.jsonl`) by branch key: one
     line a finished action branch (`{"key", "result", "state", "events"}`), appended whole
-    when the branch ended; a torn last line (a crash mid-write) is skipped, its branch not
+    when the branch ended; a torn line (a crash mid-write) is skipped, its branch not
     finished. Read once while the file is unchanged (a report of thousands of branches asks
-    for each)."""
-    path = fork / JOURNAL
+    for each). `name`: `CALLS`, a run's journal of the `loop:` children it kept (the same
+    lines, keyed by the child's path from that run's directory)."""
+    journal = _journal(os.path.join(fork, name))
+    return journal.entries() if journal is not None else {}
+
+
+def journal_get(fork: Path | str, name: str, key: str) -> Event | None:
+    """One entry of a journal, parsing only that entry's line: a loop calling a child
+    thousands of times asks at each call whether that call ended before."""
+    journal = _journal(os.path.join(fork, name))
+    return journal.get(key) if journal is not None else None
+
+
+class _Journal:
+    """Where each key's lines lie in a journal file (a loop calling a child for days keeps
+    offsets, not the lines), each line read and parsed when its key is asked for."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.mark = (0, 0, 0)
+        self.end = 0  # after the last whole line read
+        self.lines: dict[str, list[tuple[int, int]]] = {}
+        self.tail: dict[str, bytes] = {}  # a last line without its newline, read this time
+        self._entries: dict[str, Event] | None = None
+
+    def add(self, data: bytes, at: int) -> None:
+        self._entries = None
+        for line in data.splitlines(keepends=True):
+            key = _key_of(line) if line.strip() else None
+            if key is not None:
+                self.lines.setdefault(key, []).append((at, len(line)))
+            at += len(line)
+
+    def get(self, key: str) -> Event | None:
+        found = self.tail.get(key)
+        if found is not None:
+            entry = _entry(found, key)
+            if entry is not None:
+                return entry
+        places = self.lines.get(key)
+        if not places:
+            return None
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            for at, size in reversed(places):  # a later entry of a key wins
+                entry = _entry(os.pread(fd, size, at), key)
+                if entry is not None:
+                    return entry
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return None
+
+    def entries(self) -> dict[str, Event]:
+        if self._entries is None:
+            keys = [*self.lines, *(key for key in self.tail if key not in self.lines)]
+            found = {key: self.get(key) for key in keys}  # in the file's order
+            self._entries = {key: entry for key, entry in found.items() if entry is not None}
+        return self._entries
+
+
+def _entry(line: bytes, key: str) -> Event | None:
+    for entry in _parse_lines((line,)):
+        if entry.get("key") == key and isinstance(entry.get("state"), dict):
+            return entry
+    return None
+
+
+def _key_of(line: bytes) -> str | None:
+    """The key a journal line names: read off its start (`{"key":"..."`, as the journal's
+    writer puts it first) when plain, else from the parsed line; None for a torn line."""
+    if line.startswith(b'{"key":"'):
+        end = line.find(b'"', 8)
+        if end > 8 and b"\\" not in line[8:end]:
+            try:
+                return line[8:end].decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+    for entry in _parse_lines((line,)):
+        key = entry.get("key")
+        return key if isinstance(key, str) else None
+    return None
+
+
+def _journal(path: str) -> _Journal | None:
+    with _JOURNALS_LOCK:  # the `loop:` branches of a fork look their children up in threads
+        return _read_on(path)
+
+
+def _read_on(path: str) -> _Journal | None:
     try:
         seen = os.stat(path, follow_symlinks=False)
     except OSError:
-        return {}
+        return None
     mark = (seen.st_size, seen.st_mtime_ns, seen.st_ino)
-    cached = _JOURNALS.get(path)
-    if cached is not None and cached[0] == mark:
-        return cached[1]
+    journal = _JOURNALS.get(path)
+    if journal is not None and journal.mark == mark:
+        return journal
+    # Appended to only: a file read before is read on from the end of its last whole line.
+    if journal is None or journal.mark[2] != seen.st_ino or journal.end > seen.st_size:
+        journal = _Journal(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as fh:
+            fh.seek(journal.end)
             data = fh.read()
     except OSError:
-        return {}
-    entries: dict[str, Event] = {}
-    for entry in _parse_lines(data.splitlines()):
-        key = entry.get("key")
-        if isinstance(key, str) and isinstance(entry.get("state"), dict):
-            entries[key] = entry  # a later entry of the same key wins
-    _JOURNALS[path] = (mark, entries)
-    return entries
+        return None
+    whole = data.rfind(b"\n") + 1
+    journal.add(data[:whole], journal.end)
+    journal.end += whole
+    journal.mark = mark
+    journal.tail = {}
+    if whole < len(data):  # a last line without its newline (torn, or being written)
+        key = _key_of(data[whole:])
+        if key is not None:
+            journal.tail[key] = data[whole:]
+        journal._entries = None
+        journal.mark = (-1, 0, seen.st_ino)  # read on from before it next time
+    _JOURNALS[path] = journal
+    return journal
 
 
-_JOURNALS: dict[Path, tuple[tuple[int, int, int], dict[str, Event]]] = {}
+_JOURNALS: dict[str, _Journal] = {}
+_JOURNALS_LOCK = _thread.allocate_lock()
 
 
 def journal_entry(root: Path) -> Event | None:
-    """The journal entry of the action branch whose run would live at `root`
-    (`sub/STEP-STATE/KEY`), or None (not journaled: a directory of its own, or not ended)."""
-    if root.parent.parent.name != "sub":
-        return None
-    return read_journal(root.parent).get(root.name)
+    """The journal entry of the action branch (`sub/STEP-STATE/KEY`) or of the `loop:` child
+    (`sub/STEP-STATE`) whose run would live at `root`, or None (not journaled: a directory of
+    its own, or not ended)."""
+    if root.parent.parent.name == "sub":
+        entry = read_journal(root.parent).get(root.name)
+        if entry is not None:
+            return entry
+    if root.parent.name == "sub":
+        return call_entry(root)
+    return None
+
+
+# A run's journal of the `loop:` children that ran without a directory of their own
+# (`store.CallDir`): in the nearest run above them that has one, keyed by the child's path
+# from there (`sub/0001-call`, `sub/0001-call/sub/0002-check`).
+CALLS = "calls.jsonl"
+
+
+def call_entry(root: Path) -> Event | None:
+    """The entry of the `loop:` child whose run would live at `root` (`.../sub/STEP-STATE`)
+    in the journal of a run above it: its caller's, or, when its caller kept no directory
+    either, the next run up that did."""
+    for above, key in _runs_above(root):
+        if key:
+            entry = journal_get(above, CALLS, key)
+            if entry is not None:
+                return entry
+    return None
+
+
+def call_children(run: Path) -> set[str]:
+    """The names (`0001-call`) of the `loop:` children of the run at `run` that journals
+    above it, or its own, record."""
+    names: set[str] = set()
+    for above, key in _runs_above(run):
+        prefix = f"{key}/sub/" if key else "sub/"
+        for found in read_journal(above, CALLS):
+            rest = found[len(prefix) :]
+            if found.startswith(prefix) and rest and "/" not in rest:
+                names.add(rest)
+    return names
+
+
+def _runs_above(run: Path) -> Iterator[tuple[str, str]]:
+    """`run` itself (key ""), then each run above it with the path from there to `run`
+    (`sub/0001-call`, `sub/0002-fan/eu/sub/0001-call`), up to its tree's root."""
+    parts = os.fspath(run).split(os.sep)
+    key: list[str] = []
+    end = len(parts)  # the run is parts[:end]
+    while True:
+        yield os.sep.join(parts[:end]), "/".join(key)
+        if end >= 3 and parts[end - 2] == "sub":  # a `loop:` child
+            key[:0] = ["sub", parts[end - 1]]
+            end -= 2
+        elif end >= 4 and parts[end - 3] == "sub":  # a fork's branch: `sub/STEP-STATE/KEY`
+            key[:0] = ["sub", parts[end - 2], parts[end - 1]]
+            end -= 3
+        else:
+            return
 
 
 def journaled_events(path: Path) -> list[Event] | None:

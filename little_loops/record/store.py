@@ -7,6 +7,7 @@ errors) live in one module.
 
 from __future__ import annotations
 
+import _thread  # a lock without importing `threading` (`ll validate` imports this module)
 import contextlib
 import errno
 import functools
@@ -23,7 +24,16 @@ from little_loops.errors import (
     LoopError,
     RunError,
 )
-from little_loops.record.events import ENCODE, JOURNAL, Event, journal_entry, read_journal
+from little_loops.record.events import (
+    CALLS,
+    ENCODE,
+    JOURNAL,
+    Event,
+    JsonlSink,
+    call_children,
+    journal_entry,
+    read_journal,
+)
 
 TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
@@ -753,6 +763,201 @@ class _BranchLog(RunLog):
         super().append(data)
 
 
+class CallDir(BranchDir):
+    """A `loop:` child run kept in memory for as long as that loses nothing: no directory of
+    its own while at most its current step is unrecorded, its end one entry of the journal
+    (`calls.jsonl`) of the nearest run above it that has a directory. Making a directory and
+    its files was most of what a level cost (docs/performance.md, "Sub-loops").
+
+    It moves to a directory of its own (`spill`), its events, state and records so far
+    written out, before it could lose a finished step: when a step begins after one has
+    finished (unless that step cannot act: a terminal without an action), when it forks or
+    asks, and when it ends in any way but finished (interrupted, suspended: to be resumed).
+    A step cut off by a crash runs again, as in any run; a child cut off in its first step
+    runs again from its start, its caller's step not being recorded either."""
+
+    def __init__(
+        self,
+        root: Path,
+        caller: RunDir,
+        spills: Callable[[str, bool], bool],
+        *,
+        fsync: bool = False,
+    ) -> None:
+        RunDir.__init__(self, root)  # not BranchDir's: its log, sink and outputs are these
+        self.state = None
+        self.caller = caller
+        # Whether entering a state (by name) must find the child in its directory, given
+        # whether a step of the child has finished already.
+        self.spills = spills
+        self.fsync = fsync
+        self.spilled = False
+        self.on_spill: Callable[[], None] | None = None  # the session's: the tree's file copy
+        self.log = _CallLog(self)
+        self.sink: MemorySink = _CallSink(self)
+        self.outputs: MemoryOutputs = _CallOutputs(self)
+
+    def anchor(self) -> Path:
+        """The directory whose journal records this child: its caller's, or the next run's
+        up with a directory of its own."""
+        caller = self.caller
+        if isinstance(caller, CallDir) and not caller.spilled:
+            return caller.anchor()
+        return caller.root
+
+    def make_root(self) -> None:
+        try:
+            os.mkdir(self.root)
+        except FileNotFoundError:  # the caller's `sub/` (its first child), or the caller's own
+            try:
+                os.makedirs(self.root, exist_ok=True)
+            except OSError as exc:
+                raise RunError(cannot("create", self.root, exc)) from None
+            self.check_links()
+        except FileExistsError:  # a child below spilled first, or its log: never a link
+            self.check_links()
+        except OSError as exc:
+            raise RunError(cannot("create", self.root, exc)) from None
+
+    def spill(self) -> None:
+        """Move to a directory of its own: the events so far, then the state that names them."""
+        if self.spilled:
+            return
+        self.make_root()
+        if self.on_spill is not None:
+            self.on_spill()
+        sink = JsonlSink(self.events_path)
+        for event in self.sink.events:
+            sink(event)
+        sink.flush()
+        assert isinstance(self.sink, _CallSink)
+        self.sink.file = sink
+        self.spilled = True
+        if self.state is not None:
+            RunDir.write_state(self, self.state, fsync=self.fsync)
+
+    def write_state(
+        self, data: dict[str, Any], *, fsync: bool = False, fixed: FixedState | None = None
+    ) -> None:
+        if self.spilled:
+            RunDir.write_state(self, data, fsync=fsync, fixed=fixed)
+            return
+        super().write_state(data, fsync=fsync, fixed=fixed)
+        if data.get("status") not in ("running", "finished"):
+            self.spill()  # interrupted or suspended: resumed from its directory
+
+    def read_state(self) -> dict[str, Any]:
+        return RunDir.read_state(self) if self.spilled else super().read_state()
+
+    def journal(self) -> None:
+        """Record the finished child in its anchor's journal (nothing when it spilled: its
+        directory holds it)."""
+        if self.spilled:
+            return
+        # An earlier run of this child, cut off as it moved to its directory, may have left
+        # its first events there: the journal's are this child's.
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.unlink(self.events_path)
+        anchor = self.anchor()
+        top, here = os.fspath(anchor), os.fspath(self.root)
+        if here.startswith(top + os.sep):
+            key = here[len(top) + 1 :].replace(os.sep, "/")
+        else:
+            key = os.path.relpath(here, top).replace(os.sep, "/")
+        entry = {"key": key, "state": self.state, "events": self.sink.events}
+        with _CALLS_LOCK:  # the children of a fork's `loop:` branches end in threads
+            journal = ForkJournal(anchor, fsync=self.fsync, name=CALLS)
+            try:
+                journal.append(entry)
+            finally:
+                journal.close()
+
+
+class _CallSink(MemorySink):
+    """A kept child's events: in memory, or its `events.jsonl` once it spilled."""
+
+    def __init__(self, run: CallDir) -> None:
+        super().__init__()
+        self._run = run
+        self.file: JsonlSink | None = None
+
+    def __call__(self, event: Event) -> None:
+        if self.file is None and event.get("event") == "state_enter":
+            run = self._run
+            done = run.state is not None and bool(run.state.get("step"))
+            if run.spills(str(event.get("state")), done):
+                run.spill()
+        if self.file is not None:
+            self.file(event)
+        else:
+            self.events.append(event)
+
+    def flush(self) -> None:
+        if self.file is not None:
+            self.file.flush()
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+class _CallOutputs(MemoryOutputs):
+    """A kept child's output records: inline in its state, or its `outputs.dat` once it
+    spilled (a state may then point to both: each record is read as what it is)."""
+
+    def __init__(self, run: CallDir) -> None:
+        self._run = run
+        self._file: Any = None
+
+    def _store(self) -> Any:
+        if self._file is None:
+            from little_loops.record.outputs import Outputs
+
+            self._file = Outputs(self._run.root)
+        return self._file
+
+    def append(
+        self, record: dict[str, Any], in_log: tuple[int, int] | None = None
+    ) -> dict[str, Any]:
+        if self._run.spilled:
+            found: dict[str, Any] = self._store().append(record, in_log=in_log)
+            return found
+        return record
+
+    def read(self, where: dict[str, Any]) -> dict[str, Any]:
+        from little_loops.record.outputs import is_ref
+
+        if is_ref(where):
+            found: dict[str, Any] = self._store().read(where)
+            return found
+        return where
+
+    def sync(self) -> None:
+        if self._file is not None:
+            self._file.sync()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+class _CallLog(RunLog):
+    """A kept child's `steps.log`, in its directory made at the first byte."""
+
+    def __init__(self, run: CallDir) -> None:
+        super().__init__(run.root)
+        self._run = run
+
+    def append(self, data: bytes) -> None:
+        if self._fd is None:
+            self._run.make_root()
+        super().append(data)
+
+
+_CALLS_LOCK = _thread.allocate_lock()
+
+
 def _open_append(path: Path | str, what: str, mode: int) -> tuple[int, int]:
     """An append-only file of the run opened (made if need be, never through a link), and
     its size: the run's log and a fork's journal."""
@@ -769,8 +974,8 @@ class ForkJournal:
     whole per branch, by the fork's run (its one writer), through one descriptor opened at
     the first entry. A line torn by a crash is skipped when read: that branch runs again."""
 
-    def __init__(self, fork: Path, *, fsync: bool = False) -> None:
-        self.path = fork / JOURNAL
+    def __init__(self, fork: Path, *, fsync: bool = False, name: str = JOURNAL) -> None:
+        self.path = fork / name
         self.fsync = fsync
         self._fd: int | None = None
         self._end = 0
@@ -1047,6 +1252,13 @@ def find_run(base: Path, run_id: str | None) -> RunDir:
 def _find_in_tree(base: Path, target: str) -> RunDir:
     """A run directory named by its path, or a child run by its id under a root run."""
     path = Path(target)
+    kept = not (path / "state.json").is_file() and not path.is_symlink()
+    if kept and path.parent.name == "sub" and (entry := journal_entry(path)) is not None:
+        run = RunDir(path)  # a child with no state of its own: its journal entry
+        given = entry["state"].get("run_id")
+        if isinstance(given, str) and given:
+            run.tree_id = given
+        return run
     if (path / "state.json").is_file() and not path.is_symlink():
         run = RunDir(path.resolve())
         run.check_links()
@@ -1073,6 +1285,8 @@ def _find_in_tree(base: Path, target: str) -> RunDir:
         inside = here / "sub" / part
         if inside.is_dir() and not inside.is_symlink():
             here = inside
+        elif journal_entry(inside) is not None:
+            here = inside  # a `loop:` child kept in memory: an entry of a journal above it
         elif (
             here.parent.name == "sub" and (here / part).is_dir() and not (here / part).is_symlink()
         ):
@@ -1083,6 +1297,12 @@ def _find_in_tree(base: Path, target: str) -> RunDir:
             given = "/".join([root.run_id, *parts[: i + 1]])
             if here.parent.name == "sub" and part in _fork_keys(here):
                 raise _not_ended(given, root.run_id)
+            if _calling(here, part):
+                raise RunError(
+                    f"child run '{given}' has not ended: a sub-loop's run is recorded when it "
+                    f"ends (or once it has a step to resume from); follow the run with "
+                    f"'ll logs -f {root.run_id}'"
+                )
             known = ", ".join(_children_ids(here)) or "none"
             raise RunError(f"no child run '{given}' (the children here: {known})")
     if not (here / "state.json").is_file() and journal_entry(here) is None:
@@ -1093,6 +1313,18 @@ def _find_in_tree(base: Path, target: str) -> RunDir:
     run = RunDir(here)
     run.tree_id = "/".join([root.run_id, *parts])
     return run
+
+
+def _calling(run: Path, part: str) -> bool:
+    """Whether the run at `run` is running the `loop:` step whose child is `part`
+    (`0003-deploy`, `0003-deploy.2`): a child kept in memory until it ends."""
+    try:
+        state = json.loads((run / "state.json").read_text(encoding="utf-8"))
+        step, current = int(state["step"]) + 1, str(state["current"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return False
+    name = f"{step:04d}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', current)}"
+    return state.get("status") == "running" and (part == name or part.startswith(name + "."))
 
 
 def _fork_keys(fork: Path) -> set[str]:
@@ -1117,10 +1349,13 @@ def _not_ended(given: str, root_id: str) -> RunError:
 
 def _children_ids(here: Path) -> list[str]:
     """The names that go on from `here`: its children under `sub/`, or a fork's branches."""
-    folder = here / "sub" if (here / "state.json").is_file() else here
-    if not folder.is_dir():
-        return []
-    names = {p.name for p in folder.iterdir() if p.is_dir() and not p.is_symlink()}
+    run = (here / "state.json").is_file() or (
+        here.parent.name == "sub" and journal_entry(here) is not None
+    )
+    folder = here / "sub" if run else here
+    names = call_children(here) if run else set()
+    if folder.is_dir():
+        names.update(p.name for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
     if folder.parent.name == "sub":
         names.update(read_journal(folder))
     return sorted(names)

@@ -38,6 +38,8 @@ def resolve_run(base: Path, target: str | None) -> Path:
         path = Path(target)
         if (path / "state.json").is_file() or (path / "events.jsonl").is_file():
             return path
+        if not path.is_symlink() and journal_entry(path) is not None:
+            return path  # a child or a branch with no directory of its own
         if "/" in target and not path.exists():
             head, _, rest = target.partition("/")
             top = find_run(base, head).root
@@ -59,8 +61,8 @@ def _child_dir(top: Path, parts: list[str]) -> Path | None:
     for part in parts:
         if part in ("", ".", "..") or "\x00" in part:
             return None
-        if (here / "sub" / part).is_dir():
-            here = here / "sub" / part
+        if (here / "sub" / part).is_dir() or journal_entry(here / "sub" / part) is not None:
+            here = here / "sub" / part  # a directory, or a `loop:` child's journal entry
         elif (here / part).is_dir() and not (here / "events.jsonl").is_file():
             here = here / part  # inside a fork's directory: a branch
         elif journal_entry(here / part) is not None:

@@ -32,8 +32,9 @@ from little_loops.model.progress import (
 )
 from little_loops.model.records import record, replace
 from little_loops.record import events as ev
+from little_loops.record.events import journal_entry
 from little_loops.record.questions import Suspended
-from little_loops.record.store import BranchDir, RunDir
+from little_loops.record.store import BranchDir, CallDir, RunDir
 from little_loops.run import subloop
 from little_loops.run.action_layer import ActionLayer, simulates
 from little_loops.run.branch_layer import serial
@@ -112,13 +113,17 @@ class Child:
                 raise RecordError(result.error or f"{what} record cannot be read")
             if result.outcome == "interrupted":
                 raise Terminated() if result.exit_code == EXIT_TERMINATED else KeyboardInterrupt()
+        run_dir = self.runner.run_dir
+        if isinstance(run_dir, CallDir):
+            # Its end, recorded before its caller's step is: a caller resumed reads it back.
+            run_dir.journal()
         return ChildEnd.of_run(self.plan.run_id, result, self.runner.progress, self.loop)
 
 
 def finished(root: Path) -> dict[str, Any] | None:
     """The state of a child that ended before its caller stopped (read back, never run again),
     or None when it has not started or has not finished."""
-    if not (root / "state.json").is_file():
+    if not os.path.isfile(os.path.join(root, "state.json")) and journal_entry(root) is None:
         return None
     data = RunDir(root).read_state()
     return data if data.get("status") == "finished" else None
@@ -190,6 +195,10 @@ def start(ctx: RunContext, plan: ChildPlan) -> Child:
         # An action branch: no directory of its own, its end one entry of its fork's journal
         # (`ll run --branch` keeps one, which `ll join` copies into the fork).
         run_dir = BranchDir(root)
+    elif branch is None and progress is None and ctx.options.branch is None:
+        # A `loop:` child: in memory until it must not be (`CallDir`), its end one line of
+        # the journal of the nearest run above it with a directory.
+        run_dir = CallDir(root, ctx.run_dir, _spills(child), fsync=ctx.options.fsync)
     else:
         run_dir = subloop.open_child_dir(root)
     runner = ctx.new_run(
@@ -232,3 +241,22 @@ def _resumed(ctx: RunContext, plan: ChildPlan) -> Progress | None:
         base_dir=str(ctx.options.base_dir.resolve()),
     )
     return progress
+
+
+def _spills(loop: Loop) -> Callable[[str, bool], bool]:
+    """When a child kept in memory moves to its directory: as it enters a state that forks or
+    asks (their records live under it), and, once a step of it has finished, any state that
+    may act (all but a terminal with no action, judge or child): a finished step is then
+    recorded before anything else happens."""
+    states = loop.states
+
+    def spills(name: str, done: bool) -> bool:
+        state = states.get(name)
+        if state is None or state.is_fork or state.is_ask:
+            return True
+        if not done:
+            return False
+        pure = state.terminal and state.action is None and state.evaluate is None
+        return not (pure and not state.is_loop)
+
+    return spills

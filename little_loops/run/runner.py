@@ -143,12 +143,20 @@ class Runner:
         run_id = progress.run_id if progress else (run_id or new_run_id(loop.name))
         started_at = progress.started_at if progress else clock.wall()
         run_root = run_dir.root if run_dir else self.options.base_dir / RUNS / run_id
+        given_root = run_root
         if parent is not None and run_dir is not None:
             # A child's directory sits in one its tree resolved already (its caller's `sub/`,
-            # its fork's), and is no link (`RunDir.check_links`): one resolve for all of them.
-            run_root = resolved(run_root.parent) / run_root.name
+            # its fork's), and is no link (`RunDir.check_links`): one resolve for all of them,
+            # none when its caller's is known (a chain of calls: `sub/` under each level).
+            up = run_root.parent
+            known = self._resolved.get(up.parent)
+            if up not in self._resolved and known is not None:
+                self._resolved[up] = known / up.name
+            run_root = resolved(up) / run_root.name
         else:
             run_root = run_root.resolve()
+        if any(s.is_loop or s.is_fork for s in loop.states.values()):
+            self._resolved[given_root] = run_root  # for its children: one entry a caller
         # Fixed for the whole run; context values may use them, and ${env.X}.
         loop_scope = {
             "name": loop.name,

@@ -44,6 +44,7 @@ from little_loops.record.secrets import (
 )
 from little_loops.record.store import (
     BranchDir,
+    CallDir,
     FixedState,
     LoopLock,
     MemoryOutputs,
@@ -108,6 +109,10 @@ class RunSession:
             if run_dir is None:
                 run_dir = RunDir.create(options.base_dir, progress.run_id)
                 _write_snapshot(loop, run_dir, redactor)
+            elif snapshot and progress.step == 0 and isinstance(run_dir, CallDir):
+                # A child kept in memory: copied if it moves to its directory (only a child
+                # that did not finish is resumed, and compared with its file).
+                run_dir.on_spill = lambda: _keep_tree_copy(loop, run_dir, redactor)
             elif snapshot and progress.step == 0:
                 _keep_tree_copy(loop, run_dir, redactor)  # a child run, at its start
             self.run_dir = run_dir

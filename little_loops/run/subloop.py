@@ -96,7 +96,12 @@ def load_child(
     except OSError:
         digest = ""  # load says what is wrong
     known = _LOADED.get(path)
+    if known is None:
+        from little_loops.load.loader import followed
+
+        known = followed(path)  # read with its root (`ll run` loads the whole tree first)
     if digest and known is not None and known.source_sha256 == digest:
+        _LOADED[path] = known
         return known  # a child called again, unchanged: parsed once (bench/nesting.py)
     try:
         child = load(path, follow=False)  # checked with its root; its own children when called

@@ -15,7 +15,14 @@ import pytest
 from project import Project
 from test_tree import CHILD, GRAND  # the child and grandchild of the three-level tree
 
-from little_loops.record.events import ChildStart, LoopComplete, RunEvent
+from little_loops.record.events import (
+    CALLS,
+    ENCODE,
+    ChildStart,
+    LoopComplete,
+    RunEvent,
+    journal_entry,
+)
 
 PARENT = """
 name: parent
@@ -69,12 +76,36 @@ def _masked(root: Path) -> str:
     out = []
     logs = ("", "sub/0002-call/", "sub/0002-call/sub/0001-inner/")
     for rel in (f"{where}events.jsonl" for where in logs):
-        text = (run / rel).read_text(encoding="utf-8")
+        text = _log_text(run / rel)
         text = re.sub(r'"ts":"[^"]*"', '"ts":"T"', text)
         text = re.sub(r"\d{8}-\d{6}-parent-[0-9a-f]{4}", "RUN", text)
         text = re.sub(r'"duration_ms":\d+', '"duration_ms":0', text)
         out += [f"# {rel}\n", text.replace(f"{root}/", "DIR/")]
     return "".join(out)
+
+
+def _log_text(path: Path) -> str:
+    """A run's events as its events.jsonl holds them; for a `loop:` child kept in memory (no
+    directory of its own), the lines its journal entry holds: each event's bytes found as
+    they are in the journal's line, one a line as a log would hold them."""
+    if path.exists():
+        return path.read_text(encoding="utf-8")
+    entry = journal_entry(path.parent)
+    assert entry is not None, path
+    raw = next(
+        line
+        for run in _runs_up(path.parent)
+        if (run / CALLS).is_file()
+        for line in (run / CALLS).read_text(encoding="utf-8").splitlines()
+        if json.loads(line) == entry
+    )
+    lines = [ENCODE(event) for event in entry["events"]]
+    assert all(line in raw for line in lines)  # the bytes written, not re-encoded ones
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _runs_up(child: Path) -> list[Path]:
+    return [p for p in child.parents if (p / "state.json").is_file()]
 
 
 def test_events_jsonl_bytes_are_those_main_wrote(project: Project, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from project import Project
 
 from little_loops.model.progress import RunOptions
+from little_loops.record.events import CALLS, read_journal
 from little_loops.run import children, fork_schedule, kinds
 from little_loops.run.action_branch import ActionBranch
 from little_loops.run.children import Child, ChildPlan
@@ -121,10 +122,11 @@ def test_a_loop_state_and_every_fork_branch_start_through_the_one_door(
     lines = (run / "events.jsonl").read_text(encoding="utf-8").splitlines()
     kinds_seen = [json.loads(line).get("kind") for line in lines if "child_start" in line]
     assert kinds_seen == ["loop", "branch", "branch", "branch"]
-    # Each child wrote its own story: a run directory of its own, or (an action branch) an
-    # entry of its fork's journal.
+    # Each child wrote its own story: a run directory of its own (a `loop:` branch), or an
+    # entry of a journal: its caller's (a `loop:` state's child), its fork's (an action branch).
     outputs = sorted(p.parent.name for p in (run / "sub").rglob("state.json"))
-    assert outputs == ["0001-call", "eu", "us"]
+    assert outputs == ["eu", "us"]
+    assert list(read_journal(run, CALLS)) == ["sub/0001-call"]
     [journal] = (run / "sub").rglob("branches.jsonl")
     assert [json.loads(line)["key"] for line in journal.read_text().splitlines()] == ["lint"]
 

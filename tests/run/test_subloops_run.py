@@ -22,6 +22,8 @@ from project import Project
 from little_loops.actions import ActionRequest, ActionResult
 from little_loops.load.loader import load
 from little_loops.record import outputs
+from little_loops.record.events import CALLS, journaled_events, read_journal
+from little_loops.record.store import RunDir
 from little_loops.run import subloop
 from little_loops.run.action_layer import Processes
 from little_loops.run.runner import (
@@ -49,7 +51,8 @@ def run_root(cwd: Path) -> Path:
 def events(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "events.jsonl"
     if not path.exists():
-        return []
+        # A `loop:` child that ended without a directory: its journal entry's events.
+        return list(journaled_events(path) or [])
     out = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
@@ -60,6 +63,8 @@ def events(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def state(run_dir: Path) -> dict[str, Any]:
+    if not (run_dir / "state.json").is_file():
+        return RunDir(run_dir).read_state()  # its journal entry's (records inline)
     data: dict[str, Any] = json.loads((run_dir / "state.json").read_text(encoding="utf-8"))
     data.update(outputs.resolve(run_dir, data))
     return data
@@ -114,7 +119,7 @@ def setup(tmp_path: Path, child: str = CHILD, parent: str = PARENT) -> Path:
     return write(tmp_path, "parent.yaml", parent.format(log=tmp_path / "side.log"))
 
 
-def test_child_runs_in_its_own_run_dir_and_routes_on_its_terminal_name(
+def test_child_runs_as_a_run_of_its_own_and_routes_on_its_terminal_name(
     project: Project, tmp_path: Path
 ) -> None:
     parent = setup(tmp_path)
@@ -122,8 +127,9 @@ def test_child_runs_in_its_own_run_dir_and_routes_on_its_terminal_name(
     assert done.returncode == 0, done.stdout + done.stderr
     root = run_root(tmp_path)
     sub = root / "sub" / "0001-deploy"
-    for name in ("events.jsonl", "state.json", "outputs.dat"):
-        assert (sub / name).exists(), name
+    # It ended without a directory: its state and events are one line of its caller's journal
+    assert not (root / "sub").exists()
+    assert list(read_journal(root, CALLS)) == ["sub/0001-deploy"]
     child_state = state(sub)
     assert (child_state["status"], child_state["outcome"]) == ("finished", "success")
     assert child_state["final_state"] == "live"
@@ -1014,7 +1020,9 @@ def test_a_child_called_again_and_again_keeps_one_copy_of_its_file_in_the_tree(
     [copy] = (root / "loops").iterdir()
     assert copy.read_text(encoding="utf-8") == leaf.read_text(encoding="utf-8")
     children = [p.parent for p in (root / "sub").rglob("state.json")]
-    assert len(children) == 6
+    assert len(children) == 5  # the branches; the sixth call ended in its caller's journal
+    assert list(read_journal(root, CALLS)) == ["sub/0002-again"]
+    children.append(root / "sub" / "0002-again")
     for child in children:
         assert state(child)["loop_sha256"] + ".yaml" == copy.name
         assert not (child / "loop.yaml").exists()
@@ -1069,9 +1077,11 @@ states:
 def test_branches_calling_one_child_at_once_make_its_tree_copy_one_at_a_time(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Four branches, in threads, each call `leaf.yaml` at the same moment: the tree's copy of
+    """Four branches, in threads, each run `middle.yaml` at the same moment: the tree's copy of
     it is written by one at a time (a temp file's name holds only the process id, so two
-    writers at once took each other's temp file, and a branch stopped with exit 3)."""
+    writers at once took each other's temp file, and a branch stopped with exit 3). The
+    `leaf.yaml` each calls ends in memory (its branch's journal): it is never resumed, so
+    it needs no copy."""
     from little_loops.record import store
 
     real = store._write_all
@@ -1088,4 +1098,4 @@ def test_branches_calling_one_child_at_once_make_its_tree_copy_one_at_a_time(
     done = project.ll("run", "fan.yaml", "-q")
     assert done.returncode == 0, done.stdout + done.stderr
     root = run_root(project.path)
-    assert len(list((root / "loops").iterdir())) == 2  # middle.yaml and leaf.yaml, once each
+    assert len(list((root / "loops").iterdir())) == 1  # middle.yaml, once

@@ -11,7 +11,7 @@ from project import Project
 
 from little_loops.actions import ActionRequest
 from little_loops.load.loader import load
-from little_loops.record.events import ActionStart
+from little_loops.record.events import CALLS, ActionStart, read_journal
 from little_loops.sim.script import (
     Entry,
     ScriptError,
@@ -297,9 +297,10 @@ def test_a_simulation_answers_a_childs_states_under_the_calling_state(
     assert "path: deploy -> deploy -> done" in run.stdout
     assert not marker.exists()
     assert not Path(f"{marker}.done").exists()
-    logs = sorted((tmp_path / ".loops" / "runs").glob("*/sub/*/events.jsonl"))
+    [run_dir] = (tmp_path / ".loops" / "runs").iterdir()
+    journal = read_journal(run_dir, CALLS)  # each child ended as a line of its caller's journal
     finals = [
-        json.loads(log.read_text().splitlines()[-1])["final_state"] for log in logs
+        journal[key]["events"][-1]["final_state"] for key in sorted(journal)
     ]  # one child run a visit of `deploy`: the script's first answer, then its second
     assert finals == ["rolled_back", "live"]
 
