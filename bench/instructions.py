@@ -96,8 +96,8 @@ def instructions(repo: Path, unit: str, count: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repo", type=Path, default=HERE.parent.parent)
-    parser.add_argument("--small", type=int, default=20)
-    parser.add_argument("--large", type=int, default=120)
+    parser.add_argument("--small", type=int, help="default 20 (a level: 2)")
+    parser.add_argument("--large", type=int, help="default 120 (a level: 8, the deepest tree)")
     parser.add_argument("--units", default=",".join(UNITS))
     parser.add_argument("--one", nargs=2, metavar=("UNIT", "COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -108,9 +108,12 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("bench/instructions.py needs valgrind (apt-get install valgrind)")
     for unit in args.units.split(","):
-        small = instructions(repo, unit, args.small)
-        large = instructions(repo, unit, args.large)
-        each = (large - small) / (args.large - args.small)
+        deep = unit == "level"  # a tree is at most 8 runs deep
+        few = args.small if args.small is not None else (2 if deep else 20)
+        many = args.large if args.large is not None else (8 if deep else 120)
+        small = instructions(repo, unit, few)
+        large = instructions(repo, unit, many)
+        each = (large - small) / (many - few)
         print(f"{unit}: {each:,.0f} instructions a {unit} ({repo})", flush=True)
 
 
