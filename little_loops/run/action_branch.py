@@ -17,12 +17,9 @@ import os
 from pathlib import Path
 
 from little_loops.errors import (
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
     EXIT_RUN_ERROR,
     EXIT_SUSPENDED,
     EXIT_TERMINATED,
-    LoopError,
     RecordError,
 )
 from little_loops.model.loop import Loop, State
@@ -36,13 +33,13 @@ from little_loops.model.records import replace
 from little_loops.record import events as ev
 from little_loops.record.events import Listener
 from little_loops.record.secrets import Redactor, Sealer, secret_sources
-from little_loops.record.store import BranchDir, RunDir, cannot, process_start
+from little_loops.record.store import BranchDir, RunDir, process_start
 from little_loops.run.action_layer import ActionLayer
 from little_loops.run.children import Branch
 from little_loops.run.context import RunContext
 from little_loops.run.gate import GATE, Terminated
 from little_loops.run.session import RunSession
-from little_loops.run.steps import Finish, StepPipeline, StepResult, remember
+from little_loops.run.steps import Finish, StepPipeline, StepResult, remember, run_end
 from little_loops.run.subloop import ChildEnd
 from little_loops.templates.interpolate import resolve_context
 
@@ -243,31 +240,11 @@ class ActionBranch:
             result = self.steps.run(1, self.state)
             self._remember(result)
             raise self._end_at_terminal(result)
-        except Finish as end:
-            return self._finish(end.outcome, end.final_state, end.error)
-        except Suspended as waiting:  # (an action asks nothing; kept as a run would)
-            p.pending = list(waiting.pending)
-            shown = ", ".join(q.id for q in p.pending)
-            why = f"waiting for an answer to {shown}"
-            return self._finish("suspended", p.current, why, EXIT_SUSPENDED)
-        except RecordError as exc:
-            return self._finish("interrupted", p.current, exc.message, EXIT_RUN_ERROR)
-        except LoopError as exc:
-            return self._finish("error", p.current, exc.message)
-        except KeyboardInterrupt:
-            return self._finish("interrupted", p.current, "interrupted (SIGINT)", EXIT_INTERRUPTED)
-        except Terminated:
-            return self._finish("interrupted", p.current, "terminated (SIGTERM)", EXIT_TERMINATED)
-        except OSError as exc:  # the machine said no (a full disk): freed, the run resumes
-            return self._finish("interrupted", p.current, _os_error(exc), EXIT_RUN_ERROR)
-        except Exception as exc:  # a bug in ll: recorded as ended in error, never "running"
-            from little_loops.crash import one_line
-
-            report = session.crash_report(exc)
-            message = f"internal error (a bug in ll): {one_line(exc)}"
-            if report is not None:
-                message += f"; crash report: {report}"
-            return self._finish("error", p.current, message, EXIT_INTERNAL)
+        except BaseException as exc:
+            end = run_end(exc, p, self.session)
+            if end is None:
+                raise
+            return self._finish(*end)
         finally:
             self.steps.close()
             session.close()
@@ -327,7 +304,3 @@ class ActionBranch:
             error=result.error,
             via_terminal=at_terminal,
         )
-
-
-def _os_error(exc: OSError) -> str:
-    return cannot("write", os.fsdecode(exc.filename), exc) if exc.filename else str(exc)

@@ -14,13 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from little_loops.errors import (
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    EXIT_RUN_ERROR,
     EXIT_SUSPENDED,
-    EXIT_TERMINATED,
     LoopError,
-    RecordError,
 )
 from little_loops.model import router
 from little_loops.model.loop import (
@@ -35,7 +30,6 @@ from little_loops.model.progress import (
     RunResult,
     SavedOptions,
 )
-from little_loops.model.question import Suspended
 from little_loops.model.records import replace
 from little_loops.record import events as ev
 from little_loops.record.events import Listener
@@ -47,7 +41,6 @@ from little_loops.record.secrets import (
 from little_loops.record.store import (
     RUNS,
     RunDir,
-    cannot,
     new_run_id,
     process_start,
 )
@@ -75,6 +68,7 @@ from little_loops.run.steps import (
     StepPipeline,
     StepResult,
     remember,
+    run_end,
 )
 from little_loops.run.subloop import Parent
 from little_loops.templates.interpolate import resolve_context
@@ -300,31 +294,11 @@ class Runner:
                 why = self.pause() if self.pause is not None else None
                 if why:
                     return self._finish("interrupted", p.current, why, EXIT_SUSPENDED)
-        except Finish as end:
-            return self._finish(end.outcome, end.final_state, end.error)
-        except Suspended as waiting:  # a question (here, in a child or a fork's branch) waits
-            p.pending = list(waiting.pending)  # every question the tree below waits on
-            shown = ", ".join(q.id for q in p.pending)
-            why = f"waiting for an answer to {shown}"
-            return self._finish("suspended", p.current, why, EXIT_SUSPENDED)
-        except RecordError as exc:  # a file of the run cannot be read: repaired, it resumes
-            return self._finish("interrupted", p.current, exc.message, EXIT_RUN_ERROR)
-        except LoopError as exc:
-            return self._finish("error", p.current, exc.message)
-        except KeyboardInterrupt:
-            return self._finish("interrupted", p.current, "interrupted (SIGINT)", EXIT_INTERRUPTED)
-        except Terminated:
-            return self._finish("interrupted", p.current, "terminated (SIGTERM)", EXIT_TERMINATED)
-        except OSError as exc:  # the machine said no (a full disk): freed, the run resumes
-            return self._finish("interrupted", p.current, _os_error(exc), EXIT_RUN_ERROR)
-        except Exception as exc:  # a bug in ll: recorded as ended in error, never "running"
-            from little_loops.crash import one_line
-
-            report = self.session.crash_report(exc)
-            message = f"internal error (a bug in ll): {one_line(exc)}"
-            if report is not None:
-                message += f"; crash report: {report}"
-            return self._finish("error", p.current, message, EXIT_INTERNAL)
+        except BaseException as exc:
+            end = run_end(exc, p, self.session)
+            if end is None:
+                raise
+            return self._finish(*end)
         finally:
             self.steps.close()
             self.session.close()
@@ -468,7 +442,3 @@ class Runner:
         return self.session.end(
             self.progress, self.run_dir.root, outcome, final_state, error, exit_code
         )
-
-
-def _os_error(exc: OSError) -> str:
-    return cannot("write", os.fsdecode(exc.filename), exc) if exc.filename else str(exc)

@@ -11,10 +11,20 @@ retries, and its small helpers (`output_record`, `retry_delay`) are imported fro
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from little_loops import actions
+from little_loops.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_RUN_ERROR,
+    EXIT_SUSPENDED,
+    EXIT_TERMINATED,
+    LoopError,
+    RecordError,
+)
 from little_loops.evaluators import (
     EvalInput,
     evaluate,
@@ -33,12 +43,13 @@ from little_loops.model.progress import (
     Progress,
     RunOptions,
 )
+from little_loops.model.question import Suspended
 from little_loops.model.records import record, replace
 from little_loops.record import events as ev
 from little_loops.record.secrets import RedactingStream
-from little_loops.record.store import LogSegment
+from little_loops.record.store import LogSegment, cannot
 from little_loops.run.action_layer import ActionLayer
-from little_loops.run.gate import GATE
+from little_loops.run.gate import GATE, Terminated
 from little_loops.run.session import RunSession
 from little_loops.run.step_scope import StepScope
 from little_loops.templates.interpolate import program_keys
@@ -420,6 +431,42 @@ class StepPipeline:
         # no /proc/self/task; the root sweeps once more at its end whatever ran.
         if judged or self.root:
             self.actions.kill_orphans()
+
+
+def run_end(
+    exc: BaseException, p: Progress, session: RunSession
+) -> tuple[str, str, str | None, int | None] | None:
+    """How a run (or an action branch) ends when `exc` stops it: the outcome, final state,
+    error and exit code its `_finish` records; None for what is no end of a run (raise it)."""
+    if isinstance(exc, Finish):
+        return exc.outcome, exc.final_state, exc.error, None
+    if isinstance(exc, Suspended):  # a question (here, in a child or a fork's branch) waits
+        p.pending = list(exc.pending)  # every question the tree below waits on
+        shown = ", ".join(q.id for q in p.pending)
+        return "suspended", p.current, f"waiting for an answer to {shown}", EXIT_SUSPENDED
+    if isinstance(exc, RecordError):  # a file of the run cannot be read: repaired, it resumes
+        return "interrupted", p.current, exc.message, EXIT_RUN_ERROR
+    if isinstance(exc, LoopError):
+        return "error", p.current, exc.message, None
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", p.current, "interrupted (SIGINT)", EXIT_INTERRUPTED
+    if isinstance(exc, Terminated):
+        return "interrupted", p.current, "terminated (SIGTERM)", EXIT_TERMINATED
+    if isinstance(exc, OSError):  # the machine said no (a full disk): freed, the run resumes
+        return "interrupted", p.current, _os_error(exc), EXIT_RUN_ERROR
+    if isinstance(exc, Exception):  # a bug in ll: recorded as ended in error, never "running"
+        from little_loops.crash import one_line
+
+        report = session.crash_report(exc)
+        message = f"internal error (a bug in ll): {one_line(exc)}"
+        if report is not None:
+            message += f"; crash report: {report}"
+        return "error", p.current, message, EXIT_INTERNAL
+    return None
+
+
+def _os_error(exc: OSError) -> str:
+    return cannot("write", os.fsdecode(exc.filename), exc) if exc.filename else str(exc)
 
 
 def remember(p: Progress, session: RunSession, step: int, state: State, result: StepResult) -> None:
