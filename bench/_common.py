@@ -1,10 +1,13 @@
-"""What every benchmark script shares: the machine line and writing its section of the docs."""
+"""What every benchmark script shares: the machine line, writing its section of the docs, and
+counting a process's instructions."""
 
 from __future__ import annotations
 
 import os
 import platform
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
@@ -37,3 +40,23 @@ def write_section(heading: str, body: str) -> None:
         text = text.rstrip("\n") + "\n\n" + section
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text(text)
+
+
+def instructions(
+    argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> int | None:
+    """The instructions one run of `argv` executes (valgrind's callgrind, the process alone),
+    which the machine's load does not move; None without valgrind or without a count."""
+    if shutil.which("valgrind") is None:
+        return None
+    err = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    ).stderr
+    found = re.search(r"Collected : (\d+)", err)
+    return int(found.group(1)) if found else None

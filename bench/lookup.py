@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
-from _common import DOC, machine, write_section  # noqa: E402
+from _common import DOC, instructions, machine, write_section  # noqa: E402
 
 LOOP = "name: two\ninitial: a\nstates:\n  a: {action: 'true', next: b}\n  b: {terminal: true}\n"
 LL = [sys.executable, "-m", "little_loops"]
@@ -100,22 +99,6 @@ def in_process(base: Path, repeat: int) -> tuple[float, float]:
     return found, listed
 
 
-def instructions(argv: list[str], cwd: Path) -> float | None:
-    """Millions of instructions of one process (callgrind); None without valgrind."""
-    if shutil.which("valgrind") is None:
-        return None
-    err = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
-        cwd=cwd,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stderr
-    found = re.search(r"Collected : (\d+)", err)
-    return int(found.group(1)) / 1e6 if found else None
-
-
 def measure(counts: list[int], repeat: int, count: bool) -> list[dict[str, Any]]:
     rows = []
     for n in counts:
@@ -135,7 +118,8 @@ def measure(counts: list[int], repeat: int, count: bool) -> list[dict[str, Any]]
             ):
                 row[key], row[f"{key}_wall"] = timed(argv, base, repeat)
             row["find"], row["list_text"] = in_process(base, repeat)
-            row["ir"] = instructions([*LL, "status"], base) if count else None
+            counted = instructions([*LL, "status"], cwd=base, env=ENV) if count else None
+            row["ir"] = None if counted is None else counted / 1e6
             rows.append(row)
         finally:
             shutil.rmtree(base)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
-from _common import machine  # noqa: E402
+from _common import instructions, machine  # noqa: E402
 
 TARGET_S = 0.1
 LOOP = "name: two\ninitial: a\nstates:\n  a: {action: 'true', next: b}\n  b: {terminal: true}\n"
@@ -60,20 +59,10 @@ def cpu(argv: list[str], cwd: Path, repeat: int, env: dict[str, str] | None = No
     return best
 
 
-def instructions(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> float | None:
-    """Millions of instructions the process executes (callgrind); None without valgrind."""
-    if shutil.which("valgrind") is None:
-        return None
-    err = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
-        cwd=cwd,
-        env=env or ENV,
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stderr
-    found = re.search(r"Collected : (\d+)", err)
-    return int(found.group(1)) / 1e6 if found else None
+def millions(argv: list[str], cwd: Path, env: dict[str, str] | None) -> float | None:
+    """Millions of instructions the process executes (`_common.instructions`)."""
+    counted = instructions(argv, cwd=cwd, env=env or ENV)
+    return None if counted is None else counted / 1e6
 
 
 def importtime(py: str, ll: list[str], cwd: Path, repeat: int, top: int) -> list[str]:
@@ -141,7 +130,7 @@ def measure(
             label,
             cpu(argv, where, repeat, env),
             kind,
-            instructions(argv, where, env) if count else None,
+            millions(argv, where, env) if count else None,
         )
         for label, argv, kind, env in commands
     ]

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
 import resource
 import shutil
 import statistics
@@ -36,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
-from _common import machine, write_section  # noqa: E402
+from _common import instructions, machine, write_section  # noqa: E402
 
 WORDS = ["check", "fix", "lint", "test", "build", "review", "deploy", "format", "draft", "judge"]
 
@@ -84,20 +83,12 @@ def median_times(argv: list[str], repeat: int, env: dict[str, str]) -> tuple[flo
     return statistics.median(walls), statistics.median(cpus)
 
 
-def instructions(argv: list[str], env: dict[str, str]) -> int:
+def counted(argv: list[str], env: dict[str, str]) -> int:
     """The instructions of one run (caches warm), counted by valgrind's callgrind."""
-    proc = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        check=False,
-    )
-    found = re.search(r"Collected : (\d+)", proc.stderr)
+    found = instructions(argv, env=env)
     if found is None:
-        raise SystemExit(f"valgrind printed no count:\n{proc.stderr[-2000:]}")
-    return int(found.group(1))
+        raise SystemExit(f"valgrind counted nothing for {' '.join(argv)}")
+    return found
 
 
 Times = tuple[float, float]
@@ -118,7 +109,7 @@ def measure(sizes: list[int], repeat: int, count_instructions: bool) -> list[Row
                 argv = [sys.executable, "-m", "little_loops", "validate", str(path)]
                 times.append(median_times(argv, repeat, env))
                 if count_instructions:
-                    counts.append(instructions(argv, env))
+                    counts.append(counted(argv, env))
             (right, right_cpu), (wrong, wrong_cpu) = times
             both = (counts[0], counts[1]) if counts else None
             out.append((count, times[0], times[1], both))
