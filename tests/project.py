@@ -238,6 +238,28 @@ def copy_checkout(dest: Path, source: Path = REPO) -> None:
         shutil.copy2(path, target, follow_symlinks=False)
 
 
+def held_after_a_childs_end(argv: list[str], cwd: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`ll run ... --json` (`argv`) writing into a 4 KiB pipe that is read up to a child run's
+    `loop_complete` and then no further: `ll` blocks on its next large write, between the
+    child's end and its caller's record of it. The process and the pipe's read end (close it
+    after killing the process)."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)
+    proc = subprocess.Popen(
+        argv, cwd=cwd, stdout=write_end, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    os.close(write_end)
+    line = b""
+    while True:
+        chunk = os.read(read_end, 1)
+        assert chunk, "ll ended early"
+        line += chunk
+        if chunk == b"\n":
+            if b'"event":"loop_complete"' in line and b'"path"' in line:
+                return proc, read_end
+            line = b""
+
+
 def fork_journal(fork: Path) -> dict[str, dict[str, Any]]:
     """A fork's journal of action branches (`branches.jsonl`) by key, read as plain JSON lines
     (not through `ll`'s reader): a later entry wins, a torn line (a kill mid-write) is skipped."""

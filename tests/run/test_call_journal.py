@@ -6,7 +6,6 @@ child's end reads the child back, whichever layout holds it (runs an older `ll` 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -16,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from project import Project
+from project import Project, held_after_a_childs_end
 
 from little_loops.record.events import CALLS, ENCODE, read_journal
 from little_loops.record.outputs import Outputs
@@ -213,24 +212,7 @@ def _kill_after_the_childs_end(project: Project) -> Path:
     journal line, before the caller's step is recorded; kill it there."""
     project.write("leaf.yaml", PADDED_LEAF.replace("PADDING", "x" * 6000))
     project.write("boss.yaml", AFTER)
-    read_end, write_end = os.pipe()
-    fcntl.fcntl(write_end, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)
-    proc = subprocess.Popen(
-        [*LL, "run", "boss.yaml", "--json"],
-        cwd=project.path,
-        stdout=write_end,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    os.close(write_end)
-    line = b""
-    while True:
-        chunk = os.read(read_end, 1)
-        assert chunk, "ll ended early"
-        line += chunk
-        if chunk == b"\n":
-            if b'"event":"loop_complete"' in line and b'"path"' in line:
-                break
-            line = b""
+    proc, read_end = held_after_a_childs_end([*LL, "run", "boss.yaml", "--json"], project.path)
     run = the_run(project.path)
     _wait(lambda: bool(read_journal(run, CALLS)), proc)
     time.sleep(0.3)

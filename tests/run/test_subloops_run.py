@@ -4,7 +4,6 @@ deadlines and secrets, rolls costs up, and resumes as a tree after `kill -9`."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from project import Project
+from project import Project, held_after_a_childs_end
 
 from little_loops.actions import ActionRequest, ActionResult
 from little_loops.load.loader import load
@@ -615,27 +614,10 @@ def test_kill_9_between_the_childs_end_and_the_parents_record(
     """The child's end is written, the parent's step is not: the child is read back, not run."""
     parent, log, gate = _kill_setup(tmp_path)
     gate.touch()
-    read_end, write_end = os.pipe()
-    fcntl.fcntl(write_end, getattr(fcntl, "F_SETPIPE_SZ", 1031), 4096)
-    proc = subprocess.Popen(
-        [*LL, "run", str(parent), "--json"],
-        cwd=tmp_path,
-        stdout=write_end,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    os.close(write_end)
     # Read the event stream up to the child's loop_complete, then stop reading: `ll` blocks
     # writing the parent's child_complete, which the child's padded outputs make larger
     # than the pipe.
-    line = b""
-    while True:
-        chunk = os.read(read_end, 1)
-        assert chunk, "ll ended early"
-        line += chunk
-        if chunk == b"\n":
-            if b'"event":"loop_complete"' in line and b'"path"' in line:
-                break
-            line = b""
+    proc, read_end = held_after_a_childs_end([*LL, "run", str(parent), "--json"], tmp_path)
     root = run_root(tmp_path)
     sub = root / "sub" / "0002-work"
     _wait(lambda: state(sub)["status"] == "finished", proc)
