@@ -41,9 +41,15 @@ class Diagnostic:
     def __init__(
         self, file: str, line: int, col: int, severity: Severity, code: str, message: str
     ) -> None:
-        self.__dict__.update(
-            file=file, line=line, col=col, severity=severity, code=code, message=message
-        )
+        # One store a field (not `update(**fields)`, which builds a dict first): a file with
+        # thousands of wrong names makes thousands of these.
+        fields = self.__dict__
+        fields["file"] = file
+        fields["line"] = line
+        fields["col"] = col
+        fields["severity"] = severity
+        fields["code"] = code
+        fields["message"] = message
 
     def _key(self) -> tuple[str, int, int, str, str, str]:
         return (self.file, self.line, self.col, self.severity, self.code, self.message)

@@ -53,7 +53,9 @@ names), and a compiled dependency for one message is a cost too.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections import Counter
+from operator import itemgetter
 
 TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
 if TYPE_CHECKING:
@@ -159,7 +161,7 @@ class _Index:
         # For each length n and place i, the options of length n with their character at i
         # deleted, to the option giving that text (of several, the one sorting last: the names
         # are sorted). Made for a length when a word first needs it.
-        self.cut: dict[int, tuple[list[dict[str, str]], dict[str, str]]] = {}
+        self.cut: dict[int, list[dict[str, str]]] = {}
         self._deletions: dict[str, str | list[str]] | None = None
         # Built when first needed: three-letter runs to the options holding them (the first
         # guess when no option is one deleted character away), the options of each length, how
@@ -210,60 +212,73 @@ class _Index:
             self._deletions = deletions
         return self._deletions
 
-    def _cut(self, n: int) -> tuple[list[dict[str, str]], dict[str, str]]:
-        """For each place i, the options of length `n` with the character at i deleted, each to
-        the option sorting last of those giving that text; and every such text of any place (to
-        one of its options: a quick no for the texts no option of length `n` gives)."""
-        cut = self.cut.get(n)
-        if cut is None:
-            if self.by_length is None:
-                self.by_length = {}
-                for name in self.names:
-                    self.by_length.setdefault(len(name), []).append(name)
-            names = self.by_length.get(n, [])
-            places = [{name[:i] + name[i + 1 :]: name for name in names} for i in range(n)]
-            every: dict[str, str] = {}
-            for place in places:
-                every.update(place)
-            cut = self.cut[n] = (places, every)
-        return cut
+    def _places(self, n: int) -> list[dict[str, str]]:
+        """For each place i, the options of length `n` with their character at i deleted, each
+        text to the option sorting last of those giving it (the names are sorted, and a dict
+        keeps the last value given for a key). Made in C: a slice of every name at once."""
+        places = self.cut.get(n)
+        if places is None:
+            names = self._of_length().get(n, [])
+            places = self.cut[n] = [
+                dict(
+                    zip(
+                        map(_add, map(_Get(slice(i)), names), map(_Get(slice(i + 1, None)), names)),
+                        names,
+                        strict=True,
+                    )
+                )
+                for i in range(n)
+            ]
+        return places
+
+    def _of_length(self) -> dict[int, list[str]]:
+        """The options of each length, each list sorted."""
+        if self.by_length is None:
+            self.by_length = {
+                n: list(names) for n, names in itertools.groupby(sorted(self.names, key=len), len)
+            }
+        return self.by_length
 
     def _slip(self, word: str, cutoff: float) -> str | None:
         """The option one slip away, by lookups alone. The kinds of slip, by how many characters
         the option shares with the word (most first; of one kind the option sorting last): a
         character the word left out (the word is the option with one deleted), one it added (the
-        word with one deleted is an option), one it replaced or two neighbours it swapped."""
+        word with one deleted is an option), one it replaced or two neighbours it swapped.
+
+        Each kind is a few calls that loop in C (`map` over the tables of each place), not a
+        loop in Python over the word's characters."""
         size = len(word)
-        if word in self.known:
+        known = self.known
+        if word in known:
             return word
         if 2.0 * size / (2 * size + 1) < cutoff:
             return None
-        places, every = self._cut(size + 1)
-        if word in every:
-            return max(place[word] for place in places if word in place)
+        # Left out: an option of one more character with the one at i deleted is the word.
+        cut = self.cut
+        longer = cut.get(size + 1) or self._places(size + 1)
+        found = list(filter(None, map(_get, longer, itertools.repeat(word))))
+        if found:
+            return max(found)
         if 2.0 * (size - 1) / (2 * size - 1) < cutoff:
             return None
-        deleted = [word[:i] + word[i + 1 :] for i in range(size)]
-        known = self.known
+        deleted = _deletions(word)
         shorter = known.intersection(deleted)
         if shorter:
             return max(shorter)
         if (size - 1) / size < cutoff:
             return None
-        places, every = self._cut(size)
-        same = []
-        for i in [i for i, text in enumerate(deleted) if text in every]:
-            text = deleted[i]
-            found = places[i].get(text)
-            if found is not None:
-                same.append(found)  # the last sorted of the options replacing place i
-            # Two neighbours swapped at i: such an option with place i + 1 deleted is the word
-            # with place i deleted. Some option is, before the swap is made and looked for.
-            if i + 1 < size and text in places[i + 1] and word[i] != word[i + 1]:
+        # Replaced at i: an option of the same length with the character at i deleted is the
+        # word with it deleted.
+        places = cut.get(size) or self._places(size)
+        found = list(filter(None, map(_get, places, deleted)))
+        # Two neighbours swapped at i: such an option with place i + 1 deleted is the word
+        # with place i deleted. Some option is, before the swap is made and looked for.
+        for i in itertools.compress(range(size - 1), map(_has, places[1:], deleted)):
+            if word[i] != word[i + 1]:
                 swapped = word[:i] + word[i + 1] + word[i] + word[i + 2 :]
                 if swapped in known:
-                    same.append(swapped)
-        return max(same) if same else None
+                    found.append(swapped)
+        return max(found) if found else None
 
     def closest(self, word: str, cutoff: float) -> str | None:
         """The option one slip away, or difflib's answer, found once for each word and cutoff."""
@@ -398,11 +413,7 @@ class _Index:
         """The options of length `n` holding `pair`: "00" is at least two zeros."""
         asked = (n, pair)
         if asked not in self.holding:
-            if self.by_length is None:
-                self.by_length = {}
-                for name in self.names:
-                    self.by_length.setdefault(len(name), []).append(name)
-            names = self.by_length[n]
+            names = self._of_length()[n]
             char, count = pair[0], len(pair)
             if count == 1:
                 self.holding[asked] = frozenset([name for name in names if char in name])
@@ -507,9 +518,35 @@ def _pairs(text: str) -> frozenset[str]:
 
 def _deleted(text: str) -> set[str]:
     """`text`, and `text` with any one of its characters deleted."""
-    texts = {text[:i] + text[i + 1 :] for i in range(len(text))}
+    texts = set(_deletions(text))
     texts.add(text)
     return texts
+
+
+# The loops of `_slip` and `_places`, run in C: a string's slices by `itemgetter`, joined by
+# `map(_add, ...)`; a table of each place probed by `map(_get, tables, texts)`.
+_add = operator.add  # not str.__add__, whose calls go through a slower wrapper
+_get = dict.get
+_has = dict.__contains__
+_Get = itemgetter
+
+# For a length n, two getters: a text's n heads (text[:i]) and its n tails (text[i + 1:]).
+_CUTS: dict[int, tuple[Callable[[str], tuple[str, ...]], Callable[[str], tuple[str, ...]]]] = {}
+
+
+def _deletions(text: str) -> list[str]:
+    """`text` with its character at i deleted, for each place i in turn."""
+    n = len(text)
+    cuts = _CUTS.get(n)
+    if cuts is None:
+        if n < 2:  # one slice: itemgetter would give it alone, not in a tuple
+            return [""] if n else []
+        cuts = _CUTS[n] = (
+            itemgetter(*[slice(i) for i in range(n)]),
+            itemgetter(*[slice(i + 1, None) for i in range(n)]),
+        )
+    heads, tails = cuts
+    return list(map(_add, heads(text), tails(text)))
 
 
 def _grams(text: str) -> set[str]:

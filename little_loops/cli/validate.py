@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable
+from operator import attrgetter
 
 from little_loops.errors import (
     EXIT_SUCCESS,
@@ -33,24 +35,29 @@ def validate_files(files: Iterable[str], *, strict: bool, fmt: str, out: TextIO)
             diagnostics = sorted(
                 diagnostics + stops(loop, file), key=lambda d: (d.line, d.col, d.message)
             )
-        if sum(_UPSTREAM_NAME in d.message for d in diagnostics) >= 2:
+        messages = map(_MESSAGE, diagnostics)
+        if sum(map(str.__contains__, messages, itertools.repeat(_UPSTREAM_NAME))) >= 2:
             upstream.add(file)
         found += diagnostics
     failing = {"error", "warning"} if strict else {"error"}
     code = EXIT_USAGE if any(d.severity in failing for d in found) else EXIT_SUCCESS
     if fmt == "json":
         out.write(json.dumps([d.to_dict() for d in found], indent=2) + "\n")
-    else:
-        told: set[str] = set()
-        for d in found:
-            if d.file in upstream and d.file not in told:
-                told.add(d.file)
-                out.write(
-                    f"{d.file}: this looks like an upstream little-loops file; "
-                    f"`ll migrate {d.file}` converts it\n"
-                )
-            out.write(d.format() + "\n")
+    elif found:
+        # One write of every line: thousands of lines (a file of many wrong names) written one
+        # by one cost as much as finding them.
+        lines = list(map(Diagnostic.format, found))
+        for file in upstream:  # a note before the file's first line
+            first = next(at for at, d in enumerate(found) if d.file == file)
+            lines[first] = (
+                f"{file}: this looks like an upstream little-loops file; "
+                f"`ll migrate {file}` converts it\n{lines[first]}"
+            )
+        out.write("\n".join(lines) + "\n")
     return code
+
+
+_MESSAGE = attrgetter("message")
 
 
 # How hints.upstream_key words a key of upstream little-loops; two of them make a file upstream's.
