@@ -489,3 +489,76 @@ def test_words_of_200_characters_and_more_are_scored_by_difflib_itself() -> None
         cutoffs = (0.6, 0.9)
         mine = [closest(word, names, cutoff) for cutoff in cutoffs]
         assert mine == expected_at(word, names, cutoffs)
+
+
+class _Writes:
+    """A text stream that keeps each write."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+
+def test_ll_validate_prints_every_error_in_order_in_one_write(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Stop 35: thousands of "did you mean" lines went out one write each, which cost as much as
+    # finding them. Every line is still there, in file and line order, once; the exit code is 2.
+    names = numbered(120)
+    for file, count in (("b.yaml", 60), ("a.yaml", 120)):
+        lines = [f"name: {file[0]}\ninitial: {names[0]}\non_error: done\nstates:"]
+        for i, name in enumerate(names[:count]):
+            target = names[i + 1] if i + 1 < count else "done"
+            lines.append(f"  {name}: {{action: 'true', next: {target[::-1]}}}")
+        lines.append("  done: {terminal: true}\n")
+        project.write(file, "\n".join(lines))
+    result = project.ll("validate", "b.yaml", "a.yaml")
+    assert result.returncode == 2, result.stderr
+    printed = result.stdout.splitlines()
+    assert len(printed) == 60 + 120
+    expected = [
+        f"{file}:{i + 5}:{len(name) + 28}: error: state '{name}' has 'next' naming unknown "
+        f"state '{target[::-1]}'{did_you_mean(target[::-1], [*names[:count], 'done'])}"
+        for file, count in (("b.yaml", 60), ("a.yaml", 120))
+        for i, (name, target) in enumerate(
+            zip(names[:count], [*names[1:count], "done"], strict=True)
+        )
+    ]
+    assert printed == expected
+    # One write of all of them, the same text.
+    from little_loops.cli.validate import validate_files
+
+    out = _Writes()
+    code = validate_files(
+        [str(project.path / "b.yaml"), str(project.path / "a.yaml")],
+        strict=False,
+        fmt="text",
+        out=out,  # type: ignore[arg-type]
+    )
+    assert code == 2
+    assert len(out.writes) == 1
+    assert out.writes[0].splitlines() == [
+        line.replace("b.yaml", str(project.path / "b.yaml")).replace(
+            "a.yaml", str(project.path / "a.yaml")
+        )
+        for line in expected
+    ]
+
+
+def test_diagnostics_are_sorted_said_once_and_printable() -> None:
+    from little_loops.errors import Diagnostic
+    from little_loops.load.source import sorted_diagnostics
+
+    a = Diagnostic("f.yaml", 3, 1, "error", "x", "third")
+    b = Diagnostic("f.yaml", 1, 5, "warning", "y", "first\nline")
+    c = Diagnostic("e.yaml", 9, 1, "error", "z", "other file")
+    same = Diagnostic("f.yaml", 3, 1, "error", "x", "third")
+    assert sorted_diagnostics([a, b, same, c, a]) == [
+        c,
+        Diagnostic("f.yaml", 1, 5, "warning", "y", "first\\nline"),
+        a,
+    ]
+    assert sorted_diagnostics([]) == []
