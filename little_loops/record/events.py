@@ -560,6 +560,90 @@ def parse(raw: Json) -> RunEvent:
 # -- sinks and the emitter -----------------------------------------------------------------
 
 
+# -- an event's line, straight from its record ----------------------------------------------
+
+# json's own string encoder (the C one where there is one): what `ENCODE` uses for each string,
+# so a line made here is the text `ENCODE` gives the wire dict, byte for byte.
+_STR: Callable[[str], str] = json.encoder.encode_basestring
+_INT_REPR = int.__repr__
+
+
+def _value(value: Any) -> str:
+    """One JSON value, as `ENCODE` writes it inside an object."""
+    kind = value.__class__
+    if kind is str:
+        return _STR(value)
+    if kind is int:
+        return _INT_REPR(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return ENCODE(value)  # a float, a list, an object, a tuple (an array), a subclass
+
+
+if TYPE_CHECKING:
+    _Writer = Callable[[dict[str, Any], str, str], str]
+# A value of a field typed `str` or `int`, written without a call where it has that type.
+_INLINE = {
+    "str": "(_STR(x) if x.__class__ is str else _value(x))",
+    "int": "(_INT_REPR(x) if x.__class__ is int else _value(x))",
+    "bool": "('true' if x is True else 'false' if x is False else _value(x))",
+}
+# The line writer of each event class, made at its first `send`. A class with a wire form of
+# its own (`UnknownEvent`) has none: it goes through its wire dict.
+_LINE_WRITERS: dict[type[RunEvent], _Writer] = {}
+
+
+def _line_writer(cls: type[RunEvent]) -> _Writer | None:
+    """A function (record's attributes, its stamp JSON-encoded, its run id JSON-encoded) ->
+    the event's line: `ENCODE` of the wire dict `Emitter.wire` builds, the same keys in the
+    same order, written from constant key texts. Made from the class's own fields with
+    `compile`, as `model/records.py` makes `__init__`s: no name in the text comes from
+    outside the class definitions (each key is JSON-encoded and given as a constant)."""
+    if cls.payload is not RunEvent.payload or cls.name is not RunEvent.name:
+        return None
+    consts: dict[str, Any] = {"_value": _value, "_STR": _STR, "_INT_REPR": _INT_REPR}
+    head = "{" + _STR("event") + ":" + _STR(cls.NAME) + "," + _STR("ts") + ":"
+    consts["_k_head"] = head
+    consts["_k_run"] = "," + _STR("run_id") + ":"
+    consts["_k_step"] = "," + _STR("step") + ":"
+    consts["_k_state"] = "," + _STR("state") + ":"
+    body = [
+        "def _write(v, ts, run_id):",
+        "    out = _k_head + ts + _k_run + run_id",
+        "    x = v['step']",
+        "    if x is not None:",
+        f"        out += _k_step + {_INLINE['int']}",
+        "    x = v['state']",
+        "    if x is not None:",
+        f"        out += _k_state + {_INLINE['str']}",
+    ]
+    hints = {f.name: str(f.type).removesuffix(" | None") for f in fields(cls)}
+    for n, spec in enumerate(_specs(cls)):
+        key = f"_k{n}"
+        consts[key] = "," + _STR(spec.wire) + ":"
+        if spec.details:
+            value = "_value(x.to_json())"
+        else:
+            value = _INLINE.get(hints[spec.attr], "_value(x)")
+        body.append(f"    x = v[{spec.attr!r}]")
+        if spec.optional:
+            body += ["    if x is not None:", f"        out += {key} + {value}"]
+        elif spec.details:
+            body.append(f"    out += {key} + ('null' if x is None else {value})")
+        else:
+            body.append(f"    out += {key} + {value}")
+    body.append("    return out + '}'")
+    code = compile("\n".join(body) + "\n", f"<line writer of {cls.__name__}>", "exec")
+    exec(code, consts)  # the text above: the class's own field names, keys as constants
+    writer: _Writer = consts["_write"]
+    _LINE_WRITERS[cls] = writer
+    return writer
+
+
 class JsonlSink:
     """Appends one JSON object a line.
 
@@ -603,6 +687,16 @@ class JsonlSink:
             # Bytes that are not UTF-8 (an environment value, a file name): JSON escapes.
             self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
 
+    def line(self, text: str) -> bool:
+        """Append `text`, an event's line made by `Emitter.send` (the same text `ENCODE`
+        gives its wire dict); False, nothing written, where it cannot be written as UTF-8
+        (the caller then hands over the wire dict, which is written JSON-escaped)."""
+        try:
+            self._file.write(text + "\n")
+        except UnicodeEncodeError:
+            return False
+        return True
+
     def flush(self) -> None:
         try:
             self._file.flush()
@@ -640,6 +734,14 @@ class Emitter:
         self._clock = clock
         # The listeners each event name is handed to (`listens_to`), found at its first emit.
         self._by_name: dict[str, list[Listener]] = {}
+        self._run_id_json = _STR(run_id)
+        # Where the one sink takes a line (`JsonlSink.line`: a run's events.jsonl) and nothing
+        # is redacted, `send` writes lines; else wire dicts.
+        self._line: Callable[[str], bool] | None = (
+            getattr(self.sinks[0], "line", None)
+            if redact is None and len(self.sinks) == 1
+            else None
+        )
 
     def emit(
         self,
@@ -681,9 +783,39 @@ class Emitter:
                 listener(record)
         return event
 
-    def send(self, event: RunEvent) -> Event:
-        """Emit a typed event: the same line as `emit(event.name, event.payload(), ...)`,
-        its wire dict built in one pass from the record's attributes (five events a step)."""
+    def _hand_on(self, name: str, typed: RunEvent, ts: str) -> None:
+        """`typed`, stamped, to the listeners that use `name` (its line is written)."""
+        listeners = self._by_name.get(name)
+        if listeners is None:
+            listeners = self._by_name[name] = [one for one in self.listeners if _listens(one, name)]
+        if listeners:
+            record = _stamped(typed, ts, self.run_id)
+            for listener in listeners:
+                listener(record)
+
+    def send(self, event: RunEvent) -> None:
+        """Emit a typed event: the same line as `emit(event.name, event.payload(), ...)`.
+
+        Where nothing is redacted, the event has no `extra` fields and every sink takes a
+        line (a run's events.jsonl), the line is made straight from the record's attributes
+        by a function made once for its class (`_line_writer`): no wire dict, and no JSON
+        encoder call for its plain values (five events a step)."""
+        line = self._line
+        if line is not None and not event.__dict__["extra"]:
+            cls = event.__class__
+            writer = _LINE_WRITERS.get(cls) or _line_writer(cls)
+            if writer is not None:
+                ts = self._clock()
+                if line(writer(event.__dict__, _value(ts), self._run_id_json)):
+                    self._hand_on(cls.NAME, event, ts)
+                    return
+                # Not UTF-8 (a lone surrogate): nothing was written; the wire dict is, its
+                # text JSON-escaped.
+        self.wire(event)
+
+    def wire(self, event: RunEvent) -> Event:
+        """Emit a typed event through its wire dict, built in one pass from the record's
+        attributes; the dict written is returned."""
         cls = event.__class__
         plan = _PLANS.get(cls)
         if plan is None:

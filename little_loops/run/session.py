@@ -32,7 +32,6 @@ from little_loops.record import events as ev
 from little_loops.record import outputs as outputs_store
 from little_loops.record.events import (
     Emitter,
-    Event,
     JsonlSink,
     Listener,
     RunEvent,
@@ -153,9 +152,9 @@ class RunSession:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def emit(self, event: RunEvent) -> Event:
+    def emit(self, event: RunEvent) -> None:
         """Write a typed event (SPEC section 10) to the log and every listener."""
-        return self.emitter.send(event)
+        self.emitter.send(event)
 
     def flush(self) -> None:
         self.sink.flush()

@@ -389,13 +389,86 @@ def test_send_writes_the_same_line_as_emit(tmp_path: Path) -> None:
         (StateEnter(step=1, state="a"), None),
     ]
     for event, _ in events:
-        sent = by_name.send(event)
+        sent = by_name.wire(event)
         emitted = by_name.emit(event.name, event.payload(), step=event.step, state=event.state)
         assert ENCODE(sent) == ENCODE(emitted)
         assert ENCODE(sent) == ENCODE(event.to_dict() | {"ts": clock, "run_id": "r"})
-    assert by_name.send(Route(from_="a", to="b"))["from"] == "a"
-    assert "reason" not in by_name.send(Evaluate(verdict="success"))
-    assert by_name.send(LoopComplete())["error"] is None  # null on the wire, as always
+    assert by_name.wire(Route(from_="a", to="b"))["from"] == "a"
+    assert "reason" not in by_name.wire(Evaluate(verdict="success"))
+    assert by_name.wire(LoopComplete())["error"] is None  # null on the wire, as always
+
+
+_TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=12)
+_JSON: st.SearchStrategy[Json] = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+_BY_HINT: dict[str, st.SearchStrategy[Any]] = {
+    "str": _TEXT,
+    "bool": st.booleans(),
+    "int": st.integers(-(2**70), 2**70),
+    "float": st.floats(allow_nan=True, allow_infinity=True) | st.integers(-5, 5),
+    "Json": _JSON,
+    "Mapping[str, Json]": st.dictionaries(_TEXT, _JSON, max_size=3),
+    "Details": st.dictionaries(_TEXT, _JSON, max_size=3).map(lambda d: Details(d)),
+    "tuple[str, ...]": st.lists(_TEXT, max_size=3).map(tuple),
+}
+
+
+@st.composite
+def _typed_events(draw: st.DrawFn) -> RunEvent:
+    from dataclasses import fields as dataclass_fields
+
+    cls = draw(st.sampled_from([c for c in EVENT_TYPES.values() if c is not UnknownEvent]))
+    values: dict[str, Any] = {
+        "step": draw(st.none() | st.integers(0, 10**6)),
+        "state": draw(st.none() | _TEXT),
+    }
+    for f in dataclass_fields(cls):
+        hint = str(f.type)
+        if f.name in ("ts", "run_id", "step", "state", "extra"):
+            continue
+        strategy = _BY_HINT[hint.removesuffix(" | None")]
+        if hint.endswith(" | None"):
+            strategy = st.none() | strategy
+        values[f.name] = draw(strategy)
+    return cls(**values)
+
+
+@given(events=st.lists(_typed_events(), min_size=1, max_size=6), run_id=_TEXT)
+def test_a_runs_line_is_what_its_wire_dict_encodes_to(
+    tmp_path_factory: pytest.TempPathFactory, events: list[RunEvent], run_id: str
+) -> None:
+    """`send` writes each line straight from the record (no wire dict): byte for byte the
+    line `ENCODE` gives the wire dict, for every event type and any value its fields hold."""
+    folder = tmp_path_factory.mktemp("lines")
+    sink = JsonlSink(folder / "events.jsonl")
+    clock = "2026-01-01T00:00:00.000Z"
+    by_line = Emitter(run_id, [], sinks=[sink], clock=lambda: clock)
+    by_dict = Emitter(run_id, [], clock=lambda: clock)
+    for event in events:
+        by_line.send(event)
+    sink.close()
+    written = (folder / "events.jsonl").read_text(encoding="utf-8")
+    assert written == "".join(ENCODE(by_dict.wire(event)) + "\n" for event in events)
+
+
+def test_a_line_that_is_not_utf8_is_written_json_escaped(tmp_path: Path) -> None:
+    """A lone surrogate (bytes of a file name that are not UTF-8) cannot be written as
+    UTF-8: the event is written with JSON escapes instead, and the next one as usual."""
+    sink = JsonlSink(tmp_path / "events.jsonl")
+    emitter = Emitter("r", [], sinks=[sink])
+    emitter.send(StateEnter(step=1, state="bad\udcff"))
+    emitter.send(StateEnter(step=2, state="good"))
+    sink.close()
+    raw = (tmp_path / "events.jsonl").read_text(encoding="utf-8").split("\n")
+    assert '"state":"bad\\udcff"' in raw[0]
+    assert [e["state"] for e in read_events(tmp_path / "events.jsonl")] == ["bad\udcff", "good"]
 
 
 def test_parse_keeps_what_it_does_not_know_and_never_raises() -> None:
