@@ -75,20 +75,28 @@ def clock() -> float:
 CPU = False
 
 
-def floor(steps: int, cmd: str) -> float:
+def floor(steps: int, cmd: str, base: Path) -> float:
+    """The same command spawned bare `steps` times, from the same directory."""
     started = clock()
     for _ in range(steps):
-        subprocess.run(cmd, shell=True, check=False, capture_output=True)
+        subprocess.run(cmd, shell=True, check=False, capture_output=True, cwd=base)
     return clock() - started
 
 
 def run_loop(steps: int, base: Path, cmd: str) -> float:
+    """CPU (or wall) seconds of a run of `steps` steps in `base`, started from `base` as
+    `ll run` is started from a project: its actions run in the directory it was started in."""
     path = base / "print.yaml"
     path.write_text(LOOP.format(steps=steps, command=f"'{cmd}'"))
     loop = load(path)
-    started = clock()
-    result = Runner(loop, RunOptions(base_dir=base)).run()
-    elapsed = clock() - started
+    here = os.getcwd()
+    os.chdir(base)
+    try:
+        started = clock()
+        result = Runner(loop, RunOptions(base_dir=base)).run()
+        elapsed = clock() - started
+    finally:
+        os.chdir(here)
     assert result.outcome == "max_iterations", result
     assert result.steps == steps, result
     return elapsed
@@ -104,9 +112,9 @@ def measure(steps: int, repeat: int, where: Path) -> list[dict[str, float]]:
                 cmd = command(base, size)
                 short = run_loop(2, base, cmd)
                 half = (steps - 2) // 2
-                f = floor(half, cmd)
+                f = floor(half, cmd, base)
                 r = run_loop(steps, base, cmd) - short
-                f += floor(steps - 2 - half, cmd)
+                f += floor(steps - 2 - half, cmd, base)
             finally:
                 shutil.rmtree(base)
             floors.append(f / (steps - 2))

@@ -16,6 +16,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -43,6 +44,7 @@ EXIT_READS = 16  # chunks read at once per pipe when the child has exited (1 MiB
 DEFAULT_TAIL_BYTES = 1 << 20
 
 _DEVNULL: int | None = None
+_LINUX = sys.platform.startswith("linux")
 
 
 def _devnull() -> int:
@@ -312,15 +314,13 @@ def execute(
     try:
         # Watched before another thread's sweep could take it for an escaped orphan.
         with SPAWNING:
-            proc = subprocess.Popen(
+            proc = _start(
                 argv,
-                cwd=cwd,
-                env=None if env is None else GUARD.marked(env),
-                stdin=_devnull() if stdin is None else stdin,
-                pass_fds=pass_fds,
-                stdout=pipes.out_w,
-                stderr=pipes.err_w,
-                start_new_session=True,
+                cwd,
+                None if env is None else GUARD.marked(env),
+                _devnull() if stdin is None else stdin,
+                pipes,
+                pass_fds,
             )
             try:
                 GUARD.watch(proc.pid)
@@ -366,6 +366,145 @@ def execute(
     )
 
 
+# -- starting the child ---------------------------------------------------------------------
+#
+# `os.posix_spawn` where it can do what `subprocess.Popen` would, else Popen. Popen's own
+# Python work around the same vfork and exec (its arguments checked and turned into lists, the
+# executable looked up, an error pipe read, a Popen object) is most of what starting an action
+# costs this process: posix_spawn starts the same child for about half (docs/performance.md,
+# "A step's spawn"). It cannot change the child's directory, so it is used where the action
+# runs in this process's own directory (the default: where `ll run` was started); and only on
+# Linux, where glibc's `posix_spawn` creates the child with `CLONE_VFORK` and reports a failed
+# exec as the error Popen raises (FileNotFoundError, PermissionError).
+
+
+class _Spawned:
+    """A child started by `posix_spawn`: what this module uses of a Popen."""
+
+    __slots__ = ("pid", "returncode")
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere (SIGCHLD ignored): as Popen says
+                self.returncode = 0
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if timeout is None:
+            while self.returncode is None:
+                try:
+                    _, status = os.waitpid(self.pid, 0)
+                except ChildProcessError:
+                    self.returncode = 0
+                else:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+        end = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() >= end:
+                raise subprocess.TimeoutExpired(["(action)"], timeout)
+            time.sleep(0.005)
+        assert self.returncode is not None
+        return self.returncode
+
+
+_Child = subprocess.Popen[bytes] | _Spawned
+# The descriptors this process was given that a child would inherit (fds 3 and up, not
+# close-on-exec), found at the first action: closed in every child, as Popen's `close_fds`
+# closes them. None: not looked yet; False: posix_spawn is not used in this process.
+_INHERITED: tuple[int, ...] | bool | None = None
+_SIGDEF = (signal.SIGPIPE, signal.SIGXFSZ)  # ignored by Python, default in a child (Popen's)
+
+
+def _inherited() -> tuple[int, ...] | bool:
+    global _INHERITED
+    if _INHERITED is None:
+        found: list[int] = []
+        try:
+            names = os.listdir("/proc/self/fd")
+        except OSError:
+            _INHERITED = False
+            return False
+        for name in names:
+            fd = int(name)
+            if fd > 2:
+                with contextlib.suppress(OSError):  # the listing's own descriptor, closed now
+                    if os.get_inheritable(fd):
+                        found.append(fd)
+        _INHERITED = tuple(found) if hasattr(os, "posix_spawn") else False
+    return _INHERITED
+
+
+def _environment() -> Mapping[str, str] | Mapping[bytes, bytes]:
+    """This process's environment for a child. CPython keeps `os.environ`'s encoded keys and
+    values in a plain dict (`_data`, updated with every change made through `os.environ`);
+    handed that, posix_spawn reads it in C, where `os.environ` itself costs a Python call a
+    variable (about 50 µs a step). Elsewhere, `os.environ`."""
+    data = getattr(os.environ, "_data", None)
+    return data if type(data) is dict else os.environ
+
+
+def _start(
+    argv: list[str],
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    stdin: int,
+    pipes: _Pipes,
+    pass_fds: tuple[int, ...],
+) -> _Child:
+    """Start argv in a new session, stdin from `stdin`, stdout and stderr into `pipes`."""
+    global _INHERITED
+    if (
+        _LINUX
+        and not pass_fds
+        and argv[0].startswith("/")
+        and min(stdin, pipes.out_w, pipes.err_w) > 2
+        and os.fspath(cwd) == os.getcwd()
+    ):
+        inherited = _inherited()
+        if inherited is not False:
+            assert isinstance(inherited, tuple)
+            actions: list[tuple[int, ...]] = [
+                (os.POSIX_SPAWN_DUP2, stdin, 0),
+                (os.POSIX_SPAWN_DUP2, pipes.out_w, 1),
+                (os.POSIX_SPAWN_DUP2, pipes.err_w, 2),
+            ]
+            actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in inherited]
+            try:
+                pid = os.posix_spawn(
+                    argv[0],
+                    argv,
+                    _environment() if env is None else env,
+                    file_actions=actions,
+                    setsid=True,
+                    setsigdef=_SIGDEF,
+                    setsigmask=(),
+                )
+            except NotImplementedError:  # no POSIX_SPAWN_SETSID here: Popen from now on
+                _INHERITED = False
+            else:
+                return _Spawned(pid)
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        pass_fds=pass_fds,
+        stdout=pipes.out_w,
+        stderr=pipes.err_w,
+        start_new_session=True,
+    )
+
+
 class _Pipes:
     """An action's stdout and stderr pipes, made here rather than by Popen.
 
@@ -400,7 +539,7 @@ class _Pipes:
             os.close(self.held.pop())
 
 
-def _pump(proc: subprocess.Popen[bytes], sink: _Sink, deadline: float | None) -> bool:
+def _pump(proc: _Child, sink: _Sink, deadline: float | None) -> bool:
     """Read until the child exited and its pipes closed; True when the deadline came first.
 
     Once the direct child has exited, a pipe still held open by a background member of its
@@ -436,7 +575,7 @@ def _pump(proc: subprocess.Popen[bytes], sink: _Sink, deadline: float | None) ->
                 sink.read(fd)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def _stop(proc: _Child) -> None:
     """Kill the group on the way out of an exception; a second interrupt skips the grace."""
     try:
         _kill_group(proc)
@@ -449,7 +588,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         raise
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: _Child) -> None:
     """SIGTERM the child's whole group, give it KILL_GRACE_S, then SIGKILL what is left."""
     pgid = proc.pid
     if _signal_group(pgid, signal.SIGTERM) and not _wait_group(proc, KILL_GRACE_S):
@@ -458,7 +597,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _wait_group(proc: subprocess.Popen[bytes], seconds: float) -> bool:
+def _wait_group(proc: _Child, seconds: float) -> bool:
     """Wait up to `seconds` for every member of the child's group to be gone."""
     end = time.monotonic() + seconds
     while True:

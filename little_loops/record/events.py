@@ -586,12 +586,10 @@ def _value(value: Any) -> str:
 
 if TYPE_CHECKING:
     _Writer = Callable[[dict[str, Any], str, str], str]
-# A value of a field typed `str` or `int`, written without a call where it has that type.
-_INLINE = {
-    "str": "(_STR(x) if x.__class__ is str else _value(x))",
-    "int": "(_INT_REPR(x) if x.__class__ is int else _value(x))",
-    "bool": "('true' if x is True else 'false' if x is False else _value(x))",
-}
+# How a field's value is written: a `str` or an `int` field's without a call where the value
+# has that type, a `Details` field's as its JSON object, any other through `_value`.
+_STR_KIND, _INT_KIND, _DETAILS, _ANY = "str", "int", "details", "any"
+_KINDS = {"str": _STR_KIND, "int": _INT_KIND}
 # The line writer of each event class, made at its first `send`. A class with a wire form of
 # its own (`UnknownEvent`) has none: it goes through its wire dict.
 _LINE_WRITERS: dict[type[RunEvent], _Writer] = {}
@@ -600,48 +598,48 @@ _LINE_WRITERS: dict[type[RunEvent], _Writer] = {}
 def _line_writer(cls: type[RunEvent]) -> _Writer | None:
     """A function (record's attributes, its stamp JSON-encoded, its run id JSON-encoded) ->
     the event's line: `ENCODE` of the wire dict `Emitter.wire` builds, the same keys in the
-    same order, written from constant key texts. Made from the class's own fields with
-    `compile`, as `model/records.py` makes `__init__`s: no name in the text comes from
-    outside the class definitions (each key is JSON-encoded and given as a constant)."""
+    same order, each key's text made once. (A function compiled per class would be a little
+    quicker, but a run compiles no code: tests/cli/test_run_start.py.)"""
     if cls.payload is not RunEvent.payload or cls.name is not RunEvent.name:
         return None
-    consts: dict[str, Any] = {"_value": _value, "_STR": _STR, "_INT_REPR": _INT_REPR}
     head = "{" + _STR("event") + ":" + _STR(cls.NAME) + "," + _STR("ts") + ":"
-    consts["_k_head"] = head
-    consts["_k_run"] = "," + _STR("run_id") + ":"
-    consts["_k_step"] = "," + _STR("step") + ":"
-    consts["_k_state"] = "," + _STR("state") + ":"
-    body = [
-        "def _write(v, ts, run_id):",
-        "    out = _k_head + ts + _k_run + run_id",
-        "    x = v['step']",
-        "    if x is not None:",
-        f"        out += _k_step + {_INLINE['int']}",
-        "    x = v['state']",
-        "    if x is not None:",
-        f"        out += _k_state + {_INLINE['str']}",
-    ]
+    to_run, to_step, to_state = (f",{_STR(key)}:" for key in ("run_id", "step", "state"))
     hints = {f.name: str(f.type).removesuffix(" | None") for f in fields(cls)}
-    for n, spec in enumerate(_specs(cls)):
-        key = f"_k{n}"
-        consts[key] = "," + _STR(spec.wire) + ":"
-        if spec.details:
-            value = "_value(x.to_json())"
-        else:
-            value = _INLINE.get(hints[spec.attr], "_value(x)")
-        body.append(f"    x = v[{spec.attr!r}]")
-        if spec.optional:
-            body += ["    if x is not None:", f"        out += {key} + {value}"]
-        elif spec.details:
-            body.append(f"    out += {key} + ('null' if x is None else {value})")
-        else:
-            body.append(f"    out += {key} + {value}")
-    body.append("    return out + '}'")
-    code = compile("\n".join(body) + "\n", f"<line writer of {cls.__name__}>", "exec")
-    exec(code, consts)  # the text above: the class's own field names, keys as constants
-    writer: _Writer = consts["_write"]
-    _LINE_WRITERS[cls] = writer
-    return writer
+    plan = tuple(
+        (
+            f",{_STR(spec.wire)}:",
+            spec.attr,
+            spec.optional,
+            _DETAILS if spec.details else _KINDS.get(hints[spec.attr], _ANY),
+        )
+        for spec in _specs(cls)
+    )
+
+    def write(v: dict[str, Any], ts: str, run_id: str) -> str:
+        out = head + ts + to_run + run_id
+        x = v["step"]
+        if x is not None:
+            out += to_step + (_INT_REPR(x) if x.__class__ is int else _value(x))
+        x = v["state"]
+        if x is not None:
+            out += to_state + (_STR(x) if x.__class__ is str else _value(x))
+        for key, attr, optional, kind in plan:
+            x = v[attr]
+            if x is None:
+                if not optional:
+                    out += key + "null"
+            elif kind is _STR_KIND and x.__class__ is str:
+                out += key + _STR(x)
+            elif kind is _INT_KIND and x.__class__ is int:
+                out += key + _INT_REPR(x)
+            elif kind is _DETAILS:
+                out += key + _value(x.to_json())
+            else:
+                out += key + _value(x)
+        return out + "}"
+
+    _LINE_WRITERS[cls] = write
+    return write
 
 
 class JsonlSink:

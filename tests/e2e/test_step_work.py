@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from project import Project
 
+from little_loops.actions import process
 from little_loops.record.events import RunEvent
 
 PRINTING = """
@@ -121,14 +122,16 @@ def test_a_step_asks_whether_its_child_exited_when_the_child_says_so(
 ) -> None:
     """Each chunk of output wakes the wait; the child's exit is looked at (`waitpid`) only at
     the start and once its pidfd says it exited, not at every chunk."""
-    real = subprocess.Popen.poll
     polls: list[int] = []
+    # A child started by posix_spawn (the action runs in ll's own directory) or by Popen.
+    for kind in (subprocess.Popen, process._Spawned):
+        real = kind.poll
 
-    def counted(self: subprocess.Popen[bytes]) -> int | None:
-        polls.append(self.pid)
-        return real(self)
+        def counted(self: Any, real: Any = real) -> int | None:
+            polls.append(self.pid)
+            return real(self)  # type: ignore[no-any-return]
 
-    monkeypatch.setattr(subprocess.Popen, "poll", counted)
+        monkeypatch.setattr(kind, "poll", counted)
     loop = project.write("chunks.yaml", CHUNKS)
     done = project.ll("run", loop, "-q")
     assert done.returncode == 4, done.stdout + done.stderr
