@@ -13,7 +13,9 @@ not counted) for a run of SMALL and of LARGE units, and prints the difference pe
 - level: a chain of COUNT loop files, each calling the next (bench/nesting.py's depth; at most
   8, so `--units level --small 2 --large 8`): a level of nesting, its child file loaded;
 - print: a step running `cat FILE` (1 KiB) for real (bench/printing.py): the runner's work
-  and the action layer's around the spawn, the spawn's own cost in the child not counted.
+  and the action layer's around the spawn, the spawn's own cost in the child not counted;
+  the action started by Popen (from another directory than the run's), which valgrind can
+  follow: posix_spawn's child works in this process's memory until its exec, and is counted.
 
 An instruction count does not move with the machine's load the way CPU and wall times do, so a
 change can be compared on a busy shared machine. `--repo` measures another checkout's code
@@ -48,7 +50,10 @@ def one_run(repo: Path, unit: str, count: int) -> None:
         elif unit == "print":
             import printing
 
-            printing.run_loop(count, base, printing.command(base, 1 << 10))
+            # Started from elsewhere, so the action is started by Popen: glibc's posix_spawn
+            # runs its child in this process's memory until the exec, and valgrind counts the
+            # child's work there as this process's (a CPU figure: bench/printing.py).
+            printing.run_loop(count, base, printing.command(base, 1 << 10), from_base=False)
         elif unit == "branch":
             import fork_scale
 

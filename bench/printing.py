@@ -83,14 +83,17 @@ def floor(steps: int, cmd: str, base: Path) -> float:
     return clock() - started
 
 
-def run_loop(steps: int, base: Path, cmd: str) -> float:
+def run_loop(steps: int, base: Path, cmd: str, *, from_base: bool = True) -> float:
     """CPU (or wall) seconds of a run of `steps` steps in `base`, started from `base` as
-    `ll run` is started from a project: its actions run in the directory it was started in."""
+    `ll run` is started from a project: its actions run in the directory it was started in
+    (started by posix_spawn, on Linux). `from_base=False`: started from elsewhere, so the
+    actions, in `base`, are started by Popen."""
     path = base / "print.yaml"
     path.write_text(LOOP.format(steps=steps, command=f"'{cmd}'"))
     loop = load(path)
     here = os.getcwd()
-    os.chdir(base)
+    if from_base:
+        os.chdir(base)
     try:
         started = clock()
         result = Runner(loop, RunOptions(base_dir=base)).run()
