@@ -79,6 +79,24 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 WORKERS_PER_CPU = 2.0
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On xdist's workers, the tests marked `slow` are handed out first (see `slow_first`)."""
+    if hasattr(config, "workerinput"):  # an xdist worker: each makes the same order
+        items[:] = slow_first(items)
+
+
+def slow_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The tests marked `slow` before the others, each part in its own order.
+
+    xdist hands tests out in the order collected (`--dist loadgroup`: an `xdist_group` as one
+    unit, the largest units first), so a long test collected near the end (`test_mypy_strict`
+    in tests/test_quality.py, the fuzzers of tests/load) started when the other workers had
+    little left, and the run waited for it alone. With the long tests first, the many short
+    ones fill the workers up to the end. Not done without xdist: one process, one order."""
+    return sorted(items, key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path_factory.mktemp("home")

@@ -153,10 +153,12 @@ def job_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     The dependencies of `ll` and its build backend are taken from the test's own environment
     (a .pth line), so the install is offline and quick; `ll` itself is installed from the
-    checkout by the Action.
+    checkout by the Action. pip too comes from there, through the same line: `venv` without
+    pip, because `ensurepip` cost about 7 s of CPU in every xdist worker (pip installs into the
+    environment of the `python` that runs it, this venv, wherever pip itself lies).
     """
     venv = tmp_path_factory.mktemp("job-venv")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
     purelib = subprocess.run(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

@@ -9,7 +9,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -102,17 +102,8 @@ def _imports(path: Path, modules: Collection[str]) -> set[str]:
     not those under `if TYPE_CHECKING:`."""
     name = _module(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    tree = ast.parse(path.read_text())
-    typing_only = {
-        id(n)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for n in ast.walk(node)
-    }
     found: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
+    for node in _statements(ast.parse(path.read_text()).body):
         if isinstance(node, ast.ImportFrom):
             base = package
             for _ in range(node.level - 1):
@@ -129,6 +120,25 @@ def _imports(path: Path, modules: Collection[str]) -> set[str]:
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
     return found
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement of `body`, at any depth (function, class, loop, `try`, `with`, `match`
+    bodies), but none under an `if TYPE_CHECKING:` (its `else` included). An import is always
+    a statement, so this finds each one without visiting the expressions, which are most of a
+    module's nodes (`ast.walk` over them was most of the graph's CPU, in every xdist worker)."""
+    for node in body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        yield node
+        for _, value in ast.iter_fields(node):
+            if not isinstance(value, list):
+                continue
+            for child in value:
+                if isinstance(child, ast.stmt):
+                    yield from _statements([child])
+                elif isinstance(child, (ast.ExceptHandler, ast.match_case)):
+                    yield from _statements(child.body)
 
 
 @functools.cache
