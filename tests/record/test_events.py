@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from project import Project
 
@@ -440,6 +440,7 @@ def _typed_events(draw: st.DrawFn) -> RunEvent:
     return cls(**values)
 
 
+@settings(max_examples=60)  # 60 draws of up to 6 events: every event type many times over
 @given(events=st.lists(_typed_events(), min_size=1, max_size=6), run_id=_TEXT)
 def test_a_runs_line_is_what_its_wire_dict_encodes_to(
     tmp_path_factory: pytest.TempPathFactory, events: list[RunEvent], run_id: str
