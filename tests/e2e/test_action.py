@@ -24,7 +24,7 @@ import yaml
 from gha import ACTION, REPO, Runner
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from test_docs import DOCS, Block, blocks
+from test_docs import DOCS, Block, blocks, yaml_of
 
 # -- the workflows of the docs ------------------------------------------------------------
 
@@ -37,7 +37,7 @@ def workflows() -> list[tuple[Block, dict[str, Any]]]:
             if block.lang not in ("yaml", "yml"):
                 continue
             try:
-                doc = yaml.safe_load(block.text)
+                doc = yaml_of(block.text)
             except yaml.YAMLError:
                 continue
             if isinstance(doc, dict) and isinstance(doc.get("jobs"), dict):

@@ -44,7 +44,7 @@ import yaml
 from fakes import install_fake_claude
 from llm_server import LlmServer, llm_server_fixture, message  # noqa: F401  (a fixture)
 from project import Project, time_limit
-from test_docs import DOCS, Block, blocks
+from test_docs import DOCS, Block, blocks, yaml_of
 
 # Every loop of the docs run end to end through `ll`: minutes in all, so not in the fast set.
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -71,7 +71,7 @@ def _is_whole_loop(block: Block) -> bool:
     if any(line.startswith(("# partial", "# invalid")) for line in first):
         return False
     try:
-        doc = yaml.safe_load(block.text)
+        doc = yaml_of(block.text)
     except yaml.YAMLError:
         return False
     return isinstance(doc, dict) and ("states" in doc or "paradigm" in doc)

@@ -15,12 +15,15 @@ docs/loop-reference.md's whole loops are loaded by tests/load/test_schema.py
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
 import subprocess
 import sys
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -86,6 +89,18 @@ def prose(path: Path) -> str:
 YAML_BLOCKS = [b for path in DOCS for b in blocks(path) if b.lang in ("yaml", "yml")]
 
 
+@functools.cache
+def _parsed(text: str) -> Any:
+    return yaml.safe_load(text)
+
+
+def yaml_of(text: str) -> Any:
+    """A docs block's YAML, parsed once for the three modules that read every block at
+    collection (this one, test_doc_loops.py, test_action.py), each caller given its own
+    copy. A block that is not YAML raises `yaml.YAMLError`, each time."""
+    return copy.deepcopy(_parsed(text))
+
+
 def kind(block: Block) -> str:
     first = block.text.lstrip().split("\n", 1)[0]
     if first.startswith("# partial"):
@@ -95,7 +110,7 @@ def kind(block: Block) -> str:
     if any(line.startswith("# invalid") for line in head):
         return "invalid"
     try:
-        doc = yaml.safe_load(block.text)
+        doc = yaml_of(block.text)
     except yaml.YAMLError:
         return "broken"  # test_yaml_block_is_yaml says where
     if isinstance(doc, dict) and ("states" in doc or "paradigm" in doc):
