@@ -385,6 +385,10 @@ class ShellLexer:
         assert inner is not None
         if self.bq_escape:
             self.bq_escape = False
+            if ch == "\n":
+                # A line continuation, removed (by sh and bash alike) before the body is read:
+                # in a quote of the body too, and in a comment, which then goes on.
+                return
             if ch in "$`\\" or (self.bq_in_dq and ch == '"'):
                 inner._char(ch)
             else:

@@ -271,7 +271,7 @@ states:
   checks:
     parallel:
       quick: {action: "exit 1"}
-      slow:  {action: "echo $$ > PIDFILE; sleep 30"}
+      slow:  {action: "echo $$ > PIDFILE.new && mv PIDFILE.new PIDFILE; sleep 30"}
       later: {action: "sleep 30"}
     max_concurrency: 2
     fail_fast: true
@@ -305,7 +305,7 @@ def test_fail_fast_cancels_running_and_unstarted_branches_and_kills_their_proces
     slow = state(root / "sub" / "0001-checks" / "slow")
     assert (slow["status"], slow["outcome"]) == ("finished", "cancelled")
     assert not (root / "sub" / "0001-checks" / "later").exists()  # never started
-    if pidfile.exists():
+    if pidfile.exists():  # written whole or not at all: the branch may be cut off at any line
         pid = int(pidfile.read_text())
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

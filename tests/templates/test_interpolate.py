@@ -329,6 +329,33 @@ FRAGMENTS = [
 INJECTING = "$(touch PWNED)`touch PWNED`';touch PWNED;'\"\n touch PWNED\nEOF\ntouch PWNED\n"
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "`#\\\n" + X + "`",  # found by the fuzz test below: a comment that goes on
+        '"`#\\\n' + X + '`"',
+        'printf %s "`printf %s a\\\n' + X + '`"',
+        "printf %s \"`printf %s 'a\\\n" + X + "'`\"",
+    ],
+)
+def test_a_line_continuation_in_backticks_is_read_as_the_shells_read_it(
+    tmp_path: Path, template: str
+) -> None:
+    """sh and bash remove a backslash-newline from a backtick body before reading it, in its
+    quotes and its comments too: a comment before it goes on over the next line, where a
+    value then lies. Neither shell runs the value, and where it is a word it is read whole."""
+    shells = [s for s in ("/bin/sh", shutil.which("bash")) if s]
+    for value, shown in ((INJECTING, None), ("b c", "ab c")):
+        command = render(template, scope_with(value), shell=True)
+        for shell in shells:
+            done = subprocess.run(
+                [shell, "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=5
+            )
+            assert not list(tmp_path.glob("PWNED*")), (shell, template, command)
+            if shown is not None and template.startswith("printf"):
+                assert done.stdout == shown, (shell, template, done.stdout, done.stderr)
+
+
 @pytest.mark.slow  # fuzz: 150 random commands, run by every shell
 def test_fuzzed_templates_never_run_a_value(tmp_path: Path) -> None:
     """Random commands around a placeholder: either refused, or no shell runs the value."""
