@@ -71,7 +71,10 @@ def test_duration_drives_the_loop_timeout_without_waiting(project: Project, tmp_
         "slow.yaml",
         "name: slow\ninitial: build\ntimeout: 30\nstates:\n"
         "  build:\n    action: make\n"
-        "    retry: {max_attempts: 5, on: [failure], interval: 3600}\n"
+        # An hour's backoff, whole: with the default max_delay (60 s) and jitter, four
+        # retries could sleep less than the 30 s left, about one run in 400.
+        "    retry: {max_attempts: 5, on: [failure], interval: 3600, max_delay: 3600,"
+        " jitter: false}\n"
         "    route: {success: done, failure: done}\n"
         "  done: {terminal: true}\n",
     )
