@@ -771,7 +771,7 @@ class Emitter:
             sink(event)
         listeners = self._by_name.get(name)
         if listeners is None:
-            listeners = self._by_name[name] = [one for one in self.listeners if _listens(one, name)]
+            listeners = self._listeners_of(name)
         if listeners:
             if typed is not None and self._redact is None:
                 record = _stamped(typed, event["ts"], self.run_id)
@@ -781,11 +781,16 @@ class Emitter:
                 listener(record)
         return event
 
+    def _listeners_of(self, name: str) -> list[Listener]:
+        """The listeners that use events named `name` (`listens_to`), found once a name."""
+        found = self._by_name[name] = [one for one in self.listeners if _listens(one, name)]
+        return found
+
     def _hand_on(self, name: str, typed: RunEvent, ts: str) -> None:
         """`typed`, stamped, to the listeners that use `name` (its line is written)."""
         listeners = self._by_name.get(name)
         if listeners is None:
-            listeners = self._by_name[name] = [one for one in self.listeners if _listens(one, name)]
+            listeners = self._listeners_of(name)
         if listeners:
             record = _stamped(typed, ts, self.run_id)
             for listener in listeners:
@@ -794,7 +799,7 @@ class Emitter:
     def send(self, event: RunEvent) -> None:
         """Emit a typed event: the same line as `emit(event.name, event.payload(), ...)`.
 
-        Where nothing is redacted, the event has no `extra` fields and every sink takes a
+        Where nothing is redacted, the event has no `extra` fields and the one sink takes a
         line (a run's events.jsonl), the line is made straight from the record's attributes
         by a function made once for its class (`_line_writer`): no wire dict, and no JSON
         encoder call for its plain values (five events a step)."""

@@ -15,28 +15,11 @@ from pathlib import Path
 
 import pytest
 from project import Project
+from test_runs import many_runs
 
 from little_loops.record import run_index
 from little_loops.record.runs import list_text
 from little_loops.record.store import find_run, newest_first
-
-LOOP = "name: ok\ninitial: a\nstates:\n  a: {action: 'true', next: b}\n  b: {terminal: true}\n"
-
-
-def make_runs(project: Project, count: int) -> list[str]:
-    """One real run, copied under `count - 1` older ids; the ids, newest first."""
-    project.write("ok.yaml", LOOP)
-    done = project.ll("run", "ok.yaml", "--quiet")
-    assert done.returncode == 0, done.stderr
-    runs = project.path / ".loops" / "runs"
-    (real,) = list(runs.iterdir())
-    state = (real / "state.json").read_text(encoding="utf-8")
-    start = time.time() - 30 * 86400
-    for i in range(count - 1):
-        run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime(start + i)) + f"-ok-{i:04x}"
-        (runs / run_id).mkdir()
-        (runs / run_id / "state.json").write_text(state.replace(real.name, run_id), "utf-8")
-    return sorted((p.name for p in runs.iterdir()), reverse=True)
 
 
 def age(project: Project) -> None:
@@ -55,7 +38,7 @@ def test_status_list_and_resume_read_the_index_not_the_folder(
     """Issue 27: at 10,000 runs, listing the folder and sorting its names cost about 11 ms
     of every `ll status` and `ll list`. After one listing (which writes the index), a run
     adds itself to the index and the lookups read only its end."""
-    ids = make_runs(project, 300)
+    ids = many_runs(project, 300)
     age(project)
     first = project.ll("list")
     assert first.returncode == 0, first.stderr
@@ -90,7 +73,7 @@ def test_status_list_and_resume_read_the_index_not_the_folder(
 def test_the_answers_are_those_of_a_listing_whatever_changed(project: Project) -> None:
     """Copied in (an older ll), deleted by hand, pruned, hidden, a damaged index: each
     lookup says what the listing says."""
-    ids = make_runs(project, 40)
+    ids = many_runs(project, 40)
     runs = project.path / ".loops" / "runs"
     age(project)
 
@@ -127,7 +110,7 @@ def test_the_answers_are_those_of_a_listing_whatever_changed(project: Project) -
 
 def test_a_folder_changed_just_now_is_not_indexed(project: Project) -> None:
     """Within `RACY_NS` of a change a later change could keep the folder's time: listed."""
-    make_runs(project, 5)
+    many_runs(project, 5)
     assert project.ll("list").returncode == 0
     assert not index_file(project).exists()
     age(project)
@@ -136,7 +119,7 @@ def test_a_folder_changed_just_now_is_not_indexed(project: Project) -> None:
 
 
 def test_a_run_appends_itself_only_to_a_true_index(project: Project) -> None:
-    ids = make_runs(project, 10)
+    ids = many_runs(project, 10)
     age(project)
     assert project.ll("list").returncode == 0
     before = index_file(project).read_bytes()
@@ -161,7 +144,7 @@ def test_names_beyond_the_first_read_come_from_the_rest(
     project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`ll list -n 400`: more names than the first read from the end holds (8 KiB)."""
-    ids = make_runs(project, 500)
+    ids = many_runs(project, 500)
     age(project)
     assert project.ll("list").returncode == 0
     runs = project.path / ".loops" / "runs"
@@ -180,7 +163,7 @@ def test_names_beyond_the_first_read_come_from_the_rest(
 
 def test_a_forged_name_in_the_index_is_never_followed(project: Project) -> None:
     """A line that cannot be a folder's name (`../x`, empty): the folder is listed instead."""
-    ids = make_runs(project, 30)
+    ids = many_runs(project, 30)
     age(project)
     assert project.ll("list").returncode == 0
     raw = index_file(project).read_bytes()
