@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from little_loops.actions.plain import plain_argv
 from little_loops.actions.process import (
     DEFAULT_TAIL_BYTES,
     OutputHook,
@@ -196,6 +197,7 @@ def run_shell(
         run = execute(
             argv, cwd, env, timeout, log_path, tail_bytes, on_output, on_start=on_start,
             pass_fds=() if script is None else (script,), interruptible=interruptible,
+            plain=None if script is not None else plain_argv(command, shell),
         )  # fmt: skip
     except (FileNotFoundError, NotADirectoryError):
         # The child changes directory before it runs the shell: a missing (or not a) directory

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from little_loops.actions.plain import dash_environment, signal_ending
 from little_loops.actions.reaper import (
     GUARD,
     KILL_GRACE_S,
@@ -187,6 +188,7 @@ class _Sink:
         self.on_stdout = on_stdout
         self.total = 0
         self.pidfd: int | None = None
+        self.err_fd = -1
 
     def attach(self, stdout: int, stderr: int, pid: int) -> None:
         """Watch the read ends of the child's pipes, and its exit."""
@@ -195,6 +197,7 @@ class _Sink:
             self.sel.register(fd)
             self.streams[fd] = (name, tail)
             self.open[fd] = None
+        self.err_fd = stderr
         self.watch_exit(pid)
 
     def close(self) -> None:
@@ -231,6 +234,11 @@ class _Sink:
             self.sel.unregister(fd)
             self.open.pop(fd, None)
             return False
+        self.take(fd, chunk)
+        return True
+
+    def take(self, fd: int, chunk: bytes) -> None:
+        """Fan a chunk of `fd`'s stream out to the log, the tail and the hooks."""
         name, tail = self.streams[fd]
         self.total += len(chunk)
         log = self.log
@@ -246,7 +254,6 @@ class _Sink:
             self.on_stdout(chunk)
         if self.on_output is not None:
             self.on_output(name, chunk)
-        return True
 
     def _stdout_to_log(self, chunk: bytes) -> None:
         """Write a stdout chunk to the run's log, following whether all of stdout is there
@@ -300,13 +307,15 @@ def execute(
     stdin: int | None = None,
     pass_fds: tuple[int, ...] = (),
     interruptible: Window | None = None,
+    plain: list[str] | None = None,
 ) -> Run:
     """Start argv in its own group and pump its output until it and its group are gone.
 
     `stdin` is a descriptor for the child's standard input (default /dev/null); `pass_fds`
     stay open in the child. `interruptible`, when given, opens the only stretch where the
     caller's signal handlers may raise: the wait. Starting, killing and cleaning up then never
-    stop half-way.
+    stop half-way. `plain`: the words of a plain command that argv's shell would only exec
+    (`plain.plain_argv`), started without the shell where that gives what the shell would.
     """
     GUARD.ready()
     pipes = _Pipes()
@@ -321,6 +330,7 @@ def execute(
                 _devnull() if stdin is None else stdin,
                 pipes,
                 pass_fds,
+                plain,
             )
             try:
                 GUARD.watch(proc.pid)
@@ -342,6 +352,13 @@ def execute(
         deadline = None if timeout is None else started + max(timeout, 0.0)
         with interruptible() if interruptible is not None else contextlib.nullcontext():
             timed_out = _pump(proc, sink, deadline)
+        exit_code = None if timed_out else proc.returncode
+        if exit_code is not None and isinstance(proc, _Spawned) and proc.plain:
+            ending = signal_ending(proc.status)
+            if ending is not None:  # what dash says and returns for a command a signal ended
+                exit_code, line = ending
+                if line:
+                    sink.take(sink.err_fd, line)
         sink.unwatch_exit()
         if timed_out or group_alive(proc.pid):
             _kill_group(proc)
@@ -358,7 +375,7 @@ def execute(
     return Run(
         stdout=sink.stdout,
         stderr=sink.stderr,
-        exit_code=None if timed_out else proc.returncode,
+        exit_code=exit_code,
         timed_out=timed_out,
         output_bytes=sink.total,
         duration_ms=ms_since(started),
@@ -381,11 +398,13 @@ def execute(
 class _Spawned:
     """A child started by `posix_spawn`: what this module uses of a Popen."""
 
-    __slots__ = ("pid", "returncode")
+    __slots__ = ("pid", "plain", "returncode", "status")
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, plain: bool = False) -> None:
         self.pid = pid
+        self.plain = plain  # a plain command, exec'd without its shell
         self.returncode: int | None = None
+        self.status = 0  # the wait status, once reaped
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -395,6 +414,7 @@ class _Spawned:
                 self.returncode = 0
             else:
                 if pid:
+                    self.status = status
                     self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
@@ -406,6 +426,7 @@ class _Spawned:
                 except ChildProcessError:
                     self.returncode = 0
                 else:
+                    self.status = status
                     self.returncode = os.waitstatus_to_exitcode(status)
             return self.returncode
         end = time.monotonic() + timeout
@@ -460,8 +481,10 @@ def _start(
     stdin: int,
     pipes: _Pipes,
     pass_fds: tuple[int, ...],
+    plain: list[str] | None = None,
 ) -> _Child:
-    """Start argv in a new session, stdin from `stdin`, stdout and stderr into `pipes`."""
+    """Start argv in a new session, stdin from `stdin`, stdout and stderr into `pipes`; the
+    words of `plain` without argv's shell where `plain.dash_environment` allows it."""
     global _INHERITED
     if (
         _LINUX
@@ -479,11 +502,26 @@ def _start(
                 (os.POSIX_SPAWN_DUP2, pipes.err_w, 2),
             ]
             actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in inherited]
+            environment = _environment() if env is None else env
+            child = None if plain is None else dash_environment(environment, os.fspath(cwd))
             try:
+                if plain is not None and child is not None:
+                    with contextlib.suppress(OSError):
+                        # not found, not executable, no `#!`: the shell is started and says
+                        pid = os.posix_spawnp(
+                            plain[0],
+                            plain,
+                            child,
+                            file_actions=actions,
+                            setsid=True,
+                            setsigdef=_SIGDEF,
+                            setsigmask=(),
+                        )
+                        return _Spawned(pid, plain=True)
                 pid = os.posix_spawn(
                     argv[0],
                     argv,
-                    _environment() if env is None else env,
+                    environment,
                     file_actions=actions,
                     setsid=True,
                     setsigdef=_SIGDEF,
