@@ -3,12 +3,15 @@
     python bench/printing.py [--steps 300] [--repeat 7] [--dir DIR] [--write-docs]
 
 The command is `cat FILE`, FILE holding SIZE bytes (one process whatever the size). The floor is
-`subprocess.run(["sh", "-c", "cat FILE"], capture_output=True)` N times: the same spawn with its
-output read. The runner runs a one-state loop of that command N times (no capture: the output
-goes where every step's output goes, the log and the step's record). Floor and runner alternate;
-the figure is the median of the paired differences, per step, with the run's start-up taken
-out (a 2-step run of the same loop is subtracted). The silent row (`true`, 0 bytes) is the
-reference the goal is set against.
+the same process tree `ll` starts, spawned bare N times with its output read:
+`subprocess.run(["cat", FILE], capture_output=True)`, since `ll` execs a plain command without
+the shell where /bin/sh is dash (docs/loop-reference.md, "Plain commands run without the
+shell"); `subprocess.run("cat FILE", shell=True, ...)` where it does not (and for `true`, a
+shell builtin, everywhere). The runner runs a one-state loop of that command N times (no
+capture: the output goes where every step's output goes, the log and the step's record). Floor
+and runner alternate; the figure is the median of the paired differences, per step, with the
+run's start-up taken out (a 2-step run of the same loop is subtracted). The silent row (`true`,
+0 bytes) is the reference the goal is set against.
 
 Each pair is floor, runner, floor (half the floor's steps before the run, half after), so a
 drift of the machine's speed during the pair (this virtual machine's moves by up to 1.5x) falls
@@ -35,7 +38,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from _common import DOC, machine, write_section  # noqa: E402
 
-from little_loops.load.loader import load  # noqa: E402 - after the sys.path line
+from little_loops.actions.plain import plain_argv  # noqa: E402 - after the sys.path line
+from little_loops.load.loader import load  # noqa: E402
 from little_loops.run.runner import Runner, RunOptions  # noqa: E402
 
 TARGET_MS = 0.3
@@ -76,10 +80,13 @@ CPU = False
 
 
 def floor(steps: int, cmd: str, base: Path) -> float:
-    """The same command spawned bare `steps` times, from the same directory."""
+    """The processes `ll` starts for `cmd`, spawned bare `steps` times, from the same
+    directory: the plain command itself where `ll` would exec it without the shell."""
+    words = plain_argv(cmd, "/bin/sh")
+    argv: list[str] | str = cmd if words is None else words
     started = clock()
     for _ in range(steps):
-        subprocess.run(cmd, shell=True, check=False, capture_output=True, cwd=base)
+        subprocess.run(argv, shell=words is None, check=False, capture_output=True, cwd=base)
     return clock() - started
 
 
@@ -144,7 +151,8 @@ def report(rows: list[dict[str, float]], steps: int, repeat: int) -> str:
     lines = [
         f"`python bench/printing.py --steps {steps} --repeat {repeat} --write-docs`: a one-state "
         f"loop running `cat FILE` (FILE of SIZE bytes) {steps} times against the same "
-        "`subprocess.run(..., shell=True, capture_output=True)`, alternating; median (and "
+        "processes spawned bare (`subprocess.run(['cat', FILE], capture_output=True)`, as `ll` "
+        "execs a plain command; `sh -c true` for `true`), alternating; median (and "
         "minimum) of the paired differences per step, start-up taken out, in the working "
         "directory (disk).",
         "",

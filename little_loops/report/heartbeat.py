@@ -11,7 +11,10 @@ class Heartbeat:
     """Calls `beat(seconds since the step began)` every `interval` seconds while a step runs.
 
     One daemon thread for the whole run, asleep between steps; starting and stopping a step
-    costs a lock and a notify, not a thread.
+    costs a lock, not a thread. A start wakes the thread only when it sleeps without a
+    deadline or with one later than the new beat's: a thread already due to wake sooner finds
+    the new beat then, so a run of short steps wakes it about once an interval, not at every
+    step (each wake is a thread switch and a hand-over of the GIL).
     """
 
     def __init__(
@@ -28,6 +31,9 @@ class Heartbeat:
         self._next = 0.0
         self._thread: threading.Thread | None = None
         self._closed = False
+        # When the thread's wait ends: None asleep without a deadline (or not waiting yet).
+        self._until: float | None = None
+        self.wakes = 0  # how many times the thread woke up (tests count them)
 
     def start(self, since: float) -> None:
         """A step began at `since` (on `clock`); beats come `interval` apart from there."""
@@ -39,7 +45,8 @@ class Heartbeat:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="ll-heartbeat", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            elif self._until is None or self._until > self._next:
+                self._cond.notify()
 
     def stop(self) -> None:
         with self._cond:
@@ -57,11 +64,15 @@ class Heartbeat:
                 if self._closed:
                     return
                 if self._since is None:
+                    self._until = None
                     self._cond.wait()
+                    self.wakes += 1
                     continue
                 left = self._next - self._clock()
                 if left > 0:
+                    self._until = self._next
                     self._cond.wait(left)
+                    self.wakes += 1
                     continue
                 since = self._since
                 self._next += self.interval
