@@ -81,6 +81,8 @@ def plain_argv(command: str, shell: str) -> list[str] | None:
     return words if sh_is_dash() else None
 
 
+# The variable names found valid so far (an environment's names rarely change between steps).
+_NAMES_SEEN: set[str | bytes] = set()
 # The last PWD check: (PWD, cwd) -> whether PWD names cwd; both rarely change between steps.
 _PWD_SEEN: dict[tuple[str | bytes | None, str], bool] = {}
 
@@ -96,8 +98,12 @@ def dash_environment(env: Environment, cwd: str) -> Environment | None:
     # posix_spawnp searches this process's PATH: the child's must be the same.
     if path is None or (os.fsdecode(path) if binary else path) != os.environ.get("PATH"):
         return None
-    if not all(map(_BNAME.match if binary else _NAME.match, given)):
-        return None
+    if not _NAMES_SEEN.issuperset(given):  # a name not seen before (hashing only, in C)
+        if not all(map(_BNAME.match if binary else _NAME.match, given)):
+            return None
+        if len(_NAMES_SEEN) > 4096:
+            _NAMES_SEEN.clear()
+        _NAMES_SEEN.update(given)
     pwd = given.get(pwd_key)
     key = (pwd, cwd)
     ok = _PWD_SEEN.get(key)
