@@ -16,15 +16,14 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
+import upstream  # noqa: E402 - its timed(): one process, waited for with its usage
 from _common import machine, write_section  # noqa: E402
 
 LOOP = """\
@@ -43,19 +42,12 @@ states:
 
 
 def timed(where: Path, steps: int, command: str) -> tuple[float, float]:
+    """Wall and CPU seconds of `ll run -q` of `command` `steps` times, in a fresh process."""
     (where / "loop.yaml").write_text(LOOP.format(steps=steps, command=command))
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "little_loops", "run", "-q", "loop.yaml"],
-        cwd=where,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
-    code = os.waitstatus_to_exitcode(status)
+    argv = [sys.executable, "-m", "little_loops", "run", "-q", "loop.yaml"]
+    wall, cpu, code = upstream.timed(argv, where)
     assert code == 4, f"{command!r}: exit {code} (max_iterations is 4)"
-    return wall, usage.ru_utime + usage.ru_stime
+    return wall, cpu
 
 
 def measure(steps: int, repeat: int) -> dict[str, list[tuple[float, float]]]:

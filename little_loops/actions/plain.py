@@ -26,7 +26,6 @@ difference left: the command's parent process is `ll`, not a shell.
 from __future__ import annotations
 
 import os
-import re
 import signal
 from collections.abc import Mapping
 
@@ -36,11 +35,18 @@ if TYPE_CHECKING:
 
 Environment = Mapping[str, str] | Mapping[bytes, bytes]
 
-# Words the shell reads as they are: nothing is expanded, quoted or redirected.
-_PLAIN = re.compile(r"[ \t]*[A-Za-z0-9_./:,+=@%-]+(?:[ \t]+[A-Za-z0-9_./:,+=@%-]+)*[ \t\n]*\Z")
-_BLANKS = re.compile(r"[ \t]+")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_BNAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*\Z")
+# The characters of a plain command: its words' (nothing in them is expanded, quoted or
+# redirected) and the blanks between them. Checked as a set, in C: no regular expression to
+# compile when `ll` starts.
+_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:,+=@%-")
+_PLAIN_CHARS = _WORD_CHARS | frozenset(" \t")
+
+
+def _valid_name(name: str | bytes) -> bool:
+    """A name dash keeps in the environment: ASCII letters, digits and `_`, not led by a digit."""
+    text = name.decode("latin-1") if isinstance(name, bytes) else name
+    return text.isascii() and text.isidentifier()
+
 
 # First words the shell runs itself: dash's builtins and reserved words, and bash's, so that a
 # word that is a builtin in any shell a reader may have in mind is never taken for a program
@@ -72,9 +78,12 @@ def sh_is_dash() -> bool:
 def plain_argv(command: str, shell: str) -> list[str] | None:
     """The words of `command` when `shell` would only split it and exec its first word (and
     is dash, as /bin/sh); None where the shell has more to do."""
-    if shell != "/bin/sh" or len(command) > 4096 or not _PLAIN.match(command):
+    text = command.rstrip("\n")
+    if shell != "/bin/sh" or len(text) > 4096 or not _PLAIN_CHARS.issuperset(text):
         return None
-    words = _BLANKS.split(command.strip(" \t\n"))
+    words = text.split()  # blanks only: no other white space got past the check above
+    if not words:
+        return None
     first = words[0]
     if first in SHELL_WORDS or "=" in first:  # a builtin, a reserved word, an assignment
         return None
@@ -99,7 +108,7 @@ def dash_environment(env: Environment, cwd: str) -> Environment | None:
     if path is None or (os.fsdecode(path) if binary else path) != os.environ.get("PATH"):
         return None
     if not _NAMES_SEEN.issuperset(given):  # a name not seen before (hashing only, in C)
-        if not all(map(_BNAME.match if binary else _NAME.match, given)):
+        if not all(map(_valid_name, given)):
             return None
         if len(_NAMES_SEEN) > 4096:
             _NAMES_SEEN.clear()
