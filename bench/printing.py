@@ -112,29 +112,60 @@ def run_loop(steps: int, base: Path, cmd: str, *, from_base: bool = True) -> flo
     return elapsed
 
 
+def parts() -> tuple[float, float, float]:
+    """CPU seconds of this process and of its waited-for children, and the wall clock."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime, time.perf_counter()
+
+
+def _total(part: list[float]) -> float:
+    """CPU of the process and its children (`--cpu`), else wall."""
+    return part[0] + part[1] if CPU else part[2]
+
+
 def measure(steps: int, repeat: int, where: Path) -> list[dict[str, float]]:
+    """Per size, the median over `repeat` pairs of the runner's time a step over the floor's:
+    in all (CPU of `ll` and its children with `--cpu`, else wall), and with `--cpu` split into
+    `ll`'s own CPU over the floor process's own, and its children's over the floor's."""
     rows = []
     for size in SIZES:
-        diffs, floors = [], []
+        diffs: list[float] = []
+        floors: list[float] = []
+        own: list[float] = []
+        kids: list[float] = []
         for _ in range(repeat):
             base = Path(tempfile.mkdtemp(dir=where, prefix=".bench-print-"))
             try:
                 cmd = command(base, size)
-                short = run_loop(2, base, cmd)
                 half = (steps - 2) // 2
-                f = floor(half, cmd, base)
-                r = run_loop(steps, base, cmd) - short
-                f += floor(steps - 2 - half, cmd, base)
+                t0 = parts()
+                run_loop(2, base, cmd)
+                t1 = parts()
+                floor(half, cmd, base)
+                t2 = parts()
+                run_loop(steps, base, cmd)
+                t3 = parts()
+                floor(steps - 2 - half, cmd, base)
+                t4 = parts()
             finally:
                 shutil.rmtree(base)
-            floors.append(f / (steps - 2))
-            diffs.append((r - f) / (steps - 2))
+            # each part: the runner's (its run less the 2-step run) and the floor's (both halves)
+            ran = [t3[i] - t2[i] - (t1[i] - t0[i]) for i in range(3)]
+            bare = [t2[i] - t1[i] + t4[i] - t3[i] for i in range(3)]
+            n = steps - 2
+            floors.append(_total(bare) / n)
+            diffs.append((_total(ran) - _total(bare)) / n)
+            own.append((ran[0] - bare[0]) / n)
+            kids.append((ran[1] - bare[1]) / n)
         rows.append(
             {
                 "size": size,
                 "floor": statistics.median(floors) * 1000,
                 "overhead": statistics.median(diffs) * 1000,
                 "min": min(diffs) * 1000,
+                "own": statistics.median(own) * 1000,
+                "kids": statistics.median(kids) * 1000,
             }
         )
     return rows
@@ -159,13 +190,14 @@ def report(rows: list[dict[str, float]], steps: int, repeat: int) -> str:
         f"Machine: {machine()}; load average {os.getloadavg()[0]:.2f} after the runs.",
         "",
         "| output per step | bare spawn, per step | overhead (median) | overhead (min) | "
-        "over the silent step | target |",
-        "|---|---|---|---|---|---|",
+        "of it: `ll`'s own CPU / its children's (medians) | over the silent step | target |",
+        "|---|---|---|---|---|---|---|",
     ]
     for m in rows:
+        split = f"{m['own']:+.3f} / {m['kids']:+.3f} ms" if CPU else "(with --cpu)"
         lines.append(
             f"| {label(int(m['size']))} | {m['floor']:.3f} ms | {m['overhead']:.3f} ms | "
-            f"{m['min']:.3f} ms | {m['overhead'] - silent:+.3f} ms | "
+            f"{m['min']:.3f} ms | {split} | {m['overhead'] - silent:+.3f} ms | "
             f"<= +{TARGET_MS} ms over bare: {'ok' if m['overhead'] <= TARGET_MS else 'MISSED'} |"
         )
     return "\n".join(lines) + "\n"
