@@ -1,11 +1,11 @@
 """A shell action that is one plain command runs without the shell, as make runs such lines.
 
 `sh -c 'pytest -q tests'` starts /bin/sh, which looks `pytest` up in PATH, forks, execs it and
-waits: two processes and two execs where one would do (docs/performance.md, "Plain
-commands"). When the command text is words the shell would only split on blanks (letters,
-digits and `_ . / : , + = @ % -`, no quote, no `$`, no glob, no redirection, no operator) and
-its first word is neither a shell builtin nor a reserved word, `ll` execs it itself, with the
-same result the shell would have given:
+waits: two processes and two execs where one would do (docs/performance.md, "Plain commands,
+and what a printing step's cost was"). When the command text is words the shell would only
+split on blanks (letters, digits and `_ . / : , + = @ % -`, no quote, no `$`, no glob, no
+redirection, no operator) and its first word is neither a shell builtin nor a reserved word,
+`ll` execs it itself, with the same result the shell would have given:
 
 - the same program: PATH is searched by `posix_spawnp` as dash searches it, entry by entry,
   an empty entry meaning the current directory; where the search or the exec fails (not
