@@ -122,9 +122,10 @@ class ActionResult:
 
     `exit_code` is None when the action was killed by its timeout or never started, negative
     when a signal ended the process `ll` started (the shell, or a slash action's CLI); a plain
-    command `ll` exec'd without the shell reads as the shell would report it, 128+N. `error` is set when a slash action failed outside the command itself
-    (CLI missing, non-zero exit, `is_error`, no result event); the runner turns it into verdict
-    `error`. `output_bytes` counts every byte seen on both streams, not only the tails.
+    command `ll` exec'd without the shell reads as the shell would report it, 128+N. `error`
+    is set when a slash action failed outside the command itself (CLI missing, non-zero exit,
+    `is_error`, no result event); the runner turns it into verdict `error`. `output_bytes`
+    counts every byte seen on both streams, not only the tails.
     """
 
     output: str
