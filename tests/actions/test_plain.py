@@ -4,10 +4,13 @@ ending (an exit status, a signal, a program not found or not runnable)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +273,72 @@ def test_process_keeps_the_wait_status_of_a_plain_child(
     got = run_shell("./die", cwd=tmp_path)
     assert (got.exit_code, got.stderr) == (143, "Terminated\n")
     assert process._Spawned(1, plain=True).plain
+
+
+def _children(pid: int) -> list[int]:
+    """The children of `pid`, from /proc (any of its threads)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.xdist_group("processes")
+@pytest.mark.parametrize(("how", "code"), [("SIGTERM", 143), ("SIGKILL", -9)])
+def test_a_plain_action_goes_with_a_stopped_or_killed_ll(
+    project: Project, how: str, code: int
+) -> None:
+    """A plain command is `ll`'s own child, with no shell between: stopping `ll` ends it, and
+    after a `kill -9` the guard does."""
+    loop = project.write(
+        "wait.yaml",
+        """\
+        name: wait
+        initial: nap
+        states:
+          nap:
+            action: sleep 60
+            next: done
+          done:
+            terminal: true
+        """,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "little_loops", "run", "-q", str(loop)],
+        cwd=project.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    sleeper = None
+    try:
+        deadline = time.monotonic() + 30
+        while sleeper is None:
+            assert time.monotonic() < deadline, "no sleep started"
+            for pid in _children(proc.pid):
+                with contextlib.suppress(OSError):
+                    if Path(f"/proc/{pid}/comm").read_text().strip() == "sleep":
+                        sleeper = pid
+            time.sleep(0.02)
+        proc.send_signal(getattr(signal, how))
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == code, err
+        gone = time.monotonic() + 10  # after a kill -9, the guard's grace
+        while _alive(sleeper) and time.monotonic() < gone:
+            time.sleep(0.02)
+        assert not _alive(sleeper), f"the plain action outlived ll ({how})"
+    finally:
+        if sleeper is not None:
+            with contextlib.suppress(OSError):
+                os.kill(sleeper, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
