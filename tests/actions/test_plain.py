@@ -342,3 +342,19 @@ def test_a_plain_action_goes_with_a_stopped_or_killed_ll(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_another_path_than_lls_goes_through_the_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """posix_spawnp searches `ll`'s own PATH: an action given another one is run by the shell,
+    which searches that one (here a folder holding a `tool` that PATH alone finds)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bin").mkdir()
+    _script(tmp_path / "bin", "tool", "#!/bin/sh\necho found in bin\n")
+    spawned = _spawned(monkeypatch)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    got = run_shell("tool", cwd=tmp_path, env=env)
+    assert (got.exit_code, got.output, spawned) == (0, "found in bin\n", [])
+    assert run_shell("no-such-tool", cwd=tmp_path).exit_code == 127  # ours: not found either
+    assert spawned == []
