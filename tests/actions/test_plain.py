@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from procs import alive
 from project import Project
 
 from little_loops.actions import plain, process, run_shell
@@ -284,13 +285,6 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0] != b"Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.xdist_group("processes")
 @pytest.mark.parametrize(("how", "code"), [("SIGTERM", 143), ("SIGKILL", -9)])
 def test_a_plain_action_goes_with_a_stopped_or_killed_ll(
@@ -332,9 +326,9 @@ def test_a_plain_action_goes_with_a_stopped_or_killed_ll(
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == code, err
         gone = time.monotonic() + 10  # after a kill -9, the guard's grace
-        while _alive(sleeper) and time.monotonic() < gone:
+        while alive(sleeper) and time.monotonic() < gone:
             time.sleep(0.02)
-        assert not _alive(sleeper), f"the plain action outlived ll ({how})"
+        assert not alive(sleeper), f"the plain action outlived ll ({how})"
     finally:
         if sleeper is not None:
             with contextlib.suppress(OSError):

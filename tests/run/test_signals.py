@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from procs import alive
 
 from little_loops.record import outputs
 from little_loops.record.events import RunEvent
@@ -557,14 +558,6 @@ states:
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rpartition(b")")[2].split()[0] not in (b"Z", b"X")
-    except OSError:
-        return False
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux only")
 @pytest.mark.parametrize("how", ["step ends", "timeout", "SIGINT", "SIGTERM", "SIGKILL"])
 def test_descendants_that_left_the_group_do_not_outlive_their_step(
@@ -595,9 +588,9 @@ def test_descendants_that_left_the_group_do_not_outlive_their_step(
         assert proc.returncode == expected, err
         # Gone when ll exits; after a kill -9, once the guard had its grace period.
         wait = time.monotonic() + (10 if how == "SIGKILL" else 0.5)
-        while any(_alive(pid) for pid in pids) and time.monotonic() < wait:
+        while any(alive(pid) for pid in pids) and time.monotonic() < wait:
             time.sleep(0.02)
-        assert [pid for pid in pids if _alive(pid)] == []
+        assert [pid for pid in pids if alive(pid)] == []
     finally:
         for pid in pids:
             with contextlib.suppress(OSError):
