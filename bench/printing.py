@@ -67,31 +67,20 @@ def command(base: Path, size: int) -> str:
     return f"cat {data}"
 
 
-def clock() -> float:
-    """CPU seconds of this process and its waited-for children (`--cpu`), else wall seconds."""
-    if CPU:
-        me = resource.getrusage(resource.RUSAGE_SELF)
-        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-    return time.perf_counter()
-
-
 CPU = False
 
 
-def floor(steps: int, cmd: str, base: Path) -> float:
+def floor(steps: int, cmd: str, base: Path) -> None:
     """The processes `ll` starts for `cmd`, spawned bare `steps` times, from the same
     directory: the plain command itself where `ll` would exec it without the shell."""
     words = plain_argv(cmd, "/bin/sh")
     argv: list[str] | str = cmd if words is None else words
-    started = clock()
     for _ in range(steps):
         subprocess.run(argv, shell=words is None, check=False, capture_output=True, cwd=base)
-    return clock() - started
 
 
-def run_loop(steps: int, base: Path, cmd: str, *, from_base: bool = True) -> float:
-    """CPU (or wall) seconds of a run of `steps` steps in `base`, started from `base` as
+def run_loop(steps: int, base: Path, cmd: str, *, from_base: bool = True) -> None:
+    """A run of `steps` steps in `base` (timed by the caller), started from `base` as
     `ll run` is started from a project: its actions run in the directory it was started in
     (started by posix_spawn, on Linux). `from_base=False`: started from elsewhere, so the
     actions, in `base`, are started by Popen."""
@@ -102,14 +91,11 @@ def run_loop(steps: int, base: Path, cmd: str, *, from_base: bool = True) -> flo
     if from_base:
         os.chdir(base)
     try:
-        started = clock()
         result = Runner(loop, RunOptions(base_dir=base)).run()
-        elapsed = clock() - started
     finally:
         os.chdir(here)
     assert result.outcome == "max_iterations", result
     assert result.steps == steps, result
-    return elapsed
 
 
 def parts() -> tuple[float, float, float]:

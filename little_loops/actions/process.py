@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from little_loops.actions.plain import dash_environment, signal_ending
+from little_loops.actions.plain import Environment, dash_environment, signal_ending
 from little_loops.actions.reaper import (
     GUARD,
     KILL_GRACE_S,
@@ -188,7 +188,6 @@ class _Sink:
         self.on_stdout = on_stdout
         self.total = 0
         self.pidfd: int | None = None
-        self.err_fd = -1
 
     def attach(self, stdout: int, stderr: int, pid: int) -> None:
         """Watch the read ends of the child's pipes, and its exit."""
@@ -197,7 +196,6 @@ class _Sink:
             self.sel.register(fd)
             self.streams[fd] = (name, tail)
             self.open[fd] = None
-        self.err_fd = stderr
         self.watch_exit(pid)
 
     def close(self) -> None:
@@ -358,7 +356,7 @@ def execute(
             if ending is not None:  # what dash says and returns for a command a signal ended
                 exit_code, line = ending
                 if line:
-                    sink.take(sink.err_fd, line)
+                    sink.take(pipes.err_r, line)
         sink.unwatch_exit()
         if timed_out or group_alive(proc.pid):
             _kill_group(proc)
@@ -465,7 +463,7 @@ def _inherited() -> tuple[int, ...] | bool:
     return _INHERITED
 
 
-def _environment() -> Mapping[str, str] | Mapping[bytes, bytes]:
+def _environment() -> Environment:
     """This process's environment for a child. CPython keeps `os.environ`'s encoded keys and
     values in a plain dict (`_data`, updated with every change made through `os.environ`);
     handed that, posix_spawn reads it in C, where `os.environ` itself costs a Python call a
