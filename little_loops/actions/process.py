@@ -442,6 +442,28 @@ _Child = subprocess.Popen[bytes] | _Spawned
 # closes them. None: not looked yet; False: posix_spawn is not used in this process.
 _INHERITED: tuple[int, ...] | bool | None = None
 _SIGDEF = (signal.SIGPIPE, signal.SIGXFSZ)  # ignored by Python, default in a child (Popen's)
+# `signal.getsignal` without its wrapper, which makes each answer an enum (20 times the cost).
+# (`_signal`, loaded by `signal`, is its C half: one the type stubs do not describe.)
+_GETSIGNAL: Callable[[int], object] = getattr(
+    sys.modules.get("_signal"), "getsignal", signal.getsignal
+)
+_IGNORED = int(signal.SIG_IGN)
+# Every signal a disposition can be set for (not SIGKILL, SIGSTOP, nor the C library's own).
+_SETTABLE = tuple(
+    int(sig) for sig in signal.valid_signals() if sig not in (signal.SIGKILL, signal.SIGSTOP)
+)
+
+
+def _defaults() -> list[int]:
+    """The signals a child gets back at their default: `_SIGDEF`, and every one this process
+    does not ignore; an ignored one stays ignored, as `sh -c` and Popen leave it (`nohup`).
+
+    That is what glibc's posix_spawn gives the child anyway: it sets every signal missing
+    from `setsigdef` to its default too, unless the child finds it ignored, at the cost of
+    asking first (two system calls a signal in the child, where one does). Read at each
+    action, through the C `getsignal` (a few µs in all), as dispositions change."""
+    ignored, get = _IGNORED, _GETSIGNAL
+    return [*_SIGDEF, *[sig for sig in _SETTABLE if get(sig) != ignored]]
 
 
 def _inherited() -> tuple[int, ...] | bool:
@@ -501,6 +523,7 @@ def _start(
             ]
             actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in inherited]
             environment = _environment() if env is None else env
+            sigdef = _defaults()
             child = None if plain is None else dash_environment(environment, os.fspath(cwd))
             try:
                 if plain is not None and child is not None:
@@ -512,7 +535,7 @@ def _start(
                             child,
                             file_actions=actions,
                             setsid=True,
-                            setsigdef=_SIGDEF,
+                            setsigdef=sigdef,
                             setsigmask=(),
                         )
                         return _Spawned(pid, plain=True)
@@ -522,7 +545,7 @@ def _start(
                     environment,
                     file_actions=actions,
                     setsid=True,
-                    setsigdef=_SIGDEF,
+                    setsigdef=sigdef,
                     setsigmask=(),
                 )
             except NotImplementedError:  # no POSIX_SPAWN_SETSID here: Popen from now on

@@ -6,6 +6,7 @@ signals Python ignores, no blocked signal, ll's environment, and none of ll's de
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -61,6 +62,10 @@ def test_both_ways_of_starting_an_action_give_the_child_the_same_world(
     # A descriptor a child would inherit, as one given to ll by whatever started it.
     leaked = os.open(os.devnull, os.O_RDONLY)
     os.set_inheritable(leaked, True)
+    # A signal ll was started with ignored (as `nohup` starts it) stays ignored in the child;
+    # one ll handles is back at its default there.
+    ignore = signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    handle = signal.signal(signal.SIGUSR2, lambda *_: None)
     try:
         monkeypatch.setattr(process, "_INHERITED", None)  # looked for afresh at the next action
         by_spawn = run_shell(PROBE, cwd=tmp_path)
@@ -70,6 +75,8 @@ def test_both_ways_of_starting_an_action_give_the_child_the_same_world(
         assert spawned == ["/bin/sh"]
     finally:
         os.close(leaked)
+        signal.signal(signal.SIGUSR1, ignore)
+        signal.signal(signal.SIGUSR2, handle)
     assert by_spawn.exit_code == by_popen.exit_code == 0, by_spawn.stderr + by_popen.stderr
     spawn_seen, popen_seen = by_spawn.output.splitlines(), by_popen.output.splitlines()
     # The one difference: glibc's posix_spawn leaves its own two signals (32 and 33, which
@@ -90,6 +97,8 @@ def test_both_ways_of_starting_an_action_give_the_child_the_same_world(
     assert str(leaked) not in spawn_seen[4].split()[3:], spawn_seen[4]
     # SIGPIPE (13) and SIGXFSZ (25), which Python ignores, are back to their default.
     assert not ignored[0] & (1 << (13 - 1) | 1 << (25 - 1)), ignored
+    assert ignored[0] & 1 << (signal.SIGUSR1 - 1), ignored
+    assert not ignored[0] & 1 << (signal.SIGUSR2 - 1), ignored
     # stdin is /dev/null: an action that reads it gets end of file at once
     assert run_shell(STDIN, cwd=tmp_path).output == "read=1 []\n"
 
@@ -165,3 +174,47 @@ def test_ll_gives_its_actions_none_of_the_descriptors_it_was_given(project: Proj
     (run,) = (project.path / ".loops" / "runs").iterdir()
     # 0, 1, 2 and the folder the shell lists (3: the lowest free number), not `given`
     assert (run / "steps.log").read_text() == "0 1 2 3 ", f"fd {given} was given to ll"
+
+
+SIGNALS = """\
+name: signals
+initial: show
+states:
+  show:
+    action: cat /proc/self/status
+    on_success: done
+    on_failure: done
+  done:
+    terminal: true
+"""
+
+
+def _mask(status: str, key: str) -> int:
+    (line,) = (one for one in status.splitlines() if one.startswith(key + ":"))
+    return int(line.split()[1], 16)
+
+
+def test_ll_started_with_a_signal_ignored_gives_its_plain_action_the_same(
+    project: Project,
+) -> None:
+    """Through the real `ll`, started as `nohup` starts it (SIGHUP ignored): its plain action,
+    which `ll` execs itself, ignores SIGHUP too, and catches nothing (`ll`'s own handlers for
+    SIGINT and SIGTERM are back at their default in it), as under `sh -c`."""
+    loop = project.write("signals.yaml", SIGNALS)
+    proc = subprocess.run(
+        [sys.executable, "-m", "little_loops", "run", "-q", str(loop)],
+        cwd=project.path,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (run,) = (project.path / ".loops" / "runs").iterdir()
+    status = (run / "steps.log").read_text()
+    assert status.startswith("Name:\tcat"), status[:200]
+    ignored = _mask(status, "SigIgn")
+    assert ignored & 1 << (signal.SIGHUP - 1), hex(ignored)
+    # Python ignores SIGPIPE and SIGXFSZ; a child gets them back at their default.
+    assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), hex(ignored)
+    assert _mask(status, "SigCgt") == 0
