@@ -568,7 +568,7 @@ _STR: Callable[[str], str] = json.encoder.encode_basestring
 _INT_REPR = int.__repr__
 
 
-def _value(value: Any) -> str:
+def json_value(value: Any) -> str:
     """One JSON value, as `ENCODE` writes it inside an object."""
     kind = value.__class__
     if kind is str:
@@ -587,7 +587,7 @@ def _value(value: Any) -> str:
 if TYPE_CHECKING:
     _Writer = Callable[[dict[str, Any], str, str], str]
 # How a field's value is written: a `str` or an `int` field's without a call where the value
-# has that type, a `Details` field's as its JSON object, any other through `_value`.
+# has that type, a `Details` field's as its JSON object, any other through `json_value`.
 _STR_KIND, _INT_KIND, _DETAILS, _ANY = "str", "int", "details", "any"
 _KINDS = {"str": _STR_KIND, "int": _INT_KIND}
 # The line writer of each event class, made at its first `send`. A class with a wire form of
@@ -619,10 +619,10 @@ def _line_writer(cls: type[RunEvent]) -> _Writer | None:
         out = head + ts + to_run + run_id
         x = v["step"]
         if x is not None:
-            out += to_step + (_INT_REPR(x) if x.__class__ is int else _value(x))
+            out += to_step + (_INT_REPR(x) if x.__class__ is int else json_value(x))
         x = v["state"]
         if x is not None:
-            out += to_state + (_STR(x) if x.__class__ is str else _value(x))
+            out += to_state + (_STR(x) if x.__class__ is str else json_value(x))
         for key, attr, optional, kind in plan:
             x = v[attr]
             if x is None:
@@ -633,9 +633,9 @@ def _line_writer(cls: type[RunEvent]) -> _Writer | None:
             elif kind is _INT_KIND and x.__class__ is int:
                 out += key + _INT_REPR(x)
             elif kind is _DETAILS:
-                out += key + _value(x.to_json())
+                out += key + json_value(x.to_json())
             else:
-                out += key + _value(x)
+                out += key + json_value(x)
         return out + "}"
 
     _LINE_WRITERS[cls] = write
@@ -809,7 +809,7 @@ class Emitter:
             writer = _LINE_WRITERS.get(cls) or _line_writer(cls)
             if writer is not None:
                 ts = self._clock()
-                if line(writer(event.__dict__, _value(ts), self._run_id_json)):
+                if line(writer(event.__dict__, json_value(ts), self._run_id_json)):
                     self._hand_on(cls.NAME, event, ts)
                     return
                 # Not UTF-8 (a lone surrogate): nothing was written; the wire dict is, its

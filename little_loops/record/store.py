@@ -360,6 +360,23 @@ class RunDir:
                 # A value with bytes that are not UTF-8 (a file name, an environment variable)
                 # is kept as a JSON escape, which reads back the same, instead of failing.
                 raw = (json.dumps(state, separators=(",", ":")) + "\n").encode("ascii")
+        self._replace(raw, fsync)
+
+    def write_state_json(self, text: str, *, fsync: bool = False, fixed: FixedState) -> bool:
+        """`write_state` for the changing fields already in JSON (`text`, an object): the
+        same file. False, nothing written, where the caller must hand over the fields
+        instead (text that is not UTF-8, no fixed fields, a state kept in memory)."""
+        head = fixed.raw
+        if head is None or len(text) < 3:
+            return False
+        try:
+            raw = head + text[1:].encode("utf-8") + b"\n"
+        except UnicodeEncodeError:
+            return False
+        self._replace(raw, fsync)
+        return True
+
+    def _replace(self, raw: bytes, fsync: bool) -> None:
         if _EXCHANGE.usable and self._swap_in(raw, fsync):
             return
         self._close_state()
@@ -693,6 +710,9 @@ class BranchDir(RunDir):
         self, data: dict[str, Any], *, fsync: bool = False, fixed: FixedState | None = None
     ) -> None:
         self.state = {"version": STATE_VERSION, **(fixed.fields if fixed else {}), **data}
+
+    def write_state_json(self, text: str, *, fsync: bool = False, fixed: FixedState) -> bool:
+        return False  # kept in memory as fields (`write_state`)
 
     def read_state(self) -> dict[str, Any]:
         if self.state is None:

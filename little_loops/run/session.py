@@ -35,6 +35,7 @@ from little_loops.record.events import (
     JsonlSink,
     Listener,
     RunEvent,
+    json_value,
     utc_now,
 )
 from little_loops.record.secrets import (
@@ -68,6 +69,50 @@ class Clock:
     monotonic: Callable[[], float] = time.monotonic
     wall: Callable[[], str] = utc_now  # the `ts` of every event
     sleep: Callable[[float], None] = time.sleep
+
+
+def changing_json(progress: Progress, captured: Json, prev: Json) -> str:
+    """`ENCODE(progress.to_dict(_CHANGING))` with `captured` and `prev` (their references
+    into outputs.dat) in their places: the same text, made from the attributes at once,
+    without the dict or the encoder's walk of it (a third of a step's state write). Values
+    of other kinds than a step gives them (a float that is not finite, a subclass) go
+    through `ENCODE` as before: tests/run/test_session.py compares the two."""
+    d = progress.__dict__
+    cost = d["cost_usd"]
+    cost_json = _FLOAT(cost) if cost.__class__ is float and cost - cost == 0 else json_value(cost)
+    route = d["last_route"]
+    pending = d["pending"]
+    return (
+        f'{{"current":{json_value(d["current"])},"status":{json_value(d["status"])},'
+        f'"step":{json_value(d["step"])},"elapsed_ms":{json_value(d["elapsed_ms"])},'
+        f'"cost_usd":{cost_json},'
+        f'"captured":{_object(captured)},"prev":{_object(prev)},'
+        f'"convergence":{_object(d["convergence"])},"prior_reasons":{_object(d["prior_reasons"])},'
+        f'"on_max_used":{json_value(d["on_max_used"])},"attempt":{json_value(d["attempt"])},'
+        f'"last_route":{"null" if route is None else json_value(route.to_json())},'
+        f'"outcome":{json_value(d["outcome"])},"exit_code":{json_value(d["exit_code"])},'
+        f'"error":{json_value(d["error"])},"final_state":{json_value(d["final_state"])},'
+        f'"outputs":{_object(d["outputs"])},'
+        f'"pending":{json_value([q.to_json() for q in pending]) if pending else "[]"}}}'
+    )
+
+
+_FLOAT = float.__repr__  # what json writes for a finite float
+
+
+def _object(value: Any) -> str:
+    """A field that is an object (or null): `{}` without the encoder when empty."""
+    return "{}" if value.__class__ is dict and not value else json_value(value)
+
+
+# The fields `changing_json` writes, in their order: a field added to `Progress` must be
+# added there too (this fails at import until it is).
+if _CHANGING != (
+    "current", "status", "step", "elapsed_ms", "cost_usd", "captured", "prev", "convergence",
+    "prior_reasons", "on_max_used", "attempt", "last_route", "outcome", "exit_code", "error",
+    "final_state", "outputs", "pending",
+):  # fmt: skip
+    raise ImportError(f"changing_json does not write Progress's fields {_CHANGING}")
 
 
 class RunSession:
@@ -200,14 +245,19 @@ class RunSession:
         with GATE.deferred():
             self.sink.flush()
             progress.elapsed_ms = self.elapsed_ms()
+            fsync = self.options.fsync
+            if fsync:
+                self.run_dir.log.sync()  # output records may point into the run's log
+                self.outputs.sync()
+            if not self.redactor:  # nothing to mask: its JSON straight from the attributes
+                text = changing_json(progress, self._captured_refs, self._prev_ref)
+                if self.run_dir.write_state_json(text, fsync=fsync, fixed=self._fixed):
+                    return
             data = progress.to_dict(_CHANGING)
             if self.redactor:
                 data = self.redactor.obj(data)
             data["captured"], data["prev"] = self._captured_refs, self._prev_ref
-            if self.options.fsync:
-                self.run_dir.log.sync()  # output records may point into the run's log
-                self.outputs.sync()
-            self.run_dir.write_state(data, fsync=self.options.fsync, fixed=self._fixed)
+            self.run_dir.write_state(data, fsync=fsync, fixed=self._fixed)
 
     def end(
         self,
