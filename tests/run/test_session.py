@@ -34,7 +34,7 @@ def _progress(**changes: Any) -> Progress:
 
 
 QUESTION = Question("approve@3", "approve", 3, "Ship it?", ("yes", "no"), "2026-11-26T00:00Z")
-CASES = {
+CASES: dict[str, dict[str, Any]] = {
     "a new run": {},
     "after a step": {
         "step": 4,
