@@ -638,8 +638,121 @@ def _line_writer(cls: type[RunEvent]) -> _Writer | None:
                 out += key + json_value(x)
         return out + "}"
 
-    _LINE_WRITERS[cls] = write
+    made = _STEP_WRITERS.get(cls)
+    writer = write if made is None else made(write)
+    _LINE_WRITERS[cls] = writer
+    return writer
+
+
+# -- the five events of every step, written by hand --------------------------------------
+#
+# Each step writes these five lines, where the generic writer above walks its plan field by
+# field. Each function here writes its class's line in one f-string where every field holds
+# the type a step gives it, and hands any other record to the generic writer (`other`): the
+# same text either way (tests/record/test_events.py draws records of every type and value).
+# A field added to one of these classes must be added here too (the same test fails until
+# it is).
+
+
+def _state_enter_line(other: _Writer) -> _Writer:
+    def write(v: dict[str, Any], ts: str, run_id: str) -> str:
+        step, state = v["step"], v["state"]
+        if step.__class__ is int and state.__class__ is str:
+            return (
+                f'{{"event":"state_enter","ts":{ts},"run_id":{run_id},"step":{step},'
+                f'"state":{_STR(state)}}}'
+            )
+        return other(v, ts, run_id)
+
     return write
+
+
+def _action_start_line(other: _Writer) -> _Writer:
+    def write(v: dict[str, Any], ts: str, run_id: str) -> str:
+        step, state, action, kind, at = (
+            v["step"], v["state"], v["action"], v["action_type"], v["log_at"]
+        )  # fmt: skip
+        if step.__class__ is int and state.__class__ is action.__class__ is kind.__class__ is str:
+            line = (
+                f'{{"event":"action_start","ts":{ts},"run_id":{run_id},"step":{step},'
+                f'"state":{_STR(state)},"action":{_STR(action)},"action_type":{_STR(kind)}'
+            )
+            if at is None:
+                return line + "}"
+            if at.__class__ is int:
+                return f'{line},"log_at":{at}}}'
+        return other(v, ts, run_id)
+
+    return write
+
+
+def _action_complete_line(other: _Writer) -> _Writer:
+    def write(v: dict[str, Any], ts: str, run_id: str) -> str:
+        step, state, code, ms, out = (
+            v["step"], v["state"], v["exit_code"], v["duration_ms"], v["output_bytes"]
+        )  # fmt: skip
+        late = v["timed_out"]
+        if (
+            step.__class__ is code.__class__ is ms.__class__ is out.__class__ is int
+            and state.__class__ is str
+            and (late is False or late is True)
+        ):
+            return (
+                f'{{"event":"action_complete","ts":{ts},"run_id":{run_id},"step":{step},'
+                f'"state":{_STR(state)},"exit_code":{code},"duration_ms":{ms},'
+                f'"timed_out":{"true" if late else "false"},"output_bytes":{out}}}'
+            )
+        return other(v, ts, run_id)
+
+    return write
+
+
+def _evaluate_line(other: _Writer) -> _Writer:
+    def write(v: dict[str, Any], ts: str, run_id: str) -> str:
+        step, state, kind, verdict = v["step"], v["state"], v["type"], v["verdict"]
+        if (
+            step.__class__ is int
+            and state.__class__ is kind.__class__ is verdict.__class__ is str
+            and v["reason"] is None
+            and v["tail"] is None
+        ):
+            return (
+                f'{{"event":"evaluate","ts":{ts},"run_id":{run_id},"step":{step},'
+                f'"state":{_STR(state)},"type":{_STR(kind)},"verdict":{_STR(verdict)},'
+                f'"details":{json_value(v["details"].to_json())}}}'
+            )
+        return other(v, ts, run_id)
+
+    return write
+
+
+def _route_line(other: _Writer) -> _Writer:
+    def write(v: dict[str, Any], ts: str, run_id: str) -> str:
+        step, state, from_, to, verdict, via = (
+            v["step"], v["state"], v["from_"], v["to"], v["verdict"], v["via"]
+        )  # fmt: skip
+        if (
+            step.__class__ is int
+            and state.__class__ is from_.__class__ is to.__class__ is str
+            and verdict.__class__ is via.__class__ is str
+        ):
+            return (
+                f'{{"event":"route","ts":{ts},"run_id":{run_id},"step":{step},'
+                f'"state":{_STR(state)},"from":{_STR(from_)},"to":{_STR(to)},'
+                f'"verdict":{_STR(verdict)},"via":{_STR(via)}}}'
+            )
+        return other(v, ts, run_id)
+
+    return write
+
+
+_STEP_WRITERS: dict[type[RunEvent], Callable[[_Writer], _Writer]] = {
+    StateEnter: _state_enter_line,
+    ActionStart: _action_start_line,
+    ActionComplete: _action_complete_line,
+    Evaluate: _evaluate_line,
+    Route: _route_line,
+}
 
 
 class JsonlSink:

@@ -21,6 +21,7 @@ from little_loops.record.events import (
     EVENT_NAMES,
     EVENT_TYPES,
     ActionComplete,
+    ActionStart,
     Emitter,
     Evaluate,
     JsonlSink,
@@ -420,11 +421,16 @@ _BY_HINT: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
+_EVERY_TYPE = tuple(c for c in EVENT_TYPES.values() if c is not UnknownEvent)
+# The five events of every step, whose lines are written by hand (record/events.py).
+_STEP_TYPES = (StateEnter, ActionStart, ActionComplete, Evaluate, Route)
+
+
 @st.composite
-def _typed_events(draw: st.DrawFn) -> RunEvent:
+def _typed_events(draw: st.DrawFn, among: tuple[type[RunEvent], ...] = _EVERY_TYPE) -> RunEvent:
     from dataclasses import fields as dataclass_fields
 
-    cls = draw(st.sampled_from([c for c in EVENT_TYPES.values() if c is not UnknownEvent]))
+    cls = draw(st.sampled_from(among))
     values: dict[str, Any] = {
         "step": draw(st.none() | st.integers(0, 10**6)),
         "state": draw(st.none() | _TEXT),
@@ -457,6 +463,47 @@ def test_a_runs_line_is_what_its_wire_dict_encodes_to(
     sink.close()
     written = (folder / "events.jsonl").read_text(encoding="utf-8")
     assert written == "".join(ENCODE(by_dict.wire(event)) + "\n" for event in events)
+
+
+@settings(max_examples=150)
+@given(events=st.lists(_typed_events(_STEP_TYPES), min_size=1, max_size=5), run_id=_TEXT)
+def test_a_steps_five_lines_written_by_hand_are_what_their_wire_dicts_encode_to(
+    tmp_path_factory: pytest.TempPathFactory, events: list[RunEvent], run_id: str
+) -> None:
+    """The five events of every step have writers of their own: the same line as the wire
+    dict's, whatever their fields hold (the types a step gives them, or any other)."""
+    folder = tmp_path_factory.mktemp("step-lines")
+    sink = JsonlSink(folder / "events.jsonl")
+    clock = "2026-01-01T00:00:00.000Z"
+    by_line = Emitter(run_id, [], sinks=[sink], clock=lambda: clock)
+    by_dict = Emitter(run_id, [], clock=lambda: clock)
+    for event in events:
+        by_line.send(event)
+    sink.close()
+    written = (folder / "events.jsonl").read_text(encoding="utf-8")
+    assert written == "".join(ENCODE(by_dict.wire(event)) + "\n" for event in events)
+
+
+def test_a_steps_lines_are_written_by_their_own_writers() -> None:
+    """Each of the five is written by its own function (not the generic walk), which a
+    step's values take whole."""
+    from little_loops.record import events
+
+    step = [
+        StateEnter(step=1, state="a"),
+        ActionStart(step=1, state="a", action="cat f", action_type="shell", log_at=0),
+        ActionComplete(
+            step=1, state="a", exit_code=0, duration_ms=3, timed_out=False, output_bytes=2
+        ),
+        Evaluate(step=1, state="a", type="exit_code", verdict="success", details=Details(x=1)),
+        Route(step=1, state="a", from_="a", to="a", verdict="success", via="on_success"),
+    ]
+    for event in step:
+        writer = events._line_writer(type(event))
+        assert writer is not None
+        assert writer.__qualname__.startswith(events._STEP_WRITERS[type(event)].__name__)
+        line = writer(event.__dict__, '"t"', '"r"')
+        assert json.loads(line) == event.to_dict() | {"ts": "t", "run_id": "r"}
 
 
 def test_a_line_that_is_not_utf8_is_written_json_escaped(tmp_path: Path) -> None:
