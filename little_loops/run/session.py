@@ -24,6 +24,7 @@ from little_loops.model.progress import (
     _FIXED,
     OUTCOME_EXIT,
     Progress,
+    Routed,
     RunOptions,
     RunResult,
 )
@@ -74,29 +75,45 @@ class Clock:
 def changing_json(progress: Progress, captured: Json, prev: Json) -> str:
     """`ENCODE(progress.to_dict(_CHANGING))` with `captured` and `prev` (their references
     into outputs.dat) in their places: the same text, made from the attributes at once,
-    without the dict or the encoder's walk of it (a third of a step's state write). Values
-    of other kinds than a step gives them (a float that is not finite, a subclass) go
-    through `ENCODE` as before: tests/run/test_session.py compares the two."""
+    without the dict or the encoder's walk of it (a third of a step's state write). A value
+    of another type than a step gives its field (a float that is not finite, a subclass)
+    goes through `json_value`: tests/run/test_session.py compares the two."""
     d = progress.__dict__
-    cost = d["cost_usd"]
-    cost_json = _FLOAT(cost) if cost.__class__ is float and cost - cost == 0 else json_value(cost)
-    route = d["last_route"]
-    pending = d["pending"]
+    current, status, error = d["current"], d["status"], d["error"]
+    step, ms, attempt, code = d["step"], d["elapsed_ms"], d["attempt"], d["exit_code"]
+    cost, route, pending = d["cost_usd"], d["last_route"], d["pending"]
+    finite = cost.__class__ is float and cost - cost == 0  # not inf, -inf or nan
+    cost_json = _FLOAT(cost) if finite else json_value(cost)
     return (
-        f'{{"current":{json_value(d["current"])},"status":{json_value(d["status"])},'
-        f'"step":{json_value(d["step"])},"elapsed_ms":{json_value(d["elapsed_ms"])},'
+        f'{{"current":{_STR(current) if current.__class__ is str else json_value(current)},'
+        f'"status":{_STR(status) if status.__class__ is str else json_value(status)},'
+        f'"step":{step if step.__class__ is int else json_value(step)},'
+        f'"elapsed_ms":{ms if ms.__class__ is int else json_value(ms)},'
         f'"cost_usd":{cost_json},'
         f'"captured":{_object(captured)},"prev":{_object(prev)},'
         f'"convergence":{_object(d["convergence"])},"prior_reasons":{_object(d["prior_reasons"])},'
-        f'"on_max_used":{json_value(d["on_max_used"])},"attempt":{json_value(d["attempt"])},'
-        f'"last_route":{"null" if route is None else json_value(route.to_json())},'
-        f'"outcome":{json_value(d["outcome"])},"exit_code":{json_value(d["exit_code"])},'
-        f'"error":{json_value(d["error"])},"final_state":{json_value(d["final_state"])},'
-        f'"outputs":{_object(d["outputs"])},'
+        f'"on_max_used":{json_value(d["on_max_used"])},'
+        f'"attempt":{attempt if attempt.__class__ is int else json_value(attempt)},'
+        f'"last_route":{"null" if route is None else _route(route)},'
+        f'"outcome":{json_value(d["outcome"])},'
+        f'"exit_code":{"null" if code is None else json_value(code)},'
+        f'"error":{"null" if error is None else json_value(error)},'
+        f'"final_state":{json_value(d["final_state"])},"outputs":{_object(d["outputs"])},'
         f'"pending":{json_value([q.to_json() for q in pending]) if pending else "[]"}}}'
     )
 
 
+def _route(route: Routed) -> str:
+    """`last_route`'s object, as `ENCODE(route.to_json())` writes it."""
+    from_, to, verdict, via = route.from_, route.to, route.verdict, route.via
+    if from_.__class__ is to.__class__ is verdict.__class__ is via.__class__ is str:
+        return (
+            f'{{"from":{_STR(from_)},"to":{_STR(to)},"verdict":{_STR(verdict)},"via":{_STR(via)}}}'
+        )
+    return json_value(route.to_json())
+
+
+_STR = json.encoder.encode_basestring  # json's own (C) string encoder, as `ENCODE` uses
 _FLOAT = float.__repr__  # what json writes for a finite float
 
 

@@ -59,6 +59,7 @@ CASES: dict[str, dict[str, Any]] = {
     "odd numbers": {"cost_usd": math.inf, "elapsed_ms": 10**20, "step": True},
     "not a number": {"cost_usd": math.nan},
     "a whole cost": {"cost_usd": 3},
+    "a route of other types": {"last_route": Routed(1, "b", None, "x")},  # type: ignore[arg-type]
 }
 
 
