@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from little_loops.errors import RunError
-from little_loops.record.events import ENCODE
+from little_loops.record.events import ENCODE, json_value
 from little_loops.record.store import LOG_NAME, RunLog
 
 TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
@@ -46,6 +46,52 @@ def is_ref(value: object) -> bool:
     )
 
 
+def _meta(
+    record: dict[str, Any], in_log: tuple[int, int] | None, sizes: list[int]
+) -> dict[str, Any]:
+    """A record's JSON line as fields: the small ones, where its output lies, the sizes of
+    its raw texts."""
+    meta = {k: v for k, v in record.items() if k not in _RAW}
+    if in_log is not None:
+        meta[_IN_LOG] = list(in_log)
+    meta[_SIZES] = sizes
+    return meta
+
+
+# The fields of a step's record (`run/steps.remember`), in their order.
+_STEP_FIELDS = (
+    "output", "stderr", "exit_code", "duration_ms", "state", "verdict", "confidence", "reason"
+)  # fmt: skip
+
+
+def _step_line(
+    record: dict[str, Any], in_log: tuple[int, int] | None, sizes: list[int]
+) -> str | None:
+    """`ENCODE(_meta(record, in_log, sizes))` for a step's record holding what a step gives
+    its fields, written at once (every step writes one); None for any other record, which
+    the encoder writes. tests/record/test_outputs.py compares the two."""
+    if tuple(record) != _STEP_FIELDS:
+        return None
+    state, verdict, ms = record["state"], record["verdict"], record["duration_ms"]
+    if not (state.__class__ is verdict.__class__ is str and ms.__class__ is int):
+        return None
+    at = ""
+    if in_log is not None:
+        offset, size = in_log
+        if not offset.__class__ is size.__class__ is int:
+            return None
+        at = f',"output_at":[{offset},{size}]'
+    return (
+        f'{{"exit_code":{json_value(record["exit_code"])},"duration_ms":{ms},'
+        f'"state":{_STR(state)},"verdict":{_STR(verdict)},'
+        f'"confidence":{json_value(record["confidence"])},'
+        f'"reason":{json_value(record["reason"])}{at},"raw_sizes":[{sizes[0]},{sizes[1]}]}}'
+    )
+
+
+_STR = json.encoder.encode_basestring  # json's own (C) string encoder, as `ENCODE` uses
+
+
 class Outputs:
     """The append-only store of one run directory; one writer, the run that owns it."""
 
@@ -66,16 +112,18 @@ class Outputs:
         run's log, `steps.log`, where the action wrote it; the line says so (`output_at`) and
         the bytes are not written a second time.
         """
-        meta = {k: v for k, v in record.items() if k not in _RAW}
         if in_log is not None:
-            meta[_IN_LOG] = list(in_log)
             texts = [b"", str(record.get("stderr") or "").encode("utf-8", "surrogatepass")]
         else:
             texts = [str(record.get(k) or "").encode("utf-8", "surrogatepass") for k in _RAW]
-        meta[_SIZES] = [len(t) for t in texts]
+        sizes = [len(t) for t in texts]
         try:
-            line = (ENCODE(meta) + "\n").encode("utf-8")
+            text = _step_line(record, in_log, sizes)
+            if text is None:
+                text = ENCODE(_meta(record, in_log, sizes))
+            line = (text + "\n").encode("utf-8")
         except UnicodeEncodeError:  # bytes that are not UTF-8 (a file name): JSON escapes
+            meta = _meta(record, in_log, sizes)
             line = (json.dumps(meta, separators=(",", ":")) + "\n").encode("ascii")
         parts = [line, *texts, b"\n"]
         size = sum(map(len, parts))

@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from project import Project
 
 from little_loops.load.loader import load
 from little_loops.record import outputs
-from little_loops.record.events import RunEvent
+from little_loops.record.events import ENCODE, RunEvent
 from little_loops.record.store import RunDir
 from little_loops.run.resume import prepare_resume
 from little_loops.run.runner import (
@@ -218,3 +220,60 @@ def test_a_truncated_log_under_an_output_record_is_one_clear_line(
     assert "Traceback" not in proc.stderr
     assert "steps.log: the output that the step record at offset" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+_TEXT = st.text(max_size=8)  # lone surrogates included: not UTF-8, the slow path's
+_ANY = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | _TEXT
+
+
+@settings(max_examples=200)
+@given(
+    values=st.fixed_dictionaries(
+        {
+            "exit_code": st.none() | st.integers(-300, 300),
+            "duration_ms": st.integers(0, 10**9),
+            "state": _TEXT,
+            "verdict": _TEXT,
+            "confidence": st.none() | st.floats(0, 1),
+            "reason": st.none() | _TEXT,
+        }
+    ),
+    odd=st.none() | st.tuples(st.sampled_from(list(outputs._STEP_FIELDS[2:])), _ANY),
+    in_log=st.none() | st.tuples(st.integers(0, 2**40), st.integers(0, 2**20)),
+    extra=st.booleans(),
+)
+def test_a_steps_record_line_is_what_the_encoder_gives_its_fields(
+    tmp_path_factory: pytest.TempPathFactory,
+    values: dict[str, Any],
+    odd: tuple[str, Any] | None,
+    in_log: tuple[int, int] | None,
+    extra: bool,
+) -> None:
+    """A step's record is written as one f-string where its fields hold what a step gives
+    them: the line the encoder makes of its fields, whatever they hold, and the record
+    reads back. `odd`: a field given a value of another type (a bool, a float...)."""
+    # In a step's order (hypothesis draws the fields in any order).
+    record: dict[str, Any] = {"output": "out", "stderr": "err"}
+    record.update((key, values[key]) for key in outputs._STEP_FIELDS[2:])
+    if odd is not None:
+        record[odd[0]] = odd[1]
+    if extra:
+        record["output_cut"] = True  # another shape: the encoder's
+    sizes = [0 if in_log else 3, 3]
+    made = outputs._step_line(record, in_log, sizes)
+    if made is not None:
+        assert made == ENCODE(outputs._meta(record, in_log, sizes))
+    store = outputs.Outputs(tmp_path_factory.mktemp("outputs"))
+    assert store.read(store.append(record)) == record
+
+
+def test_a_steps_record_takes_the_quick_line() -> None:
+    record = {
+        "output": "x", "stderr": "", "exit_code": 0, "duration_ms": 3, "state": "say",
+        "verdict": "success", "confidence": None, "reason": None,
+    }  # fmt: skip
+    line = outputs._step_line(record, (10, 1), [0, 0])
+    assert line == (
+        '{"exit_code":0,"duration_ms":3,"state":"say","verdict":"success","confidence":null,'
+        '"reason":null,"output_at":[10,1],"raw_sizes":[0,0]}'
+    )
