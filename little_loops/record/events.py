@@ -843,6 +843,7 @@ class Emitter:
         self.sinks = list(sinks)
         self._redact = redact
         self._clock = clock
+        self._own_clock = clock is utc_now
         # The listeners each event name is handed to (`listens_to`), found at its first emit.
         self._by_name: dict[str, list[Listener]] = {}
         self._run_id_json = _STR(run_id)
@@ -922,7 +923,9 @@ class Emitter:
             writer = _LINE_WRITERS.get(cls) or _line_writer(cls)
             if writer is not None:
                 ts = self._clock()
-                if line(writer(event.__dict__, json_value(ts), self._run_id_json)):
+                # `utc_now`'s stamps hold nothing JSON escapes: quoted as they are.
+                stamp = '"' + ts + '"' if self._own_clock else json_value(ts)
+                if line(writer(event.__dict__, stamp, self._run_id_json)):
                     self._hand_on(cls.NAME, event, ts)
                     return
                 # Not UTF-8 (a lone surrogate): nothing was written; the wire dict is, its

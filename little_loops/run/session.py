@@ -90,7 +90,7 @@ def changing_json(progress: Progress, captured: Json, prev: Json) -> str:
         f'"step":{step if step.__class__ is int else json_value(step)},'
         f'"elapsed_ms":{ms if ms.__class__ is int else json_value(ms)},'
         f'"cost_usd":{cost_json},'
-        f'"captured":{_object(captured)},"prev":{_object(prev)},'
+        f'"captured":{_object(captured)},"prev":{_reference(prev)},'
         f'"convergence":{_object(d["convergence"])},"prior_reasons":{_object(d["prior_reasons"])},'
         f'"on_max_used":{json_value(d["on_max_used"])},'
         f'"attempt":{attempt if attempt.__class__ is int else json_value(attempt)},'
@@ -115,6 +115,19 @@ def _route(route: Routed) -> str:
 
 _STR = json.encoder.encode_basestring  # json's own (C) string encoder, as `ENCODE` uses
 _FLOAT = float.__repr__  # what json writes for a finite float
+
+
+def _reference(value: Any) -> str:
+    """`prev`: where the last step's record lies in outputs.dat (`{"ref": [offset, size]}`),
+    or `{}` before the first."""
+    where = value.get("ref") if value.__class__ is dict and len(value) == 1 else None
+    if (
+        where.__class__ is list
+        and len(where) == 2
+        and where[0].__class__ is where[1].__class__ is int
+    ):
+        return f'{{"ref":[{where[0]},{where[1]}]}}'
+    return _object(value)
 
 
 def _object(value: Any) -> str:

@@ -66,7 +66,12 @@ CASES: dict[str, dict[str, Any]] = {
 @pytest.mark.parametrize("changes", CASES.values(), ids=list(CASES))
 @pytest.mark.parametrize(
     ("captured", "prev"),
-    [({}, {}), ({"dir": {"ref": [0, 12]}, "n": {"ref": [12, 40]}}, {"ref": [281, 142]})],
+    [
+        ({}, {}),
+        ({"dir": {"ref": [0, 12]}, "n": {"ref": [12, 40]}}, {"ref": [281, 142]}),
+        ({"odd": {"ref": [True, 1]}}, {"ref": [True, 2.5]}),  # not a step's: the encoder's
+        ({}, {"ref": [1, 2], "more": 1}),
+    ],
 )
 def test_changing_json_is_what_the_encoder_gives_the_fields(
     changes: dict[str, Any], captured: dict[str, Any], prev: dict[str, Any]
