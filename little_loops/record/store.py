@@ -362,6 +362,12 @@ class RunDir:
                 raw = (json.dumps(state, separators=(",", ":")) + "\n").encode("ascii")
         self._replace(raw, fsync)
 
+    @property
+    def takes_json(self) -> bool:
+        """Whether `write_state_json` may write the state (a state kept in memory as fields,
+        a fork's action branch, a child run not yet in its directory, may not)."""
+        return True
+
     def write_state_json(self, text: str, *, fsync: bool = False, fixed: FixedState) -> bool:
         """`write_state` for the changing fields already in JSON (`text`, an object): the
         same file. False, nothing written, where the caller must hand over the fields
@@ -711,8 +717,12 @@ class BranchDir(RunDir):
     ) -> None:
         self.state = {"version": STATE_VERSION, **(fixed.fields if fixed else {}), **data}
 
-    def write_state_json(self, text: str, *, fsync: bool = False, fixed: FixedState) -> bool:
+    @property
+    def takes_json(self) -> bool:
         return False  # kept in memory as fields (`write_state`)
+
+    def write_state_json(self, text: str, *, fsync: bool = False, fixed: FixedState) -> bool:
+        return False
 
     def read_state(self) -> dict[str, Any]:
         if self.state is None:
@@ -865,6 +875,13 @@ class CallDir(BranchDir):
         super().write_state(data, fsync=fsync, fixed=fixed)
         if data.get("status") not in ("running", "finished"):
             self.spill()  # interrupted or suspended: resumed from its directory
+
+    @property
+    def takes_json(self) -> bool:
+        return self.spilled  # in its directory: state.json, as a run's
+
+    def write_state_json(self, text: str, *, fsync: bool = False, fixed: FixedState) -> bool:
+        return self.spilled and RunDir.write_state_json(self, text, fsync=fsync, fixed=fixed)
 
     def read_state(self) -> dict[str, Any]:
         return RunDir.read_state(self) if self.spilled else super().read_state()

@@ -279,7 +279,7 @@ class RunSession:
             if fsync:
                 self.run_dir.log.sync()  # output records may point into the run's log
                 self.outputs.sync()
-            if not self.redactor:  # nothing to mask: its JSON straight from the attributes
+            if not self.redactor and self.run_dir.takes_json:  # its JSON from the attributes
                 text = changing_json(progress, self._captured_refs, self._prev_ref)
                 if self.run_dir.write_state_json(text, fsync=fsync, fixed=self._fixed):
                     return

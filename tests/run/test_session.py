@@ -97,6 +97,28 @@ def test_state_json_written_from_the_attributes_is_the_same_file(tmp_path: Path)
         assert fast.state_path.read_bytes() == slow.state_path.read_bytes()
 
 
+def test_a_child_run_takes_its_state_as_json_once_in_its_directory(tmp_path: Path) -> None:
+    """A child run kept in memory holds its state as fields (no JSON made for it); once in
+    its own directory, its state.json is written from the JSON, the bytes of the fields'."""
+    caller = RunDir.create(tmp_path, "caller")
+    child = store.CallDir(caller.root / "sub" / "0001-call", caller, lambda _s, _f: False)
+    p = _progress(**CASES["after a step"])
+    fixed = store.FixedState({"run_id": p.run_id})
+    assert not child.takes_json
+    assert not child.write_state_json(changing_json(p, {}, {}), fixed=fixed)
+    child.spill()
+    assert child.takes_json
+    assert child.write_state_json(changing_json(p, {}, {}), fixed=fixed)
+    slow = RunDir.create(tmp_path, "slow")
+    data = p.to_dict(_CHANGING)
+    data["captured"], data["prev"] = {}, {}
+    slow.write_state(data, fixed=fixed)
+    assert child.state_path.read_bytes() == slow.state_path.read_bytes()
+    child.sink.close()
+    child.close()
+    slow.close()
+
+
 def test_text_that_is_not_utf8_is_left_to_the_slow_write(tmp_path: Path) -> None:
     """A lone surrogate (a file name's undecodable byte) cannot be UTF-8: nothing is
     written, and the caller's `write_state` keeps it as a JSON escape."""
