@@ -446,14 +446,9 @@ def _typed_events(draw: st.DrawFn, among: tuple[type[RunEvent], ...] = _EVERY_TY
     return cls(**values)
 
 
-@settings(max_examples=60)  # 60 draws of up to 6 events: every event type many times over
-@given(events=st.lists(_typed_events(), min_size=1, max_size=6), run_id=_TEXT)
-def test_a_runs_line_is_what_its_wire_dict_encodes_to(
-    tmp_path_factory: pytest.TempPathFactory, events: list[RunEvent], run_id: str
-) -> None:
-    """`send` writes each line straight from the record (no wire dict): byte for byte the
-    line `ENCODE` gives the wire dict, for every event type and any value its fields hold."""
-    folder = tmp_path_factory.mktemp("lines")
+def _lines_are_their_wire_dicts(folder: Path, events: list[RunEvent], run_id: str) -> None:
+    """`send` writes each line straight from the record: byte for byte the line `ENCODE`
+    gives the wire dict that `wire` builds."""
     sink = JsonlSink(folder / "events.jsonl")
     clock = "2026-01-01T00:00:00.000Z"
     by_line = Emitter(run_id, [], sinks=[sink], clock=lambda: clock)
@@ -463,6 +458,16 @@ def test_a_runs_line_is_what_its_wire_dict_encodes_to(
     sink.close()
     written = (folder / "events.jsonl").read_text(encoding="utf-8")
     assert written == "".join(ENCODE(by_dict.wire(event)) + "\n" for event in events)
+
+
+@settings(max_examples=60)  # 60 draws of up to 6 events: every event type many times over
+@given(events=st.lists(_typed_events(), min_size=1, max_size=6), run_id=_TEXT)
+def test_a_runs_line_is_what_its_wire_dict_encodes_to(
+    tmp_path_factory: pytest.TempPathFactory, events: list[RunEvent], run_id: str
+) -> None:
+    """`send` writes each line straight from the record (no wire dict): byte for byte the
+    line `ENCODE` gives the wire dict, for every event type and any value its fields hold."""
+    _lines_are_their_wire_dicts(tmp_path_factory.mktemp("lines"), events, run_id)
 
 
 @settings(max_examples=150)
@@ -472,16 +477,7 @@ def test_a_steps_five_lines_written_by_hand_are_what_their_wire_dicts_encode_to(
 ) -> None:
     """The five events of every step have writers of their own: the same line as the wire
     dict's, whatever their fields hold (the types a step gives them, or any other)."""
-    folder = tmp_path_factory.mktemp("step-lines")
-    sink = JsonlSink(folder / "events.jsonl")
-    clock = "2026-01-01T00:00:00.000Z"
-    by_line = Emitter(run_id, [], sinks=[sink], clock=lambda: clock)
-    by_dict = Emitter(run_id, [], clock=lambda: clock)
-    for event in events:
-        by_line.send(event)
-    sink.close()
-    written = (folder / "events.jsonl").read_text(encoding="utf-8")
-    assert written == "".join(ENCODE(by_dict.wire(event)) + "\n" for event in events)
+    _lines_are_their_wire_dicts(tmp_path_factory.mktemp("step-lines"), events, run_id)
 
 
 def test_a_steps_lines_are_written_by_their_own_writers() -> None:
