@@ -22,6 +22,7 @@ waited-for children: `os.times` counts in ticks of 10 ms, coarse against a 300-s
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import resource
 import shutil
@@ -150,11 +151,27 @@ def measure(steps: int, repeat: int, where: Path) -> list[dict[str, float]]:
                 "floor": statistics.median(floors) * 1000,
                 "overhead": statistics.median(diffs) * 1000,
                 "min": min(diffs) * 1000,
+                "low": median_bounds(diffs)[0] * 1000,
+                "high": median_bounds(diffs)[1] * 1000,
                 "own": statistics.median(own) * 1000,
                 "kids": statistics.median(kids) * 1000,
             }
         )
     return rows
+
+
+def median_bounds(values: list[float]) -> tuple[float, float]:
+    """A 95% confidence interval of the median, from the order statistics alone (no
+    assumption about the spread): the k-th smallest and the k-th largest value, k the
+    largest with P(Binomial(n, 1/2) < k) <= 2.5%. With fewer than 6 values, the extremes."""
+    ordered = sorted(values)
+    n = len(ordered)
+    below, k = 0.0, 0
+    while below + math.comb(n, k) / 2**n <= 0.025:
+        below += math.comb(n, k) / 2**n
+        k += 1
+    k = max(k, 1)
+    return ordered[k - 1], ordered[n - k]
 
 
 def label(size: int) -> str:
@@ -169,20 +186,22 @@ def report(rows: list[dict[str, float]], steps: int, repeat: int) -> str:
         f"`python bench/printing.py --steps {steps} --repeat {repeat} --write-docs`: a one-state "
         f"loop running `cat FILE` (FILE of SIZE bytes) {steps} times against the same "
         "processes spawned bare (`subprocess.run(['cat', FILE], capture_output=True)`, as `ll` "
-        "execs a plain command; `sh -c true` for `true`), alternating; median (and "
-        "minimum) of the paired differences per step, start-up taken out, in the working "
-        "directory (disk).",
+        "execs a plain command; `sh -c true` for `true`), alternating; median (its 95% "
+        "interval, from the order statistics, and the minimum) of the paired differences per "
+        "step, start-up taken out, in the working directory (disk).",
         "",
         f"Machine: {machine()}; load average {os.getloadavg()[0]:.2f} after the runs.",
         "",
-        "| output per step | bare spawn, per step | overhead (median) | overhead (min) | "
-        "of it: `ll`'s own CPU / its children's (medians) | over the silent step | target |",
-        "|---|---|---|---|---|---|---|",
+        "| output per step | bare spawn, per step | overhead (median) | median's 95% interval "
+        "| overhead (min) | of it: `ll`'s own CPU / its children's (medians) | over the silent "
+        "step | target |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for m in rows:
         split = f"{m['own']:+.3f} / {m['kids']:+.3f} ms" if CPU else "(with --cpu)"
         lines.append(
             f"| {label(int(m['size']))} | {m['floor']:.3f} ms | {m['overhead']:.3f} ms | "
+            f"{m['low']:.3f} to {m['high']:.3f} ms | "
             f"{m['min']:.3f} ms | {split} | {m['overhead'] - silent:+.3f} ms | "
             f"<= +{TARGET_MS} ms over bare: {'ok' if m['overhead'] <= TARGET_MS else 'MISSED'} |"
         )
