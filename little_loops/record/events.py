@@ -564,7 +564,8 @@ def parse(raw: Json) -> RunEvent:
 
 # json's own string encoder (the C one where there is one): what `ENCODE` uses for each string,
 # so a line made here is the text `ENCODE` gives the wire dict, byte for byte.
-_STR: Callable[[str], str] = json.encoder.encode_basestring
+json_string: Callable[[str], str] = json.encoder.encode_basestring
+_STR = json_string
 _INT_REPR = int.__repr__
 
 

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from little_loops.errors import RunError
-from little_loops.record.events import ENCODE, json_value
+from little_loops.record.events import ENCODE, json_string, json_value
 from little_loops.record.store import LOG_NAME, RunLog
 
 TYPE_CHECKING = False  # `typing` is not imported at run time; mypy reads this
@@ -83,13 +83,10 @@ def _step_line(
         at = f',"output_at":[{offset},{size}]'
     return (
         f'{{"exit_code":{json_value(record["exit_code"])},"duration_ms":{ms},'
-        f'"state":{_STR(state)},"verdict":{_STR(verdict)},'
+        f'"state":{json_string(state)},"verdict":{json_string(verdict)},'
         f'"confidence":{json_value(record["confidence"])},'
         f'"reason":{json_value(record["reason"])}{at},"raw_sizes":[{sizes[0]},{sizes[1]}]}}'
     )
-
-
-_STR = json.encoder.encode_basestring  # json's own (C) string encoder, as `ENCODE` uses
 
 
 class Outputs:

@@ -373,7 +373,7 @@ class RunDir:
         same file. False, nothing written, where the caller must hand over the fields
         instead (text that is not UTF-8, no fixed fields, a state kept in memory)."""
         head = fixed.raw
-        if head is None or len(text) < 3:
+        if head is None or len(text) < 3 or not self.takes_json:
             return False
         try:
             raw = head + text[1:].encode("utf-8") + b"\n"
@@ -721,9 +721,6 @@ class BranchDir(RunDir):
     def takes_json(self) -> bool:
         return False  # kept in memory as fields (`write_state`)
 
-    def write_state_json(self, text: str, *, fsync: bool = False, fixed: FixedState) -> bool:
-        return False
-
     def read_state(self) -> dict[str, Any]:
         if self.state is None:
             raise RunError(f"{self.root / 'state.json'}: missing; the branch has not started")
@@ -879,9 +876,6 @@ class CallDir(BranchDir):
     @property
     def takes_json(self) -> bool:
         return self.spilled  # in its directory: state.json, as a run's
-
-    def write_state_json(self, text: str, *, fsync: bool = False, fixed: FixedState) -> bool:
-        return self.spilled and RunDir.write_state_json(self, text, fsync=fsync, fixed=fixed)
 
     def read_state(self) -> dict[str, Any]:
         return RunDir.read_state(self) if self.spilled else super().read_state()

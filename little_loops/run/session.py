@@ -36,6 +36,7 @@ from little_loops.record.events import (
     JsonlSink,
     Listener,
     RunEvent,
+    json_string,
     json_value,
     utc_now,
 )
@@ -85,8 +86,8 @@ def changing_json(progress: Progress, captured: Json, prev: Json) -> str:
     finite = cost.__class__ is float and cost - cost == 0  # not inf, -inf or nan
     cost_json = _FLOAT(cost) if finite else json_value(cost)
     return (
-        f'{{"current":{_STR(current) if current.__class__ is str else json_value(current)},'
-        f'"status":{_STR(status) if status.__class__ is str else json_value(status)},'
+        f'{{"current":{json_string(current) if current.__class__ is str else json_value(current)},'
+        f'"status":{json_string(status) if status.__class__ is str else json_value(status)},'
         f'"step":{step if step.__class__ is int else json_value(step)},'
         f'"elapsed_ms":{ms if ms.__class__ is int else json_value(ms)},'
         f'"cost_usd":{cost_json},'
@@ -108,12 +109,12 @@ def _route(route: Routed) -> str:
     from_, to, verdict, via = route.from_, route.to, route.verdict, route.via
     if from_.__class__ is to.__class__ is verdict.__class__ is via.__class__ is str:
         return (
-            f'{{"from":{_STR(from_)},"to":{_STR(to)},"verdict":{_STR(verdict)},"via":{_STR(via)}}}'
+            f'{{"from":{json_string(from_)},"to":{json_string(to)},'
+            f'"verdict":{json_string(verdict)},"via":{json_string(via)}}}'
         )
     return json_value(route.to_json())
 
 
-_STR = json.encoder.encode_basestring  # json's own (C) string encoder, as `ENCODE` uses
 _FLOAT = float.__repr__  # what json writes for a finite float
 
 

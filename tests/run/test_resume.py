@@ -6,13 +6,16 @@ with in-process runs and edit their state files.
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from project import Project
 
 from little_loops.errors import EXIT_RUN_ERROR, LoopError
 from little_loops.load.loader import load
@@ -308,30 +311,21 @@ states:
     reason="known since stop 37: events are flushed before the state, so a run killed between "
     "its end event and its final state runs its terminal step again on resume",
 )
-def test_a_run_killed_after_its_end_event_is_not_ended_twice_by_resume(tmp_path: Path) -> None:
-    import json
-    import sys
-
-    (tmp_path / "ends.yaml").write_text(_ENDS_BY_ECHOING)
-    (tmp_path / "killed.py").write_text(_KILLED_AT_THE_END)
+def test_a_run_killed_after_its_end_event_is_not_ended_twice_by_resume(project: Project) -> None:
+    project.write("ends.yaml", _ENDS_BY_ECHOING)
+    killed = project.write("killed.py", _KILLED_AT_THE_END)
     first = subprocess.run(
-        [sys.executable, str(tmp_path / "killed.py"), "run", "ends.yaml", "-q"],
-        cwd=tmp_path,
+        [sys.executable, str(killed), "run", "ends.yaml", "-q"],
+        cwd=project.path,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert first.returncode == 137, first.stderr
-    again = subprocess.run(
-        [sys.executable, "-m", "little_loops", "resume", "-q"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    (run,) = (tmp_path / ".loops" / "runs").iterdir()
+    again = project.ll("resume", "-q", process=True)
+    (run,) = (project.path / ".loops" / "runs").iterdir()
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
     ends = [e["outcome"] for e in events if e["event"] == "loop_complete"]
     # What resume should do: see the run ended, and neither run its last step nor end it again.
-    assert (tmp_path / "done.txt").read_text().splitlines() == ["first", "last"], again.stderr
+    assert (project.path / "done.txt").read_text().splitlines() == ["first", "last"], again.stderr
     assert ends == ["success"]
