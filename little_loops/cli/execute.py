@@ -285,6 +285,12 @@ def execute(
         tracer.close()  # flush the trace: after the signals are ignored, so it is not cut off
         if tracer.problem:
             launch.echo(f"ll: warning: {tracer.problem}", err=True)
+    if runner.ended_before and not (display.quiet or json_mode):
+        launch.echo(
+            f"ll: run {result.run_id} had already ended ({result.outcome}) when its process "
+            "stopped; its end is recorded now, and nothing was run again",
+            err=True,
+        )
     launch.after_run(loop, result, runner, display.report, quiet=display.quiet or json_mode)
     for reporter in reporters:
         # The run is over and recorded; a report that could not be written does not change

@@ -911,6 +911,15 @@ class Emitter:
             for listener in listeners:
                 listener(record)
 
+    def tell(self, event: RunEvent) -> None:
+        """Hand an event the log holds already (read back from it, stamped) to the listeners
+        that use it, writing nothing."""
+        listeners = self._by_name.get(event.NAME)
+        if listeners is None:
+            listeners = self._listeners_of(event.NAME)
+        for listener in listeners:
+            listener(event)
+
     def send(self, event: RunEvent) -> None:
         """Emit a typed event: the same line as `emit(event.name, event.payload(), ...)`.
 
@@ -1054,6 +1063,24 @@ class EventLog:
         except OSError:  # missing, unreadable: the caller shows what it can without it
             return []
         return list(_parse_lines(lines))
+
+    def last(self) -> Event | None:
+        """Its last whole line's event, read from the end: None when the file is missing or
+        empty, or that line is torn (no newline) or does not parse."""
+        try:
+            with self.path.open("rb") as fh:
+                end = fh.seek(0, os.SEEK_END)
+                tail = b""
+                while end > len(tail) and b"\n" not in tail[:-1]:
+                    take = min(1 << 16, end - len(tail))
+                    fh.seek(end - len(tail) - take)
+                    tail = fh.read(take) + tail
+        except OSError:
+            return None
+        if not tail.endswith(b"\n"):
+            return None
+        found = list(_parse_lines([tail[tail.rfind(b"\n", 0, -1) + 1 :]]))
+        return found[0] if found else None
 
 
 def _parse_lines(lines: Iterable[bytes]) -> Iterator[Event]:

@@ -380,10 +380,13 @@ class History:
         child.feed(replace(typed, extra=rest))
 
     def with_history(self, base_dir: Path | None) -> History:
-        """For a resumed run seen live: the whole run's history from its event log, if found."""
+        """For a resumed run seen live, or a run whose end alone was seen (resume found it
+        logged): the whole run's history from its event log, if found."""
         from little_loops.record.store import RUNS
 
-        if not self.resumed or self.complete is None or not self.complete.run_id:
+        if self.complete is None or not self.complete.run_id:
+            return self
+        if self.segments and not self.resumed:  # saw the run from its start: the whole of it
             return self
         path = (base_dir or Path.cwd()) / RUNS / self.complete.run_id / "events.jsonl"
         full = History.from_file(path)

@@ -180,6 +180,36 @@ class Outputs:
             record = found
         return record
 
+    def following(self, offset: int) -> dict[str, list[int]] | None:
+        """The reference of the whole record that starts at `offset` (where another ends);
+        None when there is none, or it is torn. Resume reads with it the record of a step
+        that no state.json points to yet (a run cut off after its end)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            end = os.fstat(fd).st_size
+            head = b""
+            while b"\n" not in head and offset + len(head) < end:
+                head += os.pread(fd, 1 << 16, offset + len(head))
+        finally:
+            os.close(fd)
+        line, newline, _ = head.partition(b"\n")
+        try:
+            meta = json.loads(line) if newline else None
+        except (ValueError, RecursionError):
+            return None
+        sizes = meta.get(_SIZES) if isinstance(meta, dict) else None
+        if not (
+            isinstance(sizes, list)
+            and len(sizes) == len(_RAW)
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes)
+        ):
+            return None
+        size = len(line) + 1 + sum(sizes) + 1
+        return ref(offset, size) if offset + size <= end else None
+
     def _from_log(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """`record` with its output read from where it points in the run's log."""
         where = record.pop(_IN_LOG)
@@ -203,6 +233,13 @@ class Outputs:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def records_end(state: dict[str, Any]) -> int:
+    """Where the records a state.json points to end in outputs.dat: the next record written
+    after that state starts there (0: it points to none)."""
+    values = [state.get("prev"), *(state.get("captured") or {}).values()]
+    return max((sum(value["ref"]) for value in values if is_ref(value)), default=0)
 
 
 def resolve(root: Path, state: dict[str, Any]) -> dict[str, Any]:

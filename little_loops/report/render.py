@@ -252,12 +252,13 @@ class PlainRenderer:
                 self._begin(event, "running")  # the heartbeat goes on while branches run
             return
         given = event.with_
-        bound = " ".join(f"{k}={v}" for k, v in given.items())
-        resumed = ", resumed" if event.resumed else ""
-        self._header(
-            event,
-            f"loop {event.file}" + (f"  (with {bound}{resumed})" if bound or resumed else ""),
-        )
+        notes = [" ".join(f"{k}={v}" for k, v in given.items())] if given else []
+        if event.resumed:
+            notes.append("resumed")
+        bound = ", ".join(notes)
+        if given:
+            bound = "with " + bound
+        self._header(event, f"loop {event.file}" + (f"  ({bound})" if bound else ""))
         name = str(event.state)
         self._children[name] = _ChildView(self, name)
 

@@ -132,6 +132,8 @@ class Runner:
         self._resolved: dict[Path, Path] = parent.resolved if parent is not None else {}
         resolved = self._resolve
         self.resumed = progress is not None
+        # A resumed run that had ended (its end logged, its state not written): not run again.
+        self.ended_before = False
         # `ll step`: asked after each recorded step; a reason pauses the run there (exit 6).
         self.pause: Callable[[], str | None] | None = None
         run_id = progress.run_id if progress else (run_id or new_run_id(loop.name))
@@ -254,6 +256,10 @@ class Runner:
             resolved=self._resolved,
         )
 
+    def _capture_of(self, name: str) -> str | None:
+        state = self.loop.states.get(name)
+        return state.capture if state is not None else None
+
     def _resolve(self, path: Path) -> Path:
         """`path.resolve()`, once per path for the whole tree."""
         found = self._resolved.get(path)
@@ -281,6 +287,15 @@ class Runner:
 
     def _run(self) -> RunResult:
         p = self.progress
+        logged = self.session.logged_end(p) if self.resumed else None
+        if logged is not None:  # its process was cut off after it logged its end: finished now
+            self.ended_before = True
+            try:
+                capture_of = self._capture_of
+                return self.session.end_logged(p, self.run_dir.root, logged, capture_of)
+            finally:
+                self.steps.close()
+                self.session.close()
         self._start()
         try:
             GATE.raise_pending()  # one that came while the run was set up

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from little_loops.errors import RunError
 from little_loops.model.details import Json
 from little_loops.model.loop import Loop
 from little_loops.model.progress import (
@@ -33,6 +34,7 @@ from little_loops.record import events as ev
 from little_loops.record import outputs as outputs_store
 from little_loops.record.events import (
     Emitter,
+    EventLog,
     JsonlSink,
     Listener,
     RunEvent,
@@ -211,6 +213,7 @@ class RunSession:
         # Where state.json points for `captured` and `prev`: records of finished steps only.
         self._captured_refs: dict[str, dict[str, Any]] = {}
         self._prev_ref: dict[str, Any] = {}
+        self._records_end = 0  # a resumed run's: where its state's records end (`load_outputs`)
 
     # -- time ------------------------------------------------------------------------------
 
@@ -258,6 +261,10 @@ class RunSession:
         Records an older ll wrote inline are moved into outputs.dat, so from here on
         state.json holds references only. Values stay sealed; the runner unseals them.
         """
+        # Before records written inline are moved: where the step after this state's wrote.
+        self._records_end = outputs_store.records_end(
+            {"prev": progress.prev, "captured": progress.captured}
+        )
         for name, value in list(progress.captured.items()):
             progress.captured[name], self._captured_refs[name] = self._load(value)
         if progress.prev:
@@ -340,6 +347,68 @@ class RunSession:
             path=tuple(p.path),
             run_dir=root,
             error=error,
+        )
+
+    def logged_end(self, p: Progress) -> ev.LoopComplete | None:
+        """The end of a resumed run that its log holds but its state does not: its process
+        was cut off between the two (`end` writes the event first). Only the end of the run
+        itself counts: an interruption or a suspension is continued by resume, and a log
+        whose last line is anything else (a torn one included) has no end."""
+        if not isinstance(self.sink, JsonlSink):
+            return None
+        last = EventLog(self.run_dir.events_path).last()
+        if last is None or last.get("event") != "loop_complete" or "path" in last:
+            return None
+        end = ev.parse(last)
+        if not isinstance(end, ev.LoopComplete) or end.run_id != p.run_id:
+            return None
+        if end.outcome in ("interrupted", "suspended") or end.outcome not in OUTCOME_EXIT:
+            return None
+        if not isinstance(end.steps, int) or not p.step <= end.steps <= p.step + 1:
+            return None
+        return end
+
+    def end_logged(
+        self, p: Progress, root: Path, end: ev.LoopComplete, capture_of: Callable[[str], str | None]
+    ) -> RunResult:
+        """Finish a run whose end `logged_end` found, running nothing and logging nothing
+        again: its state written from the event, with the record of the step that ended it
+        (kept before the event, but no state.json points to it yet); `capture_of` names what
+        a state captures. The listeners are handed the end as it was logged."""
+        if end.steps == p.step + 1 and isinstance(self.outputs, outputs_store.Outputs):
+            where = self.outputs.following(self._records_end)
+            try:
+                kept = self.outputs.read(where) if where is not None else None
+            except RunError:
+                kept = None
+            if where is not None and kept is not None and kept.get("state") == end.final_state:
+                self._prev_ref = where
+                name = capture_of(str(end.final_state))
+                if name:
+                    self._captured_refs[name] = where
+                p.path.append(str(end.final_state))
+        p.step = end.steps or p.step
+        p.status = "finished"
+        p.outcome, p.exit_code, p.error = end.outcome, end.exit_code, end.error
+        p.final_state = end.final_state
+        p.cost_usd = end.cost_usd or 0.0
+        outputs = end.outputs or {}
+        p.outputs = {k: v if isinstance(v, str) else json.dumps(v) for k, v in outputs.items()}
+        p.outputs = p.outputs or None
+        duration_ms = end.duration_ms if isinstance(end.duration_ms, int) else self.elapsed_ms()
+        self._t0 = self.clock.monotonic() - duration_ms / 1000.0
+        self.persist(p)
+        self.emitter.tell(end)
+        return RunResult(
+            run_id=p.run_id,
+            outcome=str(end.outcome),
+            exit_code=p.exit_code if p.exit_code is not None else OUTCOME_EXIT[str(end.outcome)],
+            final_state=str(end.final_state),
+            steps=p.step,
+            duration_ms=duration_ms,
+            path=tuple(p.path),
+            run_dir=root,
+            error=end.error,
         )
 
     def write_record(self, path: Path, value: Json) -> None:

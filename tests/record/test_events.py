@@ -625,3 +625,28 @@ def test_the_event_log_reader_skips_a_torn_line_and_follows_a_growing_log(tmp_pa
     assert [e["event"] for e in EventLog(path).head(2)] == ["loop_start", "state_enter"]
     assert EventLog(tmp_path / "missing.jsonl").read() == []
     assert EventLog(tmp_path / "missing.jsonl").head(3) == []
+
+
+def test_the_last_event_is_read_from_the_end_of_the_log_whole_or_not_at_all(
+    tmp_path: Path,
+) -> None:
+    """`EventLog.last`: what resume asks to find a run's logged end; only a whole last line."""
+    from little_loops.record.events import EventLog
+
+    path = tmp_path / "events.jsonl"
+    assert EventLog(path).last() is None  # missing
+    path.write_bytes(b"")
+    assert EventLog(path).last() is None
+    path.write_bytes(b'{"event": "loop_start"}\n')
+    assert EventLog(path).last() == {"event": "loop_start"}  # the only line
+    long = json.dumps({"event": "loop_complete", "outputs": {"x": "y" * 200_000}})
+    path.write_bytes(b'{"event": "loop_start"}\n' + long.encode() + b"\n")
+    assert EventLog(path).last() == json.loads(long)  # longer than one read from the end
+    path.write_bytes(b'{"event": "loop_start"}\n' + long.encode()[:-3])
+    assert EventLog(path).last() is None  # torn: no newline
+    path.write_bytes(b'{"event": "loop_start"}\n{"event": "route"')  # torn, then no newline
+    assert EventLog(path).last() is None
+    path.write_bytes(b'{"event": "loop_start"}\n{"event": "rou\n')  # ends, does not parse
+    assert EventLog(path).last() is None
+    path.write_bytes(b'{"event": "loop_start"}\n[1, 2]\n')  # not an object
+    assert EventLog(path).last() is None

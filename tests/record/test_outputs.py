@@ -277,3 +277,24 @@ def test_a_steps_record_takes_the_quick_line() -> None:
         '{"exit_code":0,"duration_ms":3,"state":"say","verdict":"success","confidence":null,'
         '"reason":null,"output_at":[10,1],"raw_sizes":[0,0]}'
     )
+
+
+def test_the_record_after_a_state_s_records_is_found_whole_or_not_at_all(tmp_path: Path) -> None:
+    """`Outputs.following(records_end(state))`: the record of a step written after the state
+    (resume reads it for a run cut off after its end); a torn or missing one is None."""
+    store = outputs.Outputs(tmp_path)
+    assert store.following(0) is None  # no file
+    first = store.append({"output": "one", "stderr": "", "state": "a"})
+    second = store.append({"output": "x" * 100_000, "stderr": "e\n", "state": "b"})
+    store.close()
+    state = {"prev": first, "captured": {"kept": first}}
+    assert outputs.records_end(state) == first["ref"][1]
+    assert outputs.records_end({"prev": {"output": "inline"}, "captured": {}}) == 0
+    assert store.following(0) == first
+    assert store.following(outputs.records_end(state)) == second
+    assert store.read(second)["state"] == "b"
+    assert store.following(sum(second["ref"])) is None  # nothing after
+    with store.path.open("r+b") as fh:  # the second record torn by a crash
+        fh.truncate(sum(second["ref"]) - 10)
+    assert store.following(first["ref"][1]) is None
+    assert store.following(3) is None  # not where a record starts

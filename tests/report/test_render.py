@@ -594,3 +594,22 @@ def test_event_times_are_read_as_datetime_reads_them(ts: str) -> None:
     except ValueError:
         expected = None
     assert _ts_ms(ts) == (None if expected is None else expected * 1000)
+
+
+@pytest.mark.parametrize(
+    ("given", "resumed", "note"),
+    [
+        ({}, False, ""),
+        ({}, True, "  (resumed)"),
+        ({"ref": "main"}, False, "  (with ref=main)"),
+        ({"ref": "main", "n": "2"}, True, "  (with ref=main n=2, resumed)"),
+    ],
+)
+def test_a_child_runs_line_names_what_it_was_given_and_a_resume(
+    given: dict[str, str], resumed: bool, note: str
+) -> None:
+    start = ev("child_start", 1, "call", file="ends.yaml", dir="sub/0001-call", resumed=resumed)
+    if given:
+        start["with"] = given
+    lines = render([RUN_EVENTS[0], ev("state_enter", 1, "call"), start]).splitlines()
+    assert lines[-1] == "  1/10  call  loop ends.yaml" + note

@@ -20,6 +20,7 @@ from project import Project
 from little_loops.errors import EXIT_RUN_ERROR, LoopError
 from little_loops.load.loader import load
 from little_loops.record.events import RunEvent
+from little_loops.record.outputs import resolve
 from little_loops.record.store import (
     RunDir,
     process_start,
@@ -277,8 +278,9 @@ def test_an_unknown_run_id(tmp_path: Path) -> None:
         prepare_resume(tmp_path, "nope")
 
 
-# A `kill -9` between a run's flushed end event and its final state.json (stop 37's closing
-# note): made certain by a process that exits right there.
+# A `kill -9` between a run's flushed end event and its final state.json (found by the kill
+# test at stop 37): made certain by a process that exits right there, at the first state
+# written as finished (the child's, in a tree).
 _KILLED_AT_THE_END = """\
 import os, sys
 from little_loops.run import session
@@ -302,30 +304,139 @@ states:
     next: last
   last:
     terminal: true
-    action: echo last >> done.txt
+    action: echo last >> done.txt; echo the last words
+    capture: words
+"""
+_CALLS_IT = """\
+name: calls
+initial: call
+states:
+  call:
+    loop: ends.yaml
+    next: after
+  after:
+    terminal: true
+    action: echo after >> done.txt
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known since stop 37: events are flushed before the state, so a run killed between "
-    "its end event and its final state runs its terminal step again on resume",
-)
-def test_a_run_killed_after_its_end_event_is_not_ended_twice_by_resume(project: Project) -> None:
+def _killed_at_its_end(project: Project, loop: str) -> Path:
+    """Run `loop` in a process killed right after its first end event is logged; the run's
+    directory."""
     project.write("ends.yaml", _ENDS_BY_ECHOING)
+    project.write("calls.yaml", _CALLS_IT)
     killed = project.write("killed.py", _KILLED_AT_THE_END)
     first = subprocess.run(
-        [sys.executable, str(killed), "run", "ends.yaml", "-q"],
+        [sys.executable, str(killed), "run", loop, "-q"],
         cwd=project.path,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert first.returncode == 137, first.stderr
-    again = project.ll("resume", "-q", process=True)
     (run,) = (project.path / ".loops" / "runs").iterdir()
+    return run
+
+
+def _ends(run: Path) -> list[str]:
     events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
-    ends = [e["outcome"] for e in events if e["event"] == "loop_complete"]
-    # What resume should do: see the run ended, and neither run its last step nor end it again.
-    assert (project.path / "done.txt").read_text().splitlines() == ["first", "last"], again.stderr
-    assert ends == ["success"]
+    return [e["outcome"] for e in events if e["event"] == "loop_complete"]
+
+
+def test_a_run_killed_after_its_end_event_is_finished_by_resume_not_run_again(
+    project: Project,
+) -> None:
+    run = _killed_at_its_end(project, "ends.yaml")
+    state = json.loads((run / "state.json").read_text())
+    assert (state["status"], state["step"], state["captured"]) == ("running", 1, {})
+    again = project.ll("resume", "--junit-xml", "report.xml", process=True)
+    # Neither its last step run again nor its end logged again; told, with the run's own code.
+    assert again.returncode == 0, again.stderr
+    assert (project.path / "done.txt").read_text().splitlines() == ["first", "last"]
+    assert _ends(run) == ["success"]
+    assert "had already ended (success) when its process stopped" in again.stderr
+    assert "success at 'last' after 2 steps" in again.stdout
+    # The finished state, with what the last step captured (its record, which no state
+    # pointed to yet), as a run that was never cut off has it.
+    state = json.loads((run / "state.json").read_text())
+    assert (state["status"], state["outcome"], state["exit_code"]) == ("finished", "success", 0)
+    assert (state["step"], state["final_state"]) == (2, "last")
+    assert state["captured"]["words"] == state["prev"]
+    shown = resolve(run, state)
+    assert shown["captured"]["words"]["output"] == "the last words"
+    assert shown["prev"]["state"] == "last"
+    # The report reads the whole run from the log, though the resume saw only its end.
+    report = (project.path / "report.xml").read_text()
+    assert "first (visit 1)" in report
+    assert "last (visit 1)" in report
+    refused = project.ll("resume", run.name, process=True)
+    assert refused.returncode == EXIT_RUN_ERROR
+    assert "already finished (success)" in refused.stderr
+
+
+def test_a_child_killed_after_its_end_event_is_finished_and_its_caller_goes_on(
+    project: Project,
+) -> None:
+    run = _killed_at_its_end(project, "calls.yaml")
+    child = run / "sub" / "0001-call"
+    assert json.loads((child / "state.json").read_text())["status"] == "running"
+    again = project.ll("resume", "-q", process=True)
+    assert again.returncode == 0, again.stderr
+    assert (project.path / "done.txt").read_text().splitlines() == ["first", "last", "after"]
+    assert _ends(child) == ["success"]
+    assert _ends(run) == ["success"]
+    state = json.loads((child / "state.json").read_text())
+    assert (state["status"], state["step"]) == ("finished", 2)
+    assert resolve(child, state)["captured"]["words"]["output"] == "the last words"
+
+
+def _ended_then_cut_back(tmp_path: Path, **end: Any) -> tuple[Path, str]:
+    """A run of `ends` that finished, its state put back to before its last step and the
+    last line of its log (its end) edited: as a run cut off after that line was written."""
+    path = write_loop(tmp_path, _ENDS_BY_ECHOING, "ends.yaml")
+    done = Runner(load(path), RunOptions(base_dir=tmp_path)).run()
+    run_dir = RunDir.open(tmp_path, done.run_id)
+    state = run_dir.read_state()
+    state.update(status="running", step=1, outcome=None, exit_code=None, final_state=None)
+    state["captured"], state["prev"] = {}, {"ref": [0, state["prev"]["ref"][0]]}
+    run_dir.write_state(state)
+    lines = run_dir.events_path.read_bytes().splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    last.update(end)
+    text = json.dumps(last).encode() + b"\n"
+    run_dir.events_path.write_bytes(b"".join(lines[:-1]) + text[: end.pop("_cut", len(text))])
+    return tmp_path / "done.txt", done.run_id
+
+
+@pytest.mark.parametrize(
+    ("end", "ran_again"),
+    [
+        ({}, False),
+        ({"outcome": "failure", "exit_code": 1}, False),
+        ({"outcome": "interrupted"}, True),  # resume continues an interruption
+        ({"outcome": "suspended"}, True),
+        ({"outcome": "no such outcome"}, True),
+        ({"run_id": "another-run"}, True),  # an end that is not this run's
+        ({"steps": 7}, True),  # not the step after its state's
+        ({"steps": "2"}, True),
+        ({"path": ["call"]}, True),  # a child's end
+        ({"event": "route"}, True),
+        ({"_cut": -5}, True),  # torn: no newline, no JSON
+    ],
+)
+def test_only_the_runs_own_whole_end_as_its_last_line_finishes_it(
+    tmp_path: Path, end: dict[str, Any], ran_again: bool
+) -> None:
+    done_txt, run_id = _ended_then_cut_back(tmp_path, **end)
+    loop, options, progress, run_dir = prepare_resume(tmp_path, run_id)
+    runner = Runner(loop, options, progress=progress, run_dir=run_dir)
+    result = runner.run()
+    assert runner.ended_before is not ran_again
+    assert done_txt.read_text().splitlines() == ["first", "last", *(["last"] if ran_again else [])]
+    assert result.steps == 2
+    if not ran_again:
+        assert (result.outcome, result.exit_code) == (
+            end.get("outcome", "success"),
+            end.get("exit_code", 0),
+        )
+        assert run_dir.read_state()["status"] == "finished"
