@@ -756,6 +756,21 @@ _STEP_WRITERS: dict[type[RunEvent], Callable[[_Writer], _Writer]] = {
 }
 
 
+class _Unusual(Exception):
+    """A field of a step's event holds a value its hand-written line does not take."""
+
+
+def _unusual(v: dict[str, Any], ts: str, run_id: str) -> str:
+    raise _Unusual
+
+
+# The same writers, for `Emitter.send_fields`: given the fields alone, no record; any other
+# value raises `_Unusual`, and the record is made and sent the usual way.
+_FIELD_WRITERS: dict[type[RunEvent], _Writer] = {
+    cls: made(_unusual) for cls, made in _STEP_WRITERS.items()
+}
+
+
 class JsonlSink:
     """Appends one JSON object a line.
 
@@ -919,6 +934,29 @@ class Emitter:
             listeners = self._listeners_of(event.NAME)
         for listener in listeners:
             listener(event)
+
+    def send_fields(self, cls: type[RunEvent], fields: dict[str, Any]) -> None:
+        """Emit an event of one of the five classes every step writes, given its fields: the
+        same as `send(cls(**fields))`. Where no listener takes events of `cls`, nothing is
+        redacted and the one sink takes lines, its line is written straight from `fields`
+        and no record is made (a step makes five; a record costs as much as its line). The
+        fields given are those the call site names, which are all its line reads."""
+        line = self._line
+        if line is not None:
+            listeners = self._by_name.get(cls.NAME)
+            if listeners is None:
+                listeners = self._listeners_of(cls.NAME)
+            if not listeners:
+                ts = self._clock()
+                stamp = '"' + ts + '"' if self._own_clock else json_value(ts)
+                try:
+                    text = _FIELD_WRITERS[cls](fields, stamp, self._run_id_json)
+                except (_Unusual, KeyError):
+                    pass
+                else:
+                    if line(text):
+                        return
+        self.send(cls(**fields))
 
     def send(self, event: RunEvent) -> None:
         """Emit a typed event: the same line as `emit(event.name, event.payload(), ...)`.

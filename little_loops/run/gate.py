@@ -17,6 +17,14 @@ class Terminated(BaseException):
     """Raised in the main thread by the SIGTERM handler, so running actions are killed."""
 
 
+class _Local(threading.local):
+    """A thread's own gate state; None (the class's) in a thread that has none. Read at every
+    step, several times: a missing attribute of a plain `threading.local` raises and catches an
+    AttributeError each time (about 1 µs)."""
+
+    state: GateState | None = None
+
+
 class GateState:
     """One thread's gate: whether signals are held, and the one that came meanwhile."""
 
@@ -37,12 +45,12 @@ class _SignalGate:
 
     def __init__(self) -> None:
         self._main = GateState()
-        self._local = threading.local()
+        self._local = _Local()
 
     # A branch of a fork runs in a thread of its own, with its own gate state (`adopt`):
     # the main thread's handler never reaches it; a fork stops it by setting its `pending`.
     def _state(self) -> GateState:
-        state: GateState | None = getattr(self._local, "state", None)
+        state = self._local.state
         return state if state is not None else self._main
 
     def adopt(self, state: GateState) -> None:
@@ -53,7 +61,7 @@ class _SignalGate:
     def lent(self, state: GateState) -> Iterator[None]:
         """This thread uses `state` for a while (a branch run in the forking thread): the
         signal handler, which runs in the main thread, then gives its signals to `state`."""
-        before: GateState | None = getattr(self._local, "state", None)
+        before = self._local.state
         self._local.state = state
         try:
             yield
@@ -94,9 +102,7 @@ class _SignalGate:
         return _Interruptible(self._state(), self._main)
 
     def raise_pending(self) -> None:
-        if self.pending is not None:
-            signum, self.pending = self.pending, None
-            raise_for(signum)
+        _raise_pending(self._state())
 
 
 # The two windows are classes rather than generators: each step opens both (its action's

@@ -358,7 +358,7 @@ class Runner:
             p.on_max_used = True
             p.current = self.loop.on_max_iterations
         step = p.step + 1
-        self.session.emit(ev.StateEnter(step=step, state=p.current))
+        self.session.emit_fields(ev.StateEnter, {"step": step, "state": p.current})
         return step, self.loop.states[p.current]
 
     def _route(self, state: State, result: StepResult) -> Routed:
@@ -408,15 +408,16 @@ class Runner:
         step but not the end would make resume run that step again as the next one.
         """
         p = self.progress
-        self.session.emit(
-            ev.Route(
-                step=step,
-                state=state.name,
-                from_=route.from_,
-                to=route.to,
-                verdict=route.verdict,
-                via=route.via,
-            )
+        self.session.emit_fields(
+            ev.Route,
+            {
+                "step": step,
+                "state": state.name,
+                "from_": route.from_,
+                "to": route.to,
+                "verdict": route.verdict,
+                "via": route.via,
+            },
         )
         p.last_route = route
         p.current = route.to

@@ -235,6 +235,11 @@ class RunSession:
         """Write a typed event (SPEC section 10) to the log and every listener."""
         self.emitter.send(event)
 
+    def emit_fields(self, cls: type[RunEvent], fields: dict[str, Any]) -> None:
+        """`emit(cls(**fields))` for the five events of a step, the record made only for a
+        listener that takes it (`Emitter.send_fields`)."""
+        self.emitter.send_fields(cls, fields)
+
     def flush(self) -> None:
         self.sink.flush()
 

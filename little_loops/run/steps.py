@@ -271,16 +271,17 @@ class StepPipeline:
             base = base_verdict(verdict.verdict) or verdict.verdict
             if action is not None and base in reasons.BAD_VERDICTS:
                 why["tail"] = tuple(reasons.output_tail(action.output, action.stderr))
-        self.session.emit(
-            ev.Evaluate(
-                step=step,
-                state=state.name,
-                type=kind,
-                verdict=verdict.verdict,
-                details=verdict.details,
-                reason=why.get("reason"),
-                tail=why.get("tail"),
-            )
+        self.session.emit_fields(
+            ev.Evaluate,
+            {
+                "step": step,
+                "state": state.name,
+                "type": kind,
+                "verdict": verdict.verdict,
+                "details": verdict.details,
+                "reason": why.get("reason"),
+                "tail": why.get("tail"),
+            },
         )
         return StepResult(verdict, action, why.get("reason"), record)
 
@@ -291,14 +292,15 @@ class StepPipeline:
         GATE.raise_pending()  # rather than start a process only to kill it
         # The attempt's output goes to the run's one log; `log_at` says where it begins.
         log = self.session.run_dir.log.attempt()
-        self.session.emit(
-            ev.ActionStart(
-                step=step,
-                state=state.name,
-                action=shown,
-                action_type=state.action_type,
-                log_at=log.start,
-            )
+        self.session.emit_fields(
+            ev.ActionStart,
+            {
+                "step": step,
+                "state": state.name,
+                "action": shown,
+                "action_type": state.action_type,
+                "log_at": log.start,
+            },
         )
         self.session.flush()  # `ll logs -f` shows the step while it runs
         timeout = self._action_timeout(state)
@@ -339,15 +341,16 @@ class StepPipeline:
         finally:
             for stream in streams:
                 stream.flush()
-        self.session.emit(
-            ev.ActionComplete(
-                step=step,
-                state=state.name,
-                exit_code=result.exit_code,
-                duration_ms=result.duration_ms,
-                timed_out=result.timed_out,
-                output_bytes=result.output_bytes,
-            )
+        self.session.emit_fields(
+            ev.ActionComplete,
+            {
+                "step": step,
+                "state": state.name,
+                "exit_code": result.exit_code,
+                "duration_ms": result.duration_ms,
+                "timed_out": result.timed_out,
+                "output_bytes": result.output_bytes,
+            },
         )
         return result
 

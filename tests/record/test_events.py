@@ -480,6 +480,82 @@ def test_a_steps_five_lines_written_by_hand_are_what_their_wire_dicts_encode_to(
     _lines_are_their_wire_dicts(tmp_path_factory.mktemp("step-lines"), events, run_id)
 
 
+def _fields(event: RunEvent) -> dict[str, Any]:
+    """The fields a step's call site gives `send_fields`: every field but the stamp's."""
+    return {k: v for k, v in event.__dict__.items() if k not in ("ts", "run_id", "extra")}
+
+
+@settings(max_examples=150)
+@given(
+    events=st.lists(_typed_events(_STEP_TYPES), min_size=1, max_size=5),
+    run_id=_TEXT,
+    listened=st.booleans(),
+)
+def test_a_steps_events_sent_as_fields_are_the_lines_and_records_their_records_give(
+    tmp_path_factory: pytest.TempPathFactory,
+    events: list[RunEvent],
+    run_id: str,
+    listened: bool,
+) -> None:
+    """`send_fields` (no record made where nobody listens): the same lines as `send` of the
+    record, whatever the fields hold; a listener is handed the record `send` would hand it."""
+    folder = tmp_path_factory.mktemp("fields")
+    clock = "2026-01-01T00:00:00.000Z"
+    heard: list[RunEvent] = []
+    sink = JsonlSink(folder / "events.jsonl")
+    by_fields = Emitter(
+        run_id, [heard.append] if listened else [], sinks=[sink], clock=lambda: clock
+    )
+    for event in events:
+        by_fields.send_fields(type(event), _fields(event))
+    sink.close()
+    by_dict = Emitter(run_id, [], clock=lambda: clock)
+    expected = "".join(ENCODE(by_dict.wire(event)) + "\n" for event in events)
+    assert (folder / "events.jsonl").read_text(encoding="utf-8") == expected
+    if listened:
+        assert [e.to_dict() for e in heard] == [
+            {**e.to_dict(), "ts": clock, "run_id": run_id} for e in events
+        ]
+
+
+def test_no_record_is_made_for_a_step_event_nobody_listens_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's five events cost no record where no listener takes them (a quiet run), and
+    one where a listener does."""
+    made: list[str] = []
+    for cls in _STEP_TYPES:
+        init = cls.__init__
+
+        def counted(self: Any, *args: Any, _init: Any = init, **kwargs: Any) -> None:
+            made.append(type(self).NAME)
+            _init(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "__init__", counted)
+    sink = JsonlSink(tmp_path / "events.jsonl")
+
+    class Ends:
+        listens_to = frozenset({"route"})
+
+        def __call__(self, event: RunEvent) -> None:
+            made.append("heard " + event.name)
+
+    emitter = Emitter("r", [Ends()], sinks=[sink])
+    emitter.send_fields(StateEnter, {"step": 1, "state": "a"})
+    emitter.send_fields(
+        Route,
+        {"step": 1, "state": "a", "from_": "a", "to": "b", "verdict": "success", "via": "next"},
+    )
+    emitter.send_fields(StateEnter, {"step": 2, "state": "b\udcff"})  # not UTF-8: a record
+    sink.close()
+    assert made == ["route", "heard route", "state_enter"]
+    assert [e["event"] for e in read_events(tmp_path / "events.jsonl")] == [
+        "state_enter",
+        "route",
+        "state_enter",
+    ]
+
+
 def test_a_steps_lines_are_written_by_their_own_writers() -> None:
     """Each of the five is written by its own function (not the generic walk), which a
     step's values take whole."""
@@ -559,7 +635,8 @@ def test_parse_takes_any_line(raw: dict[str, Json]) -> None:
 
 
 def test_every_event_the_code_emits_has_a_typed_record() -> None:
-    """The run writes events only as typed records, and every record is written somewhere."""
+    """The run writes events only as typed records (or a step's, as a record's fields), and
+    every record is written somewhere."""
     import little_loops
 
     root = Path(little_loops.__file__).parent
@@ -570,6 +647,8 @@ def test_every_event_the_code_emits_has_a_typed_record() -> None:
         by_name += [f"{path.name}: {m}" for m in re.findall(r"\bemit\(\s*\"(\w+)\"", text)]
         if path.name != "events.py":  # where the records are declared, not built
             built |= set(re.findall(r"\b(?:ev\.)?([A-Z][A-Za-z]+)\(", text))
+            # a step's events, sent as their fields (`emit_fields(ev.Route, {...})`)
+            built |= set(re.findall(r"\bemit_fields\(\s*(?:ev\.)?([A-Z][A-Za-z]+),", text))
     assert not by_name, f"events written by name, not as records: {by_name}"
     records = {cls.__name__ for cls in EVENT_TYPES.values()}
     assert records <= built, records - built
