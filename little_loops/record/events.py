@@ -805,6 +805,9 @@ class JsonlSink:
         if size and os.pread(fd, 1, size - 1) != b"\n":
             os.write(fd, b"\n")
         self._file: IO[str] = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - see close()
+        # `line` without a call of its own, for the emitter's hot path: UnicodeEncodeError,
+        # nothing written, for text that is not UTF-8 (a line of ASCII is kept as it is).
+        self.write_text = self._file.write
 
     def __call__(self, event: Event) -> None:
         line = ENCODE(event)
@@ -869,6 +872,10 @@ class Emitter:
             getattr(self.sinks[0], "line", None)
             if redact is None and len(self.sinks) == 1
             else None
+        )
+        # Its file's own `write`, for `send_fields` (`JsonlSink.write_text`).
+        self._write: Callable[[str], object] | None = (
+            getattr(self.sinks[0], "write_text", None) if self._line is not None else None
         )
 
     def emit(
@@ -941,8 +948,8 @@ class Emitter:
         redacted and the one sink takes lines, its line is written straight from `fields`
         and no record is made (a step makes five; a record costs as much as its line). The
         fields given are those the call site names, which are all its line reads."""
-        line = self._line
-        if line is not None:
+        write = self._write
+        if write is not None:
             listeners = self._by_name.get(cls.NAME)
             if listeners is None:
                 listeners = self._listeners_of(cls.NAME)
@@ -950,12 +957,11 @@ class Emitter:
                 ts = self._clock()
                 stamp = '"' + ts + '"' if self._own_clock else json_value(ts)
                 try:
-                    text = _FIELD_WRITERS[cls](fields, stamp, self._run_id_json)
-                except (_Unusual, KeyError):
-                    pass
+                    write(_FIELD_WRITERS[cls](fields, stamp, self._run_id_json) + "\n")
+                except (_Unusual, KeyError, UnicodeEncodeError):
+                    pass  # (text that is not UTF-8 is refused whole: nothing was written)
                 else:
-                    if line(text):
-                        return
+                    return
         self.send(cls(**fields))
 
     def send(self, event: RunEvent) -> None:

@@ -64,6 +64,7 @@ class Redactor:
     def __init__(self, values: Iterable[str]) -> None:
         secrets = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH}
         self.values: tuple[str, ...] = tuple(sorted(secrets, key=len, reverse=True))
+        self.masks = bool(self.values)  # whether anything is masked: read at every step
         # Longest first, so a secret that contains another is masked whole.
         forms = sorted({f for v in secrets for f in quoted_forms(v)}, key=len, reverse=True)
         self._bytes = tuple(f.encode("utf-8") for f in forms)

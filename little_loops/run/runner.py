@@ -132,6 +132,7 @@ class Runner:
         self._resolved: dict[Path, Path] = parent.resolved if parent is not None else {}
         resolved = self._resolve
         self.resumed = progress is not None
+        self._kinds: dict[str, str] = {}  # each state's kind (`kind_of`), found at its first step
         # A resumed run that had ended (its end logged, its state not written): not run again.
         self.ended_before = False
         # `ll step`: asked after each recorded step; a reason pauses the run there (exit 6).
@@ -339,9 +340,12 @@ class Runner:
     def _next_step(self) -> None:
         """One step, in the order things happen."""
         step, state = self._enter()
-        result = KINDS[kind_of(state)].run(self.ctx, step, state)
+        kind = self._kinds.get(state.name)
+        if kind is None:
+            kind = self._kinds[state.name] = kind_of(state)
+        result = KINDS[kind].run(self.ctx, step, state)
         self._remember(step, state, result)
-        route = self._route(state, result)
+        route = self._route(state, result, kind)
         self._record(step, state, route)
 
     def _enter(self) -> tuple[int, State]:
@@ -361,15 +365,16 @@ class Runner:
         self.session.emit_fields(ev.StateEnter, {"step": step, "state": p.current})
         return step, self.loop.states[p.current]
 
-    def _route(self, state: State, result: StepResult) -> Routed:
-        """Where the run goes next; `Finish` when it ends here."""
+    def _route(self, state: State, result: StepResult, kind: str) -> Routed:
+        """Where the run goes next (`kind`: the state's, `kind_of`); `Finish` when it ends
+        here."""
         verdict = result.verdict.verdict
-        if state.is_loop or state.is_fork:
+        if kind == "loop" or kind == "fork":
             self.ctx.check_budget(state.name)  # the child's cost, or an ancestor's budget, ends us
         if self.steps.ends_run(state):
             return self._after_terminal(state, result)
         # A child's terminal routes as its outcome when it has no route of its own.
-        outcome = result.verdict.details.outcome if state.is_loop else None
+        outcome = result.verdict.details.outcome if kind == "loop" else None
         if verdict in ("error", "timeout"):
             outcome = None
         decision = router.route(self.loop, state, verdict, outcome)

@@ -80,28 +80,51 @@ def changing_json(progress: Progress, captured: Json, prev: Json) -> str:
     into outputs.dat) in their places: the same text, made from the attributes at once,
     without the dict or the encoder's walk of it (a third of a step's state write). A value
     of another type than a step gives its field (a float that is not finite, a subclass)
-    goes through `json_value`: tests/run/test_session.py compares the two."""
+    goes through `json_value`: tests/run/test_session.py compares the two.
+
+    Written inline, without a call for a value as a step leaves it (an empty object, None,
+    a bool): on this interpreter a call costs as much as the rest of a field's text."""
     d = progress.__dict__
     current, status, error = d["current"], d["status"], d["error"]
     step, ms, attempt, code = d["step"], d["elapsed_ms"], d["attempt"], d["exit_code"]
     cost, route, pending = d["cost_usd"], d["last_route"], d["pending"]
+    convergence, reasons, outputs = d["convergence"], d["prior_reasons"], d["outputs"]
+    empty = dict  # an object that is empty, written `{}` without a call
+    fresh_c = captured.__class__ is empty and not captured
+    fresh_v = convergence.__class__ is empty and not convergence
+    fresh_r = reasons.__class__ is empty and not reasons
+    used, outcome, final = d["on_max_used"], d["outcome"], d["final_state"]
     finite = cost.__class__ is float and cost - cost == 0  # not inf, -inf or nan
-    cost_json = _FLOAT(cost) if finite else json_value(cost)
+    if prev.__class__ is dict and len(prev) == 1:
+        where = prev.get("ref")
+        if (
+            where.__class__ is list
+            and len(where) == 2
+            and where[0].__class__ is where[1].__class__ is int
+        ):
+            prev_json = f'{{"ref":[{where[0]},{where[1]}]}}'
+        else:
+            prev_json = _reference(prev)
+    else:
+        prev_json = _reference(prev)
     return (
         f'{{"current":{json_string(current) if current.__class__ is str else json_value(current)},'
         f'"status":{json_string(status) if status.__class__ is str else json_value(status)},'
         f'"step":{step if step.__class__ is int else json_value(step)},'
         f'"elapsed_ms":{ms if ms.__class__ is int else json_value(ms)},'
-        f'"cost_usd":{cost_json},'
-        f'"captured":{_object(captured)},"prev":{_reference(prev)},'
-        f'"convergence":{_object(d["convergence"])},"prior_reasons":{_object(d["prior_reasons"])},'
-        f'"on_max_used":{json_value(d["on_max_used"])},'
+        f'"cost_usd":{_FLOAT(cost) if finite else json_value(cost)},'
+        f'"captured":{"{}" if fresh_c else _object(captured)},'
+        f'"prev":{prev_json},'
+        f'"convergence":{"{}" if fresh_v else _object(convergence)},'
+        f'"prior_reasons":{"{}" if fresh_r else _object(reasons)},'
+        f'"on_max_used":{"false" if used is False else json_value(used)},'
         f'"attempt":{attempt if attempt.__class__ is int else json_value(attempt)},'
         f'"last_route":{"null" if route is None else _route(route)},'
-        f'"outcome":{json_value(d["outcome"])},'
+        f'"outcome":{"null" if outcome is None else json_value(outcome)},'
         f'"exit_code":{"null" if code is None else json_value(code)},'
         f'"error":{"null" if error is None else json_value(error)},'
-        f'"final_state":{json_value(d["final_state"])},"outputs":{_object(d["outputs"])},'
+        f'"final_state":{"null" if final is None else json_value(final)},'
+        f'"outputs":{"null" if outputs is None else _object(outputs)},'
         f'"pending":{json_value([q.to_json() for q in pending]) if pending else "[]"}}}'
     )
 
@@ -210,6 +233,10 @@ class RunSession:
             redact=redactor.obj if redactor else None,
             clock=clock.wall,
         )
+        # `emit(cls(**fields))` for the five events of a step, the record made only for a
+        # listener that takes it (`Emitter.send_fields`); the emitter's own, not a wrapper.
+        self.emit_fields: Callable[[type[RunEvent], dict[str, Any]], None]
+        self.emit_fields = self.emitter.send_fields
         # Where state.json points for `captured` and `prev`: records of finished steps only.
         self._captured_refs: dict[str, dict[str, Any]] = {}
         self._prev_ref: dict[str, Any] = {}
@@ -235,11 +262,6 @@ class RunSession:
         """Write a typed event (SPEC section 10) to the log and every listener."""
         self.emitter.send(event)
 
-    def emit_fields(self, cls: type[RunEvent], fields: dict[str, Any]) -> None:
-        """`emit(cls(**fields))` for the five events of a step, the record made only for a
-        listener that takes it (`Emitter.send_fields`)."""
-        self.emitter.send_fields(cls, fields)
-
     def flush(self) -> None:
         self.sink.flush()
 
@@ -252,7 +274,7 @@ class RunSession:
         """A finished step's record: appended once, pointed to by the next state.json.
         `in_log`: where its output already lies in the run's log (`steps.log`), which the
         record then points to instead of holding the same bytes again."""
-        if self.redactor:  # sealed; the log holds the output masked
+        if self.redactor.masks:  # sealed; the log holds the output masked
             where = self.outputs.append(self._sealer.seal(record))
         else:
             where = self.outputs.append(record, in_log=in_log)
@@ -292,7 +314,7 @@ class RunSession:
             if fsync:
                 self.run_dir.log.sync()  # output records may point into the run's log
                 self.outputs.sync()
-            if not self.redactor and self.run_dir.takes_json:  # its JSON from the attributes
+            if not self.redactor.masks and self.run_dir.takes_json:  # JSON from the attributes
                 text = changing_json(progress, self._captured_refs, self._prev_ref)
                 if self.run_dir.write_state_json(text, fsync=fsync, fixed=self._fixed):
                     return
