@@ -720,11 +720,22 @@ def _evaluate_line(other: _Writer) -> _Writer:
             return (
                 f'{{"event":"evaluate","ts":{ts},"run_id":{run_id},"step":{step},'
                 f'"state":{_STR(state)},"type":{_STR(kind)},"verdict":{_STR(verdict)},'
-                f'"details":{json_value(v["details"].to_json())}}}'
+                f'"details":{_details_json(v["details"])}}}'
             )
         return other(v, ts, run_id)
 
     return write
+
+
+def _details_json(details: Details) -> str:
+    """`json_value(details.to_json())`; an exit code's verdict (one name, one `int`: most
+    steps) without the encoder."""
+    data = details.to_json()
+    if len(data) == 1:
+        for key, value in data.items():
+            if key.__class__ is str and value.__class__ is int:
+                return f"{{{_STR(key)}:{value}}}"
+    return json_value(data)
 
 
 def _route_line(other: _Writer) -> _Writer:
