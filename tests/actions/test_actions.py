@@ -234,45 +234,6 @@ def test_background_child_holding_the_pipe_does_not_hang(tmp_path: Path) -> None
     assert live_members(int(result.output)) == []
 
 
-def _counting_pidfds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    opened: list[int] = []
-    real = os.pidfd_open
-
-    def pidfd_open(pid: int, flags: int = 0) -> int:
-        opened.append(pid)
-        return real(pid, flags)
-
-    monkeypatch.setattr(os, "pidfd_open", pidfd_open)
-    return opened
-
-
-@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfd_open is Linux's")
-def test_a_short_action_is_waited_for_without_a_pidfd(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Most actions end within the first wait, their pipes at their end as they exit: no
-    pidfd is opened for them (two system calls a step)."""
-    opened = _counting_pidfds(monkeypatch)
-    for _ in range(5):
-        assert run_shell("echo hi", cwd=tmp_path).output == "hi\n"
-    assert opened == []
-
-
-@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfd_open is Linux's")
-def test_a_longer_action_left_by_a_background_child_ends_at_its_exit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An action still running after the first wait is watched by a pidfd from then on: its
-    exit ends the wait at once, though a background child holds its pipes open."""
-    opened = _counting_pidfds(monkeypatch)
-    start = time.monotonic()
-    result = run_shell("sleep 0.3; echo $$; sleep 100 &", cwd=tmp_path, timeout=30)
-    assert time.monotonic() - start < 20  # not the 30 s timeout, nor the 100 s sleep
-    assert (result.timed_out, result.exit_code) == (False, 0)
-    assert live_members(int(result.output)) == []
-    assert len(opened) == 1
-
-
 def test_background_child_with_its_own_output_is_killed(tmp_path: Path) -> None:
     result = run_shell("echo $$; sleep 100 >/dev/null 2>&1 &", cwd=tmp_path, timeout=30)
     assert result.exit_code == 0
@@ -807,7 +768,7 @@ def test_what_both_pipes_hold_at_once_is_read_stdout_first_whatever_their_number
             os.close(read_end)
             os.write(write_end, text)
             os.close(write_end)
-        sink.attach(out_fd, out_fd + 1)
+        sink.attach(out_fd, out_fd + 1, os.getpid())
         sink.read_held()
         assert seen == [("stdout", b"out\n"), ("stderr", b"err\n")]
     finally:
