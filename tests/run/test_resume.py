@@ -320,11 +320,26 @@ states:
 """
 
 
+_FANS_OUT = """\
+name: fans
+initial: fan
+states:
+  fan:
+    for_each: ["x"]
+    loop: ends.yaml
+    next: after
+  after:
+    terminal: true
+    action: echo after >> done.txt
+"""
+
+
 def _killed_at_its_end(project: Project, loop: str) -> Path:
     """Run `loop` in a process killed right after its first end event is logged; the run's
     directory."""
     project.write("ends.yaml", _ENDS_BY_ECHOING)
     project.write("calls.yaml", _CALLS_IT)
+    project.write("fans.yaml", _FANS_OUT)
     killed = project.write("killed.py", _KILLED_AT_THE_END)
     first = subprocess.run(
         [sys.executable, str(killed), "run", loop, "-q"],
@@ -374,11 +389,16 @@ def test_a_run_killed_after_its_end_event_is_finished_by_resume_not_run_again(
     assert "already finished (success)" in refused.stderr
 
 
+@pytest.mark.parametrize(
+    ("loop", "child_dir"),
+    [("calls.yaml", "sub/0001-call"), ("fans.yaml", "sub/0001-fan/x")],
+    ids=["a sub-loop's child", "a fork's branch"],
+)
 def test_a_child_killed_after_its_end_event_is_finished_and_its_caller_goes_on(
-    project: Project,
+    project: Project, loop: str, child_dir: str
 ) -> None:
-    run = _killed_at_its_end(project, "calls.yaml")
-    child = run / "sub" / "0001-call"
+    run = _killed_at_its_end(project, loop)
+    child = run / child_dir
     assert json.loads((child / "state.json").read_text())["status"] == "running"
     again = project.ll("resume", "-q", process=True)
     assert again.returncode == 0, again.stderr
