@@ -89,24 +89,12 @@ def changing_json(progress: Progress, captured: Json, prev: Json) -> str:
     step, ms, attempt, code = d["step"], d["elapsed_ms"], d["attempt"], d["exit_code"]
     cost, route, pending = d["cost_usd"], d["last_route"], d["pending"]
     convergence, reasons, outputs = d["convergence"], d["prior_reasons"], d["outputs"]
-    empty = dict  # an object that is empty, written `{}` without a call
-    fresh_c = captured.__class__ is empty and not captured
-    fresh_v = convergence.__class__ is empty and not convergence
-    fresh_r = reasons.__class__ is empty and not reasons
+    # An empty object is written `{}` without a call.
+    fresh_c = captured.__class__ is dict and not captured
+    fresh_v = convergence.__class__ is dict and not convergence
+    fresh_r = reasons.__class__ is dict and not reasons
     used, outcome, final = d["on_max_used"], d["outcome"], d["final_state"]
     finite = cost.__class__ is float and cost - cost == 0  # not inf, -inf or nan
-    if prev.__class__ is dict and len(prev) == 1:
-        where = prev.get("ref")
-        if (
-            where.__class__ is list
-            and len(where) == 2
-            and where[0].__class__ is where[1].__class__ is int
-        ):
-            prev_json = f'{{"ref":[{where[0]},{where[1]}]}}'
-        else:
-            prev_json = _reference(prev)
-    else:
-        prev_json = _reference(prev)
     return (
         f'{{"current":{json_string(current) if current.__class__ is str else json_value(current)},'
         f'"status":{json_string(status) if status.__class__ is str else json_value(status)},'
@@ -114,7 +102,7 @@ def changing_json(progress: Progress, captured: Json, prev: Json) -> str:
         f'"elapsed_ms":{ms if ms.__class__ is int else json_value(ms)},'
         f'"cost_usd":{_FLOAT(cost) if finite else json_value(cost)},'
         f'"captured":{"{}" if fresh_c else _object(captured)},'
-        f'"prev":{prev_json},'
+        f'"prev":{_reference(prev)},'
         f'"convergence":{"{}" if fresh_v else _object(convergence)},'
         f'"prior_reasons":{"{}" if fresh_r else _object(reasons)},'
         f'"on_max_used":{"false" if used is False else json_value(used)},'
