@@ -816,8 +816,9 @@ class JsonlSink:
         if size and os.pread(fd, 1, size - 1) != b"\n":
             os.write(fd, b"\n")
         self._file: IO[str] = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - see close()
-        # `line` without a call of its own, for the emitter's hot path: UnicodeEncodeError,
-        # nothing written, for text that is not UTF-8 (a line of ASCII is kept as it is).
+        # Appends a line made by `Emitter` (the same text `ENCODE` gives its wire dict): the
+        # file's own `write`, no call of ours. UnicodeEncodeError, nothing written, for text
+        # that is not UTF-8 (the emitter then writes the wire dict, JSON-escaped).
         self.write_text = self._file.write
 
     def __call__(self, event: Event) -> None:
@@ -827,16 +828,6 @@ class JsonlSink:
         except UnicodeEncodeError:
             # Bytes that are not UTF-8 (an environment value, a file name): JSON escapes.
             self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
-
-    def line(self, text: str) -> bool:
-        """Append `text`, an event's line made by `Emitter.send` (the same text `ENCODE`
-        gives its wire dict); False, nothing written, where it cannot be written as UTF-8
-        (the caller then hands over the wire dict, which is written JSON-escaped)."""
-        try:
-            self._file.write(text + "\n")
-        except UnicodeEncodeError:
-            return False
-        return True
 
     def flush(self) -> None:
         try:
@@ -848,6 +839,18 @@ class JsonlSink:
         # A flush that failed was reported already; those events are lost either way.
         with contextlib.suppress(OSError):
             self._file.close()
+
+
+class _Listening(dict[str, list["Listener"]]):
+    """The listeners that use events named NAME (`listens_to`), found at its first event."""
+
+    def __init__(self, listeners: list[Listener]) -> None:
+        super().__init__()
+        self._listeners = listeners
+
+    def __missing__(self, name: str) -> list[Listener]:
+        found = self[name] = [one for one in self._listeners if _listens(one, name)]
+        return found
 
 
 class Emitter:
@@ -875,18 +878,14 @@ class Emitter:
         self._clock = clock
         self._own_clock = clock is utc_now
         # The listeners each event name is handed to (`listens_to`), found at its first emit.
-        self._by_name: dict[str, list[Listener]] = {}
+        self._by_name = _Listening(listeners)
         self._run_id_json = _STR(run_id)
-        # Where the one sink takes a line (`JsonlSink.line`: a run's events.jsonl) and nothing
-        # is redacted, `send` writes lines; else wire dicts.
-        self._line: Callable[[str], bool] | None = (
-            getattr(self.sinks[0], "line", None)
+        # Where the one sink takes lines (`JsonlSink.write_text`: a run's events.jsonl) and
+        # nothing is redacted, `send` and `send_fields` write lines; else wire dicts.
+        self._write: Callable[[str], object] | None = (
+            getattr(self.sinks[0], "write_text", None)
             if redact is None and len(self.sinks) == 1
             else None
-        )
-        # Its file's own `write`, for `send_fields` (`JsonlSink.write_text`).
-        self._write: Callable[[str], object] | None = (
-            getattr(self.sinks[0], "write_text", None) if self._line is not None else None
         )
 
     def emit(
@@ -917,9 +916,7 @@ class Emitter:
             event = self._redact(event)
         for sink in self.sinks:
             sink(event)
-        listeners = self._by_name.get(name)
-        if listeners is None:
-            listeners = self._listeners_of(name)
+        listeners = self._by_name[name]
         if listeners:
             if typed is not None and self._redact is None:
                 record = _stamped(typed, event["ts"], self.run_id)
@@ -929,16 +926,9 @@ class Emitter:
                 listener(record)
         return event
 
-    def _listeners_of(self, name: str) -> list[Listener]:
-        """The listeners that use events named `name` (`listens_to`), found once a name."""
-        found = self._by_name[name] = [one for one in self.listeners if _listens(one, name)]
-        return found
-
     def _hand_on(self, name: str, typed: RunEvent, ts: str) -> None:
         """`typed`, stamped, to the listeners that use `name` (its line is written)."""
-        listeners = self._by_name.get(name)
-        if listeners is None:
-            listeners = self._listeners_of(name)
+        listeners = self._by_name[name]
         if listeners:
             record = _stamped(typed, ts, self.run_id)
             for listener in listeners:
@@ -947,10 +937,7 @@ class Emitter:
     def tell(self, event: RunEvent) -> None:
         """Hand an event the log holds already (read back from it, stamped) to the listeners
         that use it, writing nothing."""
-        listeners = self._by_name.get(event.NAME)
-        if listeners is None:
-            listeners = self._listeners_of(event.NAME)
-        for listener in listeners:
+        for listener in self._by_name[event.NAME]:
             listener(event)
 
     def send_fields(self, cls: type[RunEvent], fields: dict[str, Any]) -> None:
@@ -960,19 +947,15 @@ class Emitter:
         and no record is made (a step makes five; a record costs as much as its line). The
         fields given are those the call site names, which are all its line reads."""
         write = self._write
-        if write is not None:
-            listeners = self._by_name.get(cls.NAME)
-            if listeners is None:
-                listeners = self._listeners_of(cls.NAME)
-            if not listeners:
-                ts = self._clock()
-                stamp = '"' + ts + '"' if self._own_clock else json_value(ts)
-                try:
-                    write(_FIELD_WRITERS[cls](fields, stamp, self._run_id_json) + "\n")
-                except (_Unusual, KeyError, UnicodeEncodeError):
-                    pass  # (text that is not UTF-8 is refused whole: nothing was written)
-                else:
-                    return
+        if write is not None and not self._by_name[cls.NAME]:
+            ts = self._clock()
+            stamp = '"' + ts + '"' if self._own_clock else json_value(ts)
+            try:
+                write(_FIELD_WRITERS[cls](fields, stamp, self._run_id_json) + "\n")
+            except (_Unusual, KeyError, UnicodeEncodeError):
+                pass  # (text that is not UTF-8 is refused whole: nothing was written)
+            else:
+                return
         self.send(cls(**fields))
 
     def send(self, event: RunEvent) -> None:
@@ -982,19 +965,21 @@ class Emitter:
         line (a run's events.jsonl), the line is made straight from the record's attributes
         by a function made once for its class (`_line_writer`): no wire dict, and no JSON
         encoder call for its plain values (five events a step)."""
-        line = self._line
-        if line is not None and not event.__dict__["extra"]:
+        write = self._write
+        if write is not None and not event.__dict__["extra"]:
             cls = event.__class__
             writer = _LINE_WRITERS.get(cls) or _line_writer(cls)
             if writer is not None:
                 ts = self._clock()
                 # `utc_now`'s stamps hold nothing JSON escapes: quoted as they are.
                 stamp = '"' + ts + '"' if self._own_clock else json_value(ts)
-                if line(writer(event.__dict__, stamp, self._run_id_json)):
+                try:
+                    write(writer(event.__dict__, stamp, self._run_id_json) + "\n")
+                except UnicodeEncodeError:
+                    pass  # a lone surrogate: nothing was written; the wire dict is, escaped
+                else:
                     self._hand_on(cls.NAME, event, ts)
                     return
-                # Not UTF-8 (a lone surrogate): nothing was written; the wire dict is, its
-                # text JSON-escaped.
         self.wire(event)
 
     def wire(self, event: RunEvent) -> Event:

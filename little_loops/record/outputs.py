@@ -34,16 +34,19 @@ def ref(offset: int, size: int) -> dict[str, list[int]]:
     return {"ref": [offset, size]}
 
 
+def _counts(value: object, length: int) -> bool:
+    """Whether `value` is a list of `length` whole numbers, none negative (an offset and a
+    size, a record's text sizes) as a file read back must hold them."""
+    return (
+        isinstance(value, list)
+        and len(value) == length
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value)
+    )
+
+
 def is_ref(value: object) -> bool:
     """A reference into outputs.dat, as opposed to a record written inline by an older ll."""
-    if not isinstance(value, dict) or set(value) != {"ref"}:
-        return False
-    where = value["ref"]
-    return (
-        isinstance(where, list)
-        and len(where) == 2
-        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in where)
-    )
+    return isinstance(value, dict) and set(value) == {"ref"} and _counts(value["ref"], 2)
 
 
 def _meta(
@@ -200,12 +203,8 @@ class Outputs:
             meta = json.loads(line) if newline else None
         except (ValueError, RecursionError):
             return None
-        sizes = meta.get(_SIZES) if isinstance(meta, dict) else None
-        if not (
-            isinstance(sizes, list)
-            and len(sizes) == len(_RAW)
-            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes)
-        ):
+        sizes: Any = meta.get(_SIZES) if isinstance(meta, dict) else None
+        if not _counts(sizes, len(_RAW)):
             return None
         size = len(line) + 1 + sum(sizes) + 1
         return ref(offset, size) if offset + size <= end else None
@@ -213,11 +212,7 @@ class Outputs:
     def _from_log(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """`record` with its output read from where it points in the run's log."""
         where = record.pop(_IN_LOG)
-        if not (
-            isinstance(where, list)
-            and len(where) == 2
-            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in where)
-        ):
+        if not _counts(where, 2):
             return None
         start, size = where
         data = RunLog.read(self.path.parent, start, start + size)

@@ -352,17 +352,7 @@ class RunSession:
         )
         # After the event, so whoever sees the final state also finds the event in the log.
         self.persist(p)
-        return RunResult(
-            run_id=p.run_id,
-            outcome=outcome,
-            exit_code=code,
-            final_state=final_state,
-            steps=p.step,
-            duration_ms=duration_ms,
-            path=tuple(p.path),
-            run_dir=root,
-            error=error,
-        )
+        return _result(p, root, duration_ms)
 
     def logged_end(self, p: Progress) -> ev.LoopComplete | None:
         """The end of a resumed run that its log holds but its state does not: its process
@@ -404,27 +394,19 @@ class RunSession:
                 p.path.append(str(end.final_state))
         p.step = end.steps or p.step
         p.status = "finished"
-        p.outcome, p.exit_code, p.error = end.outcome, end.exit_code, end.error
+        p.outcome, p.error = end.outcome, end.error
+        p.exit_code = end.exit_code if end.exit_code is not None else OUTCOME_EXIT[end.outcome]
         p.final_state = end.final_state
         p.cost_usd = end.cost_usd or 0.0
         outputs = end.outputs or {}
-        p.outputs = {k: v if isinstance(v, str) else json.dumps(v) for k, v in outputs.items()}
-        p.outputs = p.outputs or None
+        p.outputs = {
+            k: v if isinstance(v, str) else json.dumps(v) for k, v in outputs.items()
+        } or None
         duration_ms = end.duration_ms if isinstance(end.duration_ms, int) else self.elapsed_ms()
         self._t0 = self.clock.monotonic() - duration_ms / 1000.0
         self.persist(p)
         self.emitter.tell(end)
-        return RunResult(
-            run_id=p.run_id,
-            outcome=str(end.outcome),
-            exit_code=p.exit_code if p.exit_code is not None else OUTCOME_EXIT[str(end.outcome)],
-            final_state=str(end.final_state),
-            steps=p.step,
-            duration_ms=duration_ms,
-            path=tuple(p.path),
-            run_dir=root,
-            error=end.error,
-        )
+        return _result(p, root, duration_ms)
 
     def write_record(self, path: Path, value: Json) -> None:
         """A JSON record of the run's tree beside its state (a fork's `items.json` and
@@ -463,6 +445,21 @@ class RunSession:
         self.sink.close()
         self.outputs.close()
         self.run_dir.close()
+
+
+def _result(p: Progress, root: Path, duration_ms: int) -> RunResult:
+    """What a run's end (`RunSession.end`, `end_logged`) returns, from the progress it wrote."""
+    return RunResult(
+        run_id=p.run_id,
+        outcome=str(p.outcome),
+        exit_code=int(p.exit_code or 0),
+        final_state=str(p.final_state),
+        steps=p.step,
+        duration_ms=duration_ms,
+        path=tuple(p.path),
+        run_dir=root,
+        error=p.error,
+    )
 
 
 def file_secrets(loop: Loop) -> list[str]:

@@ -179,8 +179,7 @@ class StepPipeline:
             shown = self.templates.display(state.action, command, step, state, attempt, shell=shell)
             action = self._act(step, state, attempt, command, shown)
             # Spent as soon as it is known: a step cut off later still counts its action.
-            if action.cost_usd:
-                self.spend(action.cost_usd)
+            self.spend(action.cost_usd)
             if self.ends_run(state):
                 self._show_terminal_output(action)
             record = output_record(state, action)
@@ -214,10 +213,9 @@ class StepPipeline:
         def resolve(text: str) -> str:
             return mask(self.templates.render(text, step, state, attempt, shell=False))
 
-        masked = mask is not _same
         inp = EvalInput(
-            text=(mask(action.output) if masked else action.output) if action else "",
-            stderr=(mask(action.stderr) if masked else action.stderr) if action else "",
+            text=mask(action.output) if action else "",
+            stderr=mask(action.stderr) if action else "",
             exit_code=action.exit_code if action else None,
             state=state.name,
             resolve=resolve,
