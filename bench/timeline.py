@@ -16,6 +16,9 @@ there, and prints the median of each part over the steps (the first ten left out
   (the action layer's own set-up overlaps it);
 - the action layer after the exit (the group checked, the pipes closed, the result made).
 
+Beside it, the runner's part of the same loop with each action answered at once in this
+process (bench/runner.py's answered loop): the same work with no process run between steps.
+
 The bare spawn (`subprocess.Popen(argv, stdout=PIPE, stderr=PIPE)` and `communicate()`, as
 bench/printing.py's floor) is cut into its start (Python's work and the vfork) and the rest.
 
@@ -49,6 +52,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from _common import machine  # noqa: E402
 from printing import command, run_loop  # noqa: E402
+from runner import Answered  # noqa: E402
+from runner import runner as answered_run  # noqa: E402
 
 import little_loops.actions as actions  # noqa: E402 - after the sys.path line
 from little_loops.actions import process  # noqa: E402
@@ -112,6 +117,25 @@ def ll_parts(marks: Marks) -> dict[str, float]:
     return out
 
 
+def answered_part(steps: int, base: Path) -> float:
+    """The runner between two actions when each action is answered at once in this process
+    (bench/runner.py's loop, no child): the same work, with no process run between steps."""
+    marks: Marks = []
+    clock, add = time.perf_counter_ns, marks.append
+
+    class Stamped(Answered):
+        def run(self, request: Any) -> Any:
+            add(("request", clock()))
+            result = super().run(request)
+            add(("result", clock()))
+            return result
+
+    answered_run(steps, base, False, Stamped())
+    pairs = [(marks[i][1], marks[i + 1][1]) for i in range(0, len(marks) - 1, 2)][10:]
+    between = [b[0] - a[1] for a, b in itertools.pairwise(pairs)]
+    return statistics.median(between) / 1000
+
+
 def bare_parts(steps: int, cmd: str, base: Path) -> dict[str, float]:
     """The same split for the bare spawn: Popen() (its Python and the vfork), the rest."""
     words = cmd.split()
@@ -164,6 +188,7 @@ def main() -> None:
         parser.error("--steps must be at least 30")
     runs: list[dict[str, float]] = []
     bares: list[dict[str, float]] = []
+    alone: list[float] = []
     with busy(args.keep_busy):
         for _ in range(args.repeat):
             base = Path(tempfile.mkdtemp(dir=Path(args.dir).resolve(), prefix=".bench-timeline-"))
@@ -173,6 +198,7 @@ def main() -> None:
                 with stamped(marks):
                     run_loop(args.steps, base, cmd)
                 runs.append(ll_parts(marks))
+                alone.append(answered_part(args.steps, base))
                 bares.append(bare_parts(args.steps, cmd, base))
             finally:
                 subprocess.run(["rm", "-rf", str(base)], check=False)
@@ -191,6 +217,9 @@ def main() -> None:
             print(f"| {name} | " + " | ".join(f"{row[name]:.0f}" for row in rows) + " |")
         total = " | ".join(f"**{sum(row.values()):.0f}**" for row in rows)
         print(f"| **{'`ll`' if rows is runs else 'bare spawn'}, in all** | {total} |")
+        if rows is runs:
+            cells = " | ".join(f"{value:.0f}" for value in alone)
+            print(f"| (the runner between two actions answered in process, no child) | {cells} |")
 
 
 if __name__ == "__main__":
