@@ -69,6 +69,12 @@ NOT_LOADED = (
     "typing",
     "string",  # the shell lexer's letters and digits are written out (templates/shell_quote.py)
     "shlex",  # only to split LL_CLAUDE or --claude-flags (actions/slash.py)
+    # Actions in `ll`'s own directory start by posix_spawn on Linux: Popen, and what its module
+    # imports, only where it is used (actions/process.py; 10 M instructions of every run)
+    "subprocess",
+    "locale",
+    "selectors",
+    "_posixsubprocess",
 )
 
 LIST_MODULES = (
