@@ -16,6 +16,9 @@ not counted) for a run of SMALL and of LARGE units, and prints the difference pe
   and the action layer's around the spawn, the spawn's own cost in the child not counted;
   the action started by Popen (from another directory than the run's), which valgrind can
   follow: posix_spawn's child works in this process's memory until its exec, and is counted.
+- spawn-print: the same step started from the run's directory, by posix_spawn, as `ll run`
+  starts actions by default (on Linux): the action layer's own path, the child's work before
+  its exec (its signals, its PATH search) counted with it.
 
 An instruction count does not move with the machine's load the way CPU and wall times do, so a
 change can be compared on a busy shared machine. `--repo` measures another checkout's code
@@ -34,7 +37,7 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
-UNITS = ("step", "branch", "call", "print", "level")
+UNITS = ("step", "branch", "call", "print", "spawn-print", "level")
 
 
 def one_run(repo: Path, unit: str, count: int) -> None:
@@ -54,6 +57,12 @@ def one_run(repo: Path, unit: str, count: int) -> None:
             # runs its child in this process's memory until the exec, and valgrind counts the
             # child's work there as this process's (a CPU figure: bench/printing.py).
             printing.run_loop(count, base, printing.command(base, 1 << 10), from_base=False)
+        elif unit == "spawn-print":
+            import printing
+
+            # Started from the run's directory, as `ll run` starts actions by default: by
+            # posix_spawn (the child's own work until its exec is counted too, see above).
+            printing.run_loop(count, base, printing.command(base, 1 << 10))
         elif unit == "branch":
             import fork_scale
 

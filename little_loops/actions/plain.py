@@ -75,11 +75,27 @@ def sh_is_dash() -> bool:
     return _DASH
 
 
+# plain_argv's answers by command text: a loop runs the same few commands step after step.
+_PLAIN_SEEN: dict[str, list[str] | None] = {}
+
+
 def plain_argv(command: str, shell: str) -> list[str] | None:
     """The words of `command` when `shell` would only split it and exec its first word (and
-    is dash, as /bin/sh); None where the shell has more to do."""
+    is dash, as /bin/sh); None where the shell has more to do. A new list at every call."""
+    if shell != "/bin/sh":
+        return None
+    try:
+        words = _PLAIN_SEEN[command]
+    except KeyError:
+        if len(_PLAIN_SEEN) > 256:
+            _PLAIN_SEEN.clear()
+        words = _PLAIN_SEEN[command] = _plain_words(command)
+    return None if words is None else list(words)
+
+
+def _plain_words(command: str) -> list[str] | None:
     text = command.rstrip("\n")
-    if shell != "/bin/sh" or len(text) > 4096 or not _PLAIN_CHARS.issuperset(text):
+    if len(text) > 4096 or not _PLAIN_CHARS.issuperset(text):
         return None
     words = text.split()  # blanks only: no other white space got past the check above
     if not words:
@@ -104,8 +120,12 @@ def dash_environment(env: Environment, cwd: str) -> Environment | None:
     binary = bool(given) and isinstance(next(iter(given)), bytes)
     pwd_key: str | bytes = b"PWD" if binary else "PWD"
     path = given.get(b"PATH" if binary else "PATH")
-    # posix_spawnp searches this process's PATH: the child's must be the same.
-    if path is None or (os.fsdecode(path) if binary else path) != os.environ.get("PATH"):
+    # posix_spawnp searches this process's PATH: the child's must be the same (it is, where
+    # the child is given this process's own environment).
+    if path is None:
+        return None
+    own = given is getattr(os.environ, "_data", None)
+    if not own and (os.fsdecode(path) if binary else path) != os.environ.get("PATH"):
         return None
     if not _NAMES_SEEN.issuperset(given):  # a name not seen before (hashing only, in C)
         if not all(map(_valid_name, given)):

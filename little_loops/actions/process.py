@@ -536,8 +536,7 @@ def _start(
             child = None if plain is None else dash_environment(environment, os.fspath(cwd))
             try:
                 if plain is not None and child is not None:
-                    with contextlib.suppress(OSError):
-                        # not found, not executable, no `#!`: the shell is started and says
+                    try:
                         pid = os.posix_spawnp(
                             plain[0],
                             plain,
@@ -547,6 +546,9 @@ def _start(
                             setsigdef=sigdef,
                             setsigmask=(),
                         )
+                    except OSError:
+                        pass  # not found, not executable, no `#!`: the shell is started and says
+                    else:
                         return _Spawned(pid, plain=True)
                 pid = os.posix_spawn(
                     argv[0],

@@ -352,3 +352,35 @@ def test_another_path_than_lls_goes_through_the_shell(
     assert (got.exit_code, got.output, spawned) == (0, "found in bin\n", [])
     assert run_shell("no-such-tool", cwd=tmp_path).exit_code == 127  # ours: not found either
     assert spawned == []
+
+
+def test_a_path_changed_in_lls_own_environment_is_the_one_searched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An action given `ll`'s own environment (no `env:`) is exec'd without a comparison of
+    PATHs, which are one: a PATH changed in that environment between two actions (by a
+    caller of `ll` in process) is the one posix_spawnp searches."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bin").mkdir()
+    _script(tmp_path / "bin", "tool", "#!/bin/sh\necho found in bin\n")
+    spawned = _spawned(monkeypatch)
+    assert run_shell("tool", cwd=tmp_path).exit_code == 127  # not on PATH yet (by the shell)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    got = run_shell("tool", cwd=tmp_path)
+    assert (got.exit_code, got.output) == (0, "found in bin\n")
+    assert spawned == ["tool"]  # exec'd without the shell (the first, not found, went to it)
+
+
+def test_a_plain_commands_words_are_a_new_list_at_each_call() -> None:
+    """plain_argv keeps its answers by command text: what a caller does with the list it got
+    never reaches the next caller, another shell still gets None, and the answers kept stay
+    few."""
+    words = plain.plain_argv("cat one.txt", "/bin/sh")
+    assert words == ["cat", "one.txt"]
+    words.append("two.txt")
+    assert plain.plain_argv("cat one.txt", "/bin/sh") == ["cat", "one.txt"]
+    assert plain.plain_argv("cat one.txt", "/bin/bash") is None
+    assert plain.plain_argv("echo hi", "/bin/sh") is None  # a builtin, kept as None
+    for n in range(600):
+        assert plain.plain_argv(f"cat file{n}.txt", "/bin/sh") == ["cat", f"file{n}.txt"]
+    assert len(plain._PLAIN_SEEN) <= 257
