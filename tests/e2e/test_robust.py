@@ -234,9 +234,14 @@ def test_ctrl_c_in_the_first_milliseconds_never_shows_a_traceback(
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
         if TRACEBACK in err:
-            # Python's own start-up (its `site` imports, finding the package) comes before any
-            # line of ll and cannot be covered: no frame of the traceback may be ll's.
-            assert f"{os.sep}little_loops{os.sep}" not in err, (delay_ms, err)
+            # Python's own start-up (its `site` imports, finding the package, loading its
+            # first module) comes before any line of ll and cannot be covered: no line of ll
+            # may be in the traceback. A Ctrl-C that lands while the interpreter reads the
+            # package's `__init__` is raised as its code starts, before its first line: the
+            # frame reads "line 0", and no line of ll has run (seen once in CI, at 20 ms).
+            sep = re.escape(os.sep)
+            ours = re.findall(rf'File "[^"]*{sep}little_loops{sep}([^"]*)", line (\d+)', err)
+            assert all(where == ("__init__.py", "0") for where in ours), (delay_ms, err)
         elif proc.returncode == -signal.SIGINT:
             # Before Python installs its own handler the signal ends the process as it ends
             # any program (a shell shows 130), silently.
