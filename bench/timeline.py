@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -57,6 +58,7 @@ from runner import runner as answered_run  # noqa: E402
 
 import little_loops.actions as actions  # noqa: E402 - after the sys.path line
 from little_loops.actions import process  # noqa: E402
+from little_loops.actions.plain import plain_argv  # noqa: E402
 
 PARTS = (  # (from, to, name) within an action; the runner's part lies between two actions
     ("request", "spawn", "the action layer before the spawn"),
@@ -138,14 +140,14 @@ def answered_part(steps: int, base: Path) -> float:
 
 def bare_parts(steps: int, cmd: str, base: Path) -> dict[str, float]:
     """The same split for the bare spawn: Popen() (its Python and the vfork), the rest."""
-    words = cmd.split()
-    argv: list[str] | str = cmd if cmd == "true" else words
+    words = plain_argv(cmd, "/bin/sh")  # the processes `ll` starts, as printing.floor does
+    argv: list[str] | str = cmd if words is None else words
     starts, rests = [], []
     clock = time.perf_counter_ns
     for _ in range(steps):
         t0 = clock()
         proc = subprocess.Popen(
-            argv, shell=cmd == "true", stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=base
+            argv, shell=words is None, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=base
         )
         t1 = clock()
         proc.communicate()
@@ -201,7 +203,7 @@ def main() -> None:
                 alone.append(answered_part(args.steps, base))
                 bares.append(bare_parts(args.steps, cmd, base))
             finally:
-                subprocess.run(["rm", "-rf", str(base)], check=False)
+                shutil.rmtree(base)
     what = "`true`" if not args.size else f"`cat FILE`, {args.size} bytes"
     print(
         f"`python bench/timeline.py --steps {args.steps} --size {args.size} --repeat "

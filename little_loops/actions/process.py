@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from little_loops.actions.plain import Environment, dash_environment, signal_ending
+from little_loops.actions.plain import dash_environment, own_environment, signal_ending
 from little_loops.actions.reaper import (
     GUARD,
     KILL_GRACE_S,
@@ -494,15 +494,6 @@ def _inherited() -> tuple[int, ...] | bool:
     return _INHERITED
 
 
-def _environment() -> Environment:
-    """This process's environment for a child. CPython keeps `os.environ`'s encoded keys and
-    values in a plain dict (`_data`, updated with every change made through `os.environ`);
-    handed that, posix_spawn reads it in C, where `os.environ` itself costs a Python call a
-    variable (about 50 µs a step). Elsewhere, `os.environ`."""
-    data = getattr(os.environ, "_data", None)
-    return data if type(data) is dict else os.environ
-
-
 def _start(
     argv: list[str],
     cwd: Path,
@@ -531,7 +522,7 @@ def _start(
                 (os.POSIX_SPAWN_DUP2, pipes.err_w, 2),
             ]
             actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in inherited]
-            environment = _environment() if env is None else env
+            environment = own_environment() if env is None else env
             sigdef = _defaults()
             child = None if plain is None else dash_environment(environment, os.fspath(cwd))
             try:
